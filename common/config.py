@@ -1,0 +1,271 @@
+"""The one command line and the one frozen configuration that both runners consume.
+
+    cfg = common.config.parse(sys.argv[1:], prog="native")
+
+`parse` checks everything that can be checked from the arguments and the file system;
+`common.launcher.validate` checks the launcher and the GPUs. Both run before any process,
+process group or CUDA work, and both raise `UsageError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NoReturn
+
+from common.errors import USAGE_EXIT_CODE, UsageError
+
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+ACCELERATORS = ("gpu", "cpu")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+SGD_IMPLEMENTATIONS = ("auto", "foreach", "fused", "for-loop")
+DEFAULT_BATCH_SIZE_PER_DEVICE = 32
+# Smallest input each architecture family accepts (five stride-2 stages, or Inception's stem).
+MIN_IMAGE_SIZE = 32
+MIN_IMAGE_SIZE_BY_ARCH = {"inception_v3": 75, "googlenet": 32}
+
+BatchMode = Literal["fixed_per_device", "fixed_global"]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Every option of one benchmark run, validated; identical for both runners."""
+
+    devices: int = 1  # processes (GPUs) per node
+    num_nodes: int = 1
+    accelerator: str = "gpu"  # gpu | cpu
+    batch_size_per_device: int | None = None  # set when batch_mode is fixed_per_device
+    global_batch_size: int | None = None  # set when batch_mode is fixed_global
+    warmup_steps: int = 10  # untimed optimizer steps
+    steps: int = 50  # timed optimizer steps
+    precision: str = "auto"  # requested: auto | fp32 | tf32 | bf16 | fp16
+    channels_last: bool = False
+    compile: bool = False
+    compile_mode: str = "default"
+    cudnn_benchmark: bool = True
+    sgd_impl: str = "auto"  # auto | foreach | fused | for-loop
+    seed: int = 1234
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    image_size: int = 224
+    num_classes: int = 1000
+    arch: str = "resnet50"
+    bucket_cap_mb: float = 25.0
+    gradient_as_bucket_view: bool = True
+    static_graph: bool = False
+    broadcast_buffers: bool = True
+    timeout: float = 300.0  # process-group timeout, seconds
+    profile_steps: int = 5  # profiled steps after the timed region (GPU only; 0 = off)
+    output: Path | None = None
+    overwrite_output: bool = False
+    verbose: bool = False
+
+    @property
+    def world_size(self) -> int:
+        """Processes in the whole run: devices per node x nodes."""
+        return self.devices * self.num_nodes
+
+    @property
+    def batch_mode(self) -> BatchMode:
+        """`fixed_global` (strong scaling) when a global batch was given, else `fixed_per_device`."""
+        return "fixed_global" if self.global_batch_size is not None else "fixed_per_device"
+
+    def per_device_batch(self, world_size: int | None = None) -> int:
+        """Samples each rank processes per step, for the given (or configured) world size."""
+        world = self.world_size if world_size is None else world_size
+        if self.global_batch_size is None:
+            assert self.batch_size_per_device is not None
+            return self.batch_size_per_device
+        if self.global_batch_size % world:
+            raise UsageError(
+                f"--global-batch-size {self.global_batch_size} does not divide by the world size {world};"
+                f" choose a multiple of {world} or use --batch-size-per-device"
+            )
+        return self.global_batch_size // world
+
+    def global_batch(self, world_size: int | None = None) -> int:
+        """Samples per optimizer step over all ranks."""
+        world = self.world_size if world_size is None else world_size
+        return self.per_device_batch(world) * world
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain JSON-ready dict of every option (paths as strings)."""
+        out = dataclasses.asdict(self)
+        out["output"] = str(self.output) if self.output is not None else None
+        return out
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
+        raise SystemExit(USAGE_EXIT_CODE)
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    """The command line shared by `python -m native` and `python -m lightning_impl`."""
+    d = BenchConfig()
+    p = _Parser(
+        prog=prog,
+        description=(
+            "Synthetic-data DDP training benchmark (torchvision model, random init, GPU-resident"
+            " batch). Prints a summary; writes a JSON result with --output."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,
+    )
+    run = p.add_argument_group("processes")
+    run.add_argument("--devices", type=int, default=d.devices,
+                     help="processes (one per GPU) per node; under srun/torchrun it must match the launcher")
+    run.add_argument("--num-nodes", type=int, default=d.num_nodes, help="nodes in the run")
+    run.add_argument("--accelerator", choices=ACCELERATORS, default=d.accelerator,
+                     help="gpu (NCCL) or cpu (gloo)")
+    run.add_argument("--timeout", type=float, default=d.timeout, metavar="SECONDS",
+                     help="process-group timeout for collectives, in seconds")
+
+    batch = p.add_argument_group("batch (give at most one)").add_mutually_exclusive_group()
+    batch.add_argument("--batch-size-per-device", type=int, default=None, metavar="IMAGES",
+                       help=f"images per device per step, weak scaling (default {DEFAULT_BATCH_SIZE_PER_DEVICE})")
+    batch.add_argument("--global-batch-size", type=int, default=None, metavar="IMAGES",
+                       help="images per step over all devices, strong scaling; must divide by the world size")
+
+    steps = p.add_argument_group("steps")
+    steps.add_argument("--warmup-steps", type=int, default=d.warmup_steps, metavar="N",
+                       help="untimed optimizer steps first (cuDNN autotuning, compilation, DDP bucket rebuild)")
+    steps.add_argument("--steps", type=int, default=d.steps, metavar="N", help="timed optimizer steps")
+    steps.add_argument("--profile-steps", type=int, default=d.profile_steps, metavar="N",
+                       help="steps profiled after the timed region to measure GPU busy time (GPU only; 0 = off)")
+
+    speed = p.add_argument_group("numerics and speed")
+    speed.add_argument("--precision", choices=PRECISIONS, default=d.precision,
+                       help="auto = bf16 where every GPU supports it, else fp16; fp32 on CPU. "
+                            "fp32 = TF32 off; tf32 = fp32 storage, TF32 math; bf16/fp16 = autocast")
+    speed.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=d.channels_last,
+                       help="NHWC memory format for model and images")
+    speed.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
+                       help="torch.compile the model before wrapping it in DDP")
+    speed.add_argument("--compile-mode", choices=COMPILE_MODES, default=d.compile_mode,
+                       help="torch.compile mode (with --compile)")
+    speed.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=d.cudnn_benchmark,
+                       help="let cuDNN autotune convolution algorithms during warm-up")
+    speed.add_argument("--sgd-impl", choices=SGD_IMPLEMENTATIONS, default=d.sgd_impl,
+                       help="SGD kernel: auto (torch's choice), foreach, fused or for-loop")
+
+    work = p.add_argument_group("workload")
+    work.add_argument("--arch", default=d.arch, help="torchvision classification model name (weights=None)")
+    work.add_argument("--image-size", type=int, default=d.image_size, metavar="PIXELS",
+                      help="synthetic image height and width")
+    work.add_argument("--num-classes", type=int, default=d.num_classes, help="classifier outputs and label range")
+    work.add_argument("--seed", type=int, default=d.seed,
+                      help="seed for model init; rank r's data uses seed + r")
+    work.add_argument("--lr", type=float, default=d.lr, help="SGD learning rate")
+    work.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
+    work.add_argument("--weight-decay", type=float, default=d.weight_decay, help="SGD weight decay")
+
+    ddp = p.add_argument_group("DistributedDataParallel")
+    ddp.add_argument("--bucket-cap-mb", type=float, default=d.bucket_cap_mb, metavar="MB",
+                     help="gradient bucket size, MiB")
+    ddp.add_argument("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction,
+                     default=d.gradient_as_bucket_view, help="gradients are views into the communication buckets")
+    ddp.add_argument("--static-graph", action=argparse.BooleanOptionalAction, default=d.static_graph,
+                     help="tell DDP the graph is the same every step")
+    ddp.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=d.broadcast_buffers,
+                     help="broadcast BatchNorm buffers from rank 0 before each forward")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--output", type=Path, default=None, metavar="PATH",
+                     help="JSON result written by global rank 0 (a summary is always printed)")
+    out.add_argument("--overwrite-output", action="store_true", help="allow replacing an existing --output file")
+    out.add_argument("--verbose", action="store_true",
+                     help="tracebacks for errors, framework warnings and per-rank messages")
+    return p
+
+
+def parse(argv: list[str] | None, prog: str) -> BenchConfig:
+    """Parse and validate the command line; exits 2 with one line on any user mistake."""
+    args = build_parser(prog).parse_args(argv)
+    values = vars(args)
+    if values["batch_size_per_device"] is None and values["global_batch_size"] is None:
+        values["batch_size_per_device"] = DEFAULT_BATCH_SIZE_PER_DEVICE
+    cfg = BenchConfig(**values)
+    from common.errors import exit_on_usage_error
+
+    with exit_on_usage_error(prog, cfg.verbose):
+        validate(cfg)
+    return cfg
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise UsageError(f"{name} must be positive, got {value:g}")
+
+
+def validate(cfg: BenchConfig) -> None:
+    """Checks that need only the options and the file system; raises UsageError."""
+    _positive("--devices", cfg.devices)
+    _positive("--num-nodes", cfg.num_nodes)
+    if cfg.batch_size_per_device is not None:
+        _positive("--batch-size-per-device", cfg.batch_size_per_device)
+    if cfg.global_batch_size is not None:
+        _positive("--global-batch-size", cfg.global_batch_size)
+        cfg.per_device_batch()  # raises when it does not divide by devices x nodes
+    _positive("--steps", cfg.steps)
+    if cfg.warmup_steps < 0:
+        raise UsageError(f"--warmup-steps must be 0 or more, got {cfg.warmup_steps}")
+    if cfg.profile_steps < 0:
+        raise UsageError(f"--profile-steps must be 0 or more, got {cfg.profile_steps}")
+    if cfg.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {cfg.seed}")
+    _positive("--lr", cfg.lr)
+    if cfg.momentum < 0:
+        raise UsageError(f"--momentum must be 0 or more, got {cfg.momentum:g}")
+    if cfg.weight_decay < 0:
+        raise UsageError(f"--weight-decay must be 0 or more, got {cfg.weight_decay:g}")
+    _positive("--num-classes", cfg.num_classes)
+    _positive("--bucket-cap-mb", cfg.bucket_cap_mb)
+    _positive("--timeout", cfg.timeout)
+    min_size = MIN_IMAGE_SIZE_BY_ARCH.get(cfg.arch, MIN_IMAGE_SIZE)
+    if cfg.image_size < min_size:
+        raise UsageError(f"--image-size {cfg.image_size} is too small for {cfg.arch}; use {min_size} or more")
+    if cfg.accelerator == "cpu" and cfg.precision == "fp16":
+        raise UsageError("--precision fp16 needs a GPU; on --accelerator cpu use fp32 or bf16")
+    if cfg.accelerator == "cpu" and cfg.precision == "tf32":
+        raise UsageError("--precision tf32 needs a GPU; on --accelerator cpu use fp32")
+    if cfg.compile_mode != "default" and not cfg.compile:
+        raise UsageError(f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile")
+    _validate_arch(cfg.arch)
+    _validate_output(cfg.output, cfg.overwrite_output)
+
+
+def _validate_arch(arch: str) -> None:
+    """The architecture must be a torchvision classification model."""
+    import torchvision  # deferred: `common` must import without torch
+
+    names = torchvision.models.list_models(module=torchvision.models)
+    if arch not in names:
+        close = [n for n in names if n.startswith(arch[:4])][:5]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UsageError(f"--arch {arch!r} is not a torchvision classification model{hint}")
+
+
+def _validate_output(output: Path | None, overwrite: bool) -> None:
+    """The result path must be writable, new (or --overwrite-output), and not a folder."""
+    if output is None:
+        if overwrite:
+            raise UsageError("--overwrite-output needs --output PATH")
+        return
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a folder; give a file path such as {output / 'result.json'}")
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"--output folder {parent} does not exist; create it first (mkdir -p {parent})")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--output folder {parent} is not writable")
+    if output.exists() and not overwrite:
+        raise UsageError(f"--output {output} already exists; choose another path or add --overwrite-output")

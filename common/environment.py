@@ -1,0 +1,131 @@
+"""Provenance of a run: versions, hardware, launcher facts, suite commit, UTC times."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision
+
+SUITE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def utc_now() -> str:
+    """Current UTC time, ISO 8601 with seconds."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def lightning_version() -> str | None:
+    """The installed Lightning version, without importing Lightning."""
+    try:
+        return importlib.metadata.version("lightning")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def device_name(device: torch.device) -> str:
+    """GPU model name, or the CPU model for CPU runs."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
+def cpu_model() -> str:
+    """CPU model string from /proc/cpuinfo (platform's guess elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def driver_version() -> str | None:
+    """NVIDIA driver version via NVML or nvidia-smi; None without a GPU."""
+    if not torch.cuda.is_available():
+        return None
+    try:
+        import pynvml  # nvidia-ml-py, present on most GPU images
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.split("\n")[0].strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the suite's checkout, or (None, None) outside git."""
+    try:
+        commit = subprocess.run(["git", "-C", str(SUITE_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(SUITE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+        return commit or None, bool(status.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def hostname() -> str:
+    """Short host name of this machine."""
+    return socket.gethostname()
+
+
+def software() -> dict[str, object]:
+    """Versions of everything that shapes the numbers."""
+    nccl = None
+    if torch.cuda.is_available():
+        try:
+            nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+        except Exception:
+            nccl = None
+    return {
+        "python_version": platform.python_version(),
+        "pytorch_version": torch.__version__,
+        "torchvision_version": torchvision.__version__,
+        "numpy_version": np.__version__,
+        "lightning_version": lightning_version(),
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "nccl_version": nccl,
+    }
+
+
+def environment(device: torch.device, gpu_names: list[str], hostnames: list[str], launcher: str,
+                slurm: dict[str, str] | None, started_utc: str, command: list[str]) -> dict[str, object]:
+    """The `environment` section of a result (called on rank 0 after gathering)."""
+    commit, dirty = git_state()
+    memory = None
+    if device.type == "cuda":
+        memory = torch.cuda.get_device_properties(device).total_memory / 2**30
+    return {
+        **software(),
+        "backend": "nccl" if device.type == "cuda" else "gloo",
+        "gpu_names": gpu_names,
+        "gpu_memory_gib": memory,
+        "driver_version": driver_version(),
+        "cpu_model": cpu_model(),
+        "cpus_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "hostnames": hostnames,
+        "launcher": launcher,
+        "slurm": slurm,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "command": command,
+        "started_utc": started_utc,
+        "finished_utc": utc_now(),
+    }

@@ -1,0 +1,83 @@
+"""Was the GPU kept busy? A short profiler window after the timed steps answers it.
+
+Steps W+T .. W+T+P-1 (after the timed region, so the timing never pays for the profiler) run
+under torch.profiler with CUDA activity only. From the kernels seen we report the fraction of
+wall time in which at least one kernel ran, kernels per step and kernel time per step. The
+profiler adds a little host work per kernel launch, so in a host-bound run the busy fraction
+is a slight under-estimate; a fraction well under 1 still means the host sets the pace, and
+per-step framework cost then shows up directly in the step time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from common.result import HOST_BOUND_BELOW
+
+
+def merged_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by a set of [start, end) intervals (overlaps counted once)."""
+    total, cur_start, cur_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+class GpuActivityProbe:
+    """Profiles steps first..first+count-1 (GPU only); `summary()` gives the result fields."""
+
+    def __init__(self, first_step: int, count: int, device: torch.device) -> None:
+        self.first = first_step
+        self.count = count if device.type == "cuda" else 0
+        self.device = device
+        self._prof: profile | None = None
+        self._wall = 0.0
+
+    @property
+    def total_steps(self) -> int:
+        """Steps this probe adds to the run."""
+        return self.count
+
+    def before_step(self, step: int) -> None:
+        """Start the profiler before the first profiled step."""
+        if self.count and step == self.first:
+            torch.cuda.synchronize(self.device)
+            self._prof = profile(activities=[ProfilerActivity.CUDA])
+            self._prof.__enter__()
+            self._wall = time.perf_counter()
+
+    def after_step(self, step: int) -> None:
+        """Stop it after the last profiled step."""
+        if self.count and step == self.first + self.count - 1 and self._prof is not None:
+            torch.cuda.synchronize(self.device)
+            self._wall = time.perf_counter() - self._wall
+            self._prof.__exit__(None, None, None)
+
+    def summary(self) -> dict[str, object] | None:
+        """`gpu_activity` fields, or None when nothing was profiled."""
+        if not self.count or self._prof is None:
+            return None
+        kernels = [e for e in self._prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        intervals = [(e.time_range.start, e.time_range.end) for e in kernels]  # microseconds
+        busy_ms = merged_length(intervals) / 1e3
+        kernel_ms = sum(e.time_range.elapsed_us() for e in kernels) / 1e3
+        wall_ms = self._wall * 1e3
+        fraction = busy_ms / wall_ms if wall_ms > 0 else 0.0
+        return {
+            "profiled_steps": self.count,
+            "gpu_busy_fraction": min(fraction, 1.0),
+            "kernels_per_step": len(kernels) / self.count,
+            "gpu_ms_per_step": kernel_ms / self.count,
+            "wall_ms_per_step": wall_ms / self.count,
+            "host_bound": fraction < HOST_BOUND_BELOW,
+        }

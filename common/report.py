@@ -1,0 +1,176 @@
+"""After the last step: gather every rank's measurements, build the Result, print, write.
+
+    result = build_result(run, model, last_loss, timing, probe)   # every rank calls; rank 0 gets it
+    if result: print_summary(result); write_result(...)
+
+Both runners call this with the same arguments, so their results differ only in what the
+frameworks did, never in how it was measured or recorded.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+from common import checks, environment
+from common.config import BenchConfig
+from common.precision import Precision
+from common.profiling import GpuActivityProbe
+from common.result import SCHEMA_VERSION, Result, StepStats
+from common.timing import Timing
+from common.workload import DATA_DESCRIPTION
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a runner knows about its run that the Result needs (same for all ranks)."""
+
+    cfg: BenchConfig
+    implementation: str  # native | lightning
+    precision: Precision
+    device: torch.device
+    rank: int
+    local_rank: int
+    world_size: int
+    launcher: str
+    slurm: dict[str, str] | None
+    started_utc: str
+    command: list[str]
+    omp_num_threads: int
+    lightning: dict[str, object] | None = field(default=None)
+
+
+def _rank_record(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor, timing: Timing) -> dict:
+    """This rank's measurements as plain data, ready to gather."""
+    digest = checks.parameter_digest(model)
+    cuda = run.device.type == "cuda"
+    return {
+        "rank": run.rank,
+        "local_rank": run.local_rank,
+        "hostname": environment.hostname(),
+        "device_name": environment.device_name(run.device),
+        "step_times_ms": timing.step_times_ms,
+        "elapsed_seconds": timing.elapsed_seconds,
+        "warmup_seconds": timing.warmup_seconds,
+        "first_step_seconds": timing.first_step_seconds,
+        "startup_seconds": timing.startup_seconds,
+        "peak_allocated_gib": torch.cuda.max_memory_allocated(run.device) / GIB if cuda else None,
+        "peak_reserved_gib": torch.cuda.max_memory_reserved(run.device) / GIB if cuda else None,
+        "digest": digest,
+        "final_loss": float(last_loss.detach().float().cpu()),
+        "omp_num_threads": run.omp_num_threads,
+    }
+
+
+def build_result(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor, timing: Timing,
+                 probe: GpuActivityProbe) -> Result | None:
+    """Gather all ranks' records; global rank 0 returns the Result, the others None."""
+    records = checks.all_gather(_rank_record(run, model, last_loss, timing))
+    if run.rank != 0:
+        return None
+    losses = [r["final_loss"] for r in records]
+    if not all(math.isfinite(x) for x in losses):
+        raise RuntimeError(f"training diverged: final losses per rank {losses}")
+    digests = [r.pop("digest") for r in records]
+    ranks = [
+        {**r, "parameter_digest": d.sha256, "step_time_ms": StepStats.of(r["step_times_ms"])}
+        for r, d in zip(records, digests)
+    ]
+    cfg, world = run.cfg, run.world_size
+    per_device = cfg.per_device_batch(world)
+    global_batch = per_device * world
+    pooled = [t for r in records for t in r["step_times_ms"]]
+    stats = StepStats.of(pooled)
+    elapsed = max(r["elapsed_seconds"] for r in records)
+    peak_alloc = [r["peak_allocated_gib"] for r in records if r["peak_allocated_gib"] is not None]
+    peak_res = [r["peak_reserved_gib"] for r in records if r["peak_reserved_gib"] is not None]
+    env = environment.environment(
+        run.device, [r["device_name"] for r in records], [r["hostname"] for r in records],
+        run.launcher, run.slurm, run.started_utc, run.command,
+    )
+    lightning = run.lightning
+    return Result(
+        schema_version=SCHEMA_VERSION,
+        implementation=run.implementation,
+        model=f"torchvision.models.{cfg.arch}",
+        data=DATA_DESCRIPTION.format(where="GPU" if run.device.type == "cuda" else "CPU", size=cfg.image_size),
+        batch_mode=cfg.batch_mode,
+        batch_size_per_device=per_device,
+        global_batch_size=global_batch,
+        world_size=world,
+        warmup_steps=cfg.warmup_steps,
+        measured_steps=cfg.steps,
+        precision_requested=run.precision.requested,
+        precision_resolved=run.precision.resolved,
+        seed=cfg.seed,
+        elapsed_seconds=elapsed,
+        milliseconds_per_step=elapsed / cfg.steps * 1e3,
+        images_per_second=global_batch * cfg.steps / elapsed,
+        final_loss_mean=sum(losses) / len(losses),
+        peak_allocated_gib=max(peak_alloc) if peak_alloc else None,
+        peak_reserved_gib=max(peak_res) if peak_res else None,
+        parameter_checksum_max_difference=checks.max_checksum_difference(digests),
+        parameters_synchronized=all(d.sha256 == digests[0].sha256 for d in digests),
+        gpu_name_rank_zero=records[0]["device_name"],
+        hostname_rank_zero=records[0]["hostname"],
+        pytorch_version=env["pytorch_version"],
+        torchvision_version=env["torchvision_version"],
+        cuda_version=env["cuda_version"],
+        cudnn_version=env["cudnn_version"],
+        python_version=env["python_version"],
+        slurm_job_id=(run.slurm or {}).get("SLURM_JOB_ID"),
+        lightning_version=lightning["version"] if lightning else None,
+        lightning_barebones=lightning["barebones"] if lightning else None,
+        config=cfg.as_dict(),
+        precision=run.precision.as_dict(),
+        step_time_ms=stats,
+        images_per_second_median=global_batch / stats.median * 1e3,
+        images_per_second_per_device=per_device / stats.median * 1e3,
+        warmup_seconds=max(r["warmup_seconds"] for r in records),
+        first_step_seconds=max(r["first_step_seconds"] for r in records),
+        startup_seconds=max(r["startup_seconds"] for r in records),
+        parameter_digest=digests[0].sha256,
+        ranks=ranks,
+        gpu_activity=probe.summary(),
+        lightning=lightning,
+        environment=env,
+    )
+
+
+def _gib(value: float | None) -> str:
+    return "n/a (CPU)" if value is None else f"{value:.2f} GiB"
+
+
+def print_summary(result: Result, output: str | None, title: str) -> None:
+    """The compact, aligned summary for a Slurm log (rank 0 only)."""
+    s = result.step_time_ms
+    rows = [
+        ("devices", f"{result.world_size} x {result.gpu_name_rank_zero}"),
+        ("precision", f"{result.precision_resolved} (requested {result.precision_requested})"),
+        ("batch/device", f"{result.batch_size_per_device}"),
+        ("global batch", f"{result.global_batch_size} ({result.batch_mode})"),
+        ("steps", f"{result.warmup_steps} warm-up ({result.warmup_seconds:.2f} s), {result.measured_steps} timed"),
+        ("time/step", f"{s.median:.2f} ms median (p5 {s.p5:.2f}, p95 {s.p95:.2f}); "
+                      f"{result.milliseconds_per_step:.2f} ms wall mean"),
+        ("throughput", f"{result.images_per_second_median:,.1f} images/s "
+                       f"({result.images_per_second_per_device:,.1f} per device); "
+                       f"{result.images_per_second:,.1f} wall"),
+        ("peak allocated/GPU", _gib(result.peak_allocated_gib)),
+        ("peak reserved/GPU", _gib(result.peak_reserved_gib)),
+    ]
+    if result.gpu_activity is not None:
+        a = result.gpu_activity
+        verdict = "host-bound" if a.host_bound else "GPU-bound"
+        rows.append(("GPU busy", f"{a.gpu_busy_fraction:.0%} ({verdict}; {a.kernels_per_step:.0f} kernels/step)"))
+    rows.append(("parameters synced", "yes" if result.parameters_synchronized else
+                 f"NO (max checksum difference {result.parameter_checksum_max_difference:g})"))
+    rows.append(("final loss", f"{result.final_loss_mean:.6g} (mean over ranks)"))
+    rows.append(("result", output or "not written (no --output)"))
+    width = max(len(k) for k, _ in rows)
+    lines = [title, *(f"  {k:<{width}}  {v}" for k, v in rows)]
+    print("\n".join(lines), file=sys.stdout, flush=True)

@@ -1,0 +1,315 @@
+"""The result schema (versioned), its atomic writer and its validating loader.
+
+    write_result(result, Path("out.json"), overwrite=False)
+    result = load_result(Path("out.json"))         # raises ResultError naming file and field
+
+The top-level fields named like the original single-file scripts' flat JSON keep their names
+and meanings (`images_per_second`, `milliseconds_per_step`, `peak_allocated_gib`, ...), so
+notebooks written for those files keep working; everything else is added beside them.
+This module imports neither torch nor lightning: `compare` uses it on any laptop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 1
+IMPLEMENTATIONS = ("native", "lightning")
+
+
+class ResultError(Exception):
+    """A result file that cannot be read or does not match the schema (names file and field)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class StepStats(_Strict):
+    """Summary of step times in milliseconds."""
+
+    mean: float = Field(ge=0)
+    median: float = Field(ge=0)
+    p5: float = Field(ge=0)
+    p95: float = Field(ge=0)
+    min: float = Field(ge=0)
+    max: float = Field(ge=0)
+    std: float = Field(ge=0)
+
+    @classmethod
+    def of(cls, samples: list[float]) -> StepStats:
+        """Statistics of a non-empty list of step times (linear-interpolated percentiles)."""
+        if not samples:
+            raise ValueError("no step times")
+        xs = sorted(samples)
+        mean = sum(xs) / len(xs)
+        var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1) if len(xs) > 1 else 0.0
+        return cls(mean=mean, median=percentile(xs, 50), p5=percentile(xs, 5), p95=percentile(xs, 95),
+                   min=xs[0], max=xs[-1], std=math.sqrt(var))
+
+
+def percentile(sorted_xs: list[float], q: float) -> float:
+    """The q-th percentile of sorted values, interpolated linearly (numpy's default)."""
+    pos = (len(sorted_xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+class RankResult(_Strict):
+    """What one rank measured and computed."""
+
+    rank: int = Field(ge=0)
+    local_rank: int = Field(ge=0)
+    hostname: str
+    device_name: str
+    step_times_ms: list[float] = Field(min_length=1)
+    step_time_ms: StepStats
+    elapsed_seconds: float = Field(gt=0)
+    warmup_seconds: float = Field(ge=0)
+    first_step_seconds: float = Field(ge=0)
+    startup_seconds: float = Field(ge=0)
+    peak_allocated_gib: float | None = Field(default=None, ge=0)
+    peak_reserved_gib: float | None = Field(default=None, ge=0)
+    parameter_digest: str
+    final_loss: float
+    omp_num_threads: int = Field(ge=1)
+
+
+class PrecisionInfo(_Strict):
+    """The resolved precision and every flag it sets."""
+
+    requested: Literal["auto", "fp32", "tf32", "bf16", "fp16"]
+    resolved: Literal["fp32", "tf32", "bf16", "fp16"]
+    autocast_dtype: Literal["bfloat16", "float16"] | None
+    grad_scaler: bool
+    tf32_matmul: bool
+    tf32_cudnn: bool
+    lightning: str
+    autocast_cache_enabled: bool
+
+
+class GpuActivity(_Strict):
+    """A short profiler window after the timed steps: was the GPU kept busy?"""
+
+    profiled_steps: int = Field(ge=1)
+    gpu_busy_fraction: float = Field(ge=0, le=1.5)  # kernel time / wall time (overlap can exceed 1)
+    kernels_per_step: float = Field(ge=0)
+    gpu_ms_per_step: float = Field(ge=0)  # summed kernel time per step
+    wall_ms_per_step: float = Field(gt=0)
+    host_bound: bool  # busy fraction under HOST_BOUND_BELOW
+
+
+HOST_BOUND_BELOW = 0.9
+
+
+class LightningInfo(_Strict):
+    """Lightning facts that change per-step behaviour (absent for native)."""
+
+    version: str
+    barebones: bool
+    per_step_sigterm_sync: bool  # >= 2.5.2 and world size > 1: a broadcast + .item() every step
+    autocast_cache_enabled: bool
+
+
+class Environment(_Strict):
+    """Provenance: software, hardware, launcher, suite commit, times."""
+
+    python_version: str
+    pytorch_version: str
+    torchvision_version: str
+    numpy_version: str
+    lightning_version: str | None
+    cuda_version: str | None
+    cudnn_version: int | None
+    nccl_version: str | None
+    backend: Literal["nccl", "gloo"]
+    gpu_names: list[str]  # one per rank, in rank order
+    gpu_memory_gib: float | None
+    driver_version: str | None
+    cpu_model: str
+    cpus_available: int
+    hostnames: list[str]  # one per rank, in rank order
+    launcher: Literal["slurm", "torchrun", "self"]
+    slurm: dict[str, str] | None
+    git_commit: str | None
+    git_dirty: bool | None
+    command: list[str]
+    started_utc: str
+    finished_utc: str
+
+
+class Result(_Strict):
+    """One run of one implementation: configuration, measurements, checks, provenance."""
+
+    schema_version: Literal[1]
+    implementation: Literal["native", "lightning"]
+    # --- the original scripts' fields, same names and meanings ---
+    model: str
+    data: str
+    batch_mode: Literal["fixed_per_device", "fixed_global"]
+    batch_size_per_device: int = Field(ge=1)
+    global_batch_size: int = Field(ge=1)
+    world_size: int = Field(ge=1)
+    warmup_steps: int = Field(ge=0)
+    measured_steps: int = Field(ge=1)
+    precision_requested: str
+    precision_resolved: str
+    seed: int = Field(ge=0)
+    elapsed_seconds: float = Field(gt=0)  # wall clock of the timed region, max over ranks
+    milliseconds_per_step: float = Field(gt=0)  # elapsed_seconds / measured_steps
+    images_per_second: float = Field(gt=0)  # global batch x steps / elapsed_seconds
+    final_loss_mean: float
+    peak_allocated_gib: float | None = Field(ge=0)  # max over ranks, timed region
+    peak_reserved_gib: float | None = Field(ge=0)
+    parameter_checksum_max_difference: float = Field(ge=0)
+    parameters_synchronized: bool
+    gpu_name_rank_zero: str
+    hostname_rank_zero: str
+    pytorch_version: str
+    torchvision_version: str
+    cuda_version: str | None
+    cudnn_version: int | None
+    python_version: str
+    slurm_job_id: str | None
+    lightning_version: str | None = None
+    lightning_barebones: bool | None = None
+    # --- added by this suite ---
+    config: dict[str, Any]
+    precision: PrecisionInfo
+    step_time_ms: StepStats  # over the steps of all ranks
+    images_per_second_median: float = Field(gt=0)  # global batch / median step time
+    images_per_second_per_device: float = Field(gt=0)  # the same, per device
+    warmup_seconds: float = Field(ge=0)  # max over ranks
+    first_step_seconds: float = Field(ge=0)
+    startup_seconds: float = Field(ge=0)
+    parameter_digest: str  # sha256 of rank 0's final parameters
+    ranks: list[RankResult] = Field(min_length=1)
+    gpu_activity: GpuActivity | None = None
+    lightning: LightningInfo | None = None
+    environment: Environment
+
+
+class OriginalResult(BaseModel):
+    """The flat JSON written by the original single-file scripts (no schema_version)."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, frozen=True)
+
+    model: str
+    data: str
+    batch_mode: Literal["fixed_per_device", "fixed_global"]
+    batch_size_per_device: int = Field(ge=1)
+    global_batch_size: int = Field(ge=1)
+    world_size: int = Field(ge=1)
+    warmup_steps: int = Field(ge=0)
+    measured_steps: int = Field(ge=1)
+    precision_requested: str
+    precision_resolved: str
+    seed: int
+    elapsed_seconds: float = Field(gt=0)
+    milliseconds_per_step: float = Field(gt=0)
+    images_per_second: float = Field(gt=0)
+    final_loss_mean: float
+    peak_allocated_gib: float | None = None
+    peak_reserved_gib: float | None = None
+    parameter_checksum_max_difference: float
+    parameters_synchronized: bool
+    gpu_name_rank_zero: str | None = None
+    hostname_rank_zero: str | None = None
+    pytorch_version: str
+    torchvision_version: str | None = None
+    cuda_version: str | None = None
+    cudnn_version: int | None = None
+    python_version: str | None = None
+    slurm_job_id: str | None = None
+    lightning_version: str | None = None
+    lightning_barebones: bool | None = None
+
+    @property
+    def implementation(self) -> str:
+        """The original Lightning script adds lightning_version; the native one does not."""
+        return "lightning" if self.lightning_version else "native"
+
+
+def json_schema() -> dict[str, Any]:
+    """The published JSON Schema of `Result` (schema/result.schema.json)."""
+    return Result.model_json_schema()
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"field {where}: {first['msg']}{more}"
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object from `path`; ResultError (naming the file) if that fails."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ResultError(f"{path}: is a folder, not a result file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ResultError(f"{path}: cannot read ({error})") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as error:
+        raise ResultError(f"{path}: not valid JSON ({error}); truncated or corrupted?") from None
+    if not isinstance(data, dict):
+        raise ResultError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not allowed in a result")
+
+
+def load_result(path: Path) -> Result | OriginalResult:
+    """Load and validate a result of this suite, or a flat result of the original scripts."""
+    data = read_json(path)
+    version = data.get("schema_version")
+    try:
+        if version is None:
+            return OriginalResult.model_validate(data)
+        if version != SCHEMA_VERSION:
+            raise ResultError(
+                f"{path}: schema_version {version!r} is not supported (this suite reads {SCHEMA_VERSION})"
+            )
+        return Result.model_validate(data)
+    except ValidationError as error:
+        kind = "original-script result" if version is None else "result"
+        raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
+
+
+def write_result(result: Result, path: Path, overwrite: bool) -> None:
+    """Write atomically: a temp file in the same folder, then a rename (or a no-clobber link).
+
+    A crash leaves the old file or none, never half a file. Without `overwrite`, an existing
+    file (even one created while the benchmark ran) is left alone and FileExistsError raised.
+    """
+    path = Path(path)
+    text = json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if path exists: never replaces a result
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

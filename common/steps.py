@@ -1,0 +1,76 @@
+"""What both runners do at every step boundary: timing, profiling, progress, test-only faults.
+
+    hooks = StepHooks(cfg, device, rank, say)
+    for step in range(hooks.total_steps):        # Lightning: on_train_batch_start/end
+        hooks.before_step(step); train_step(...); hooks.after_step(step)
+
+Steps 0..W-1 warm up, W..W+T-1 are timed, then P steps are profiled (GPU only). The fault
+switch exists for the failure tests: DDPBENCH_FAULT="rank=1,step=2,kind=raise|exit|hang".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from common.config import BenchConfig
+from common.profiling import GpuActivityProbe
+from common.timing import StepTimer
+
+FAULT_VAR = "DDPBENCH_FAULT"
+
+
+class InjectedFault(RuntimeError):
+    """Raised by the test-only fault switch."""
+
+
+def parse_fault(spec: str | None, rank: int) -> tuple[int, str] | None:
+    """(step, kind) when DDPBENCH_FAULT targets this rank, else None."""
+    if not spec:
+        return None
+    fields = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+    if int(fields.get("rank", "-1")) != rank:
+        return None
+    return int(fields.get("step", "0")), fields.get("kind", "raise")
+
+
+def inject_fault(kind: str, rank: int, step: int) -> None:
+    """Fail the way the test asked: raise, hard exit, or hang."""
+    if kind == "exit":
+        print(f"rank {rank}: injected exit at step {step}", file=sys.stderr, flush=True)
+        os._exit(3)
+    if kind == "hang":
+        while True:
+            time.sleep(60)
+    raise InjectedFault(f"injected failure at step {step}")
+
+
+class StepHooks:
+    """Timer + GPU activity probe + progress lines, driven by step index."""
+
+    def __init__(self, cfg: BenchConfig, device: torch.device, rank: int, say: Callable[[str], None]) -> None:
+        self.timer = StepTimer(cfg.warmup_steps, cfg.steps, device)
+        self.probe = GpuActivityProbe(cfg.warmup_steps + cfg.steps, cfg.profile_steps, device)
+        self.total_steps = cfg.warmup_steps + cfg.steps + self.probe.total_steps
+        self._warmup = cfg.warmup_steps
+        self._rank = rank
+        self._say = say
+        self._fault = parse_fault(os.environ.get(FAULT_VAR), rank)
+
+    def before_step(self, step: int) -> None:
+        """Call before step `step` starts."""
+        if self._fault is not None and self._fault[0] == step:
+            inject_fault(self._fault[1], self._rank, step)
+        if step == self._warmup and step > 0:
+            self._say(f"warm-up: {step} steps in {self.timer.seconds_since_first_step():.2f} s")
+        self.timer.before_step(step)
+        self.probe.before_step(step)
+
+    def after_step(self, step: int) -> None:
+        """Call after step `step` has been issued (optimizer step included)."""
+        self.timer.after_step(step)
+        self.probe.after_step(step)

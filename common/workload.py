@@ -1,0 +1,100 @@
+"""The one workload: torchvision model (random init), per-rank synthetic batch, loss, SGD.
+
+Both runners build everything here, so the model, the data of each rank, the loss and the
+optimizer are the same objects with the same numbers; only who calls what differs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision
+
+from common.config import BenchConfig
+
+# The original scripts' `data` string; "CPU-resident" on CPU runs.
+DATA_DESCRIPTION = "synthetic {where}-resident 3x{size}x{size} images with random labels"
+
+
+def configure_threads(devices: int) -> int:
+    """Same intra-op thread count in both runners: OMP_NUM_THREADS, else CPUs // devices.
+
+    Lightning applies this policy only when it launches processes itself; applying it in
+    every launch mode, before Lightning looks, keeps the two runners on the same numerics.
+    """
+    if "OMP_NUM_THREADS" not in os.environ:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // devices))
+    threads = int(os.environ["OMP_NUM_THREADS"])
+    torch.set_num_threads(threads)
+    return threads
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and every GPU) the same way in both runners."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def build_model(cfg: BenchConfig) -> torch.nn.Module:
+    """The torchvision model with weights=None, initialised from cfg.seed, on the CPU."""
+    seed_everything(cfg.seed)
+    model = torchvision.models.get_model(cfg.arch, weights=None, num_classes=cfg.num_classes)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def make_batch(cfg: BenchConfig, batch_size: int, global_rank: int, device: torch.device):
+    """This rank's synthetic images and labels, made on `device` from seed + global rank."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(cfg.seed + global_rank)
+    shape = (batch_size, 3, cfg.image_size, cfg.image_size)
+    images = torch.randn(shape, generator=generator, device=device)
+    labels = torch.randint(0, cfg.num_classes, (batch_size,), generator=generator, device=device)
+    if cfg.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    return images, labels
+
+
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy, the original scripts' loss."""
+    return F.cross_entropy(logits, labels)
+
+
+def build_optimizer(cfg: BenchConfig, params) -> torch.optim.Optimizer:
+    """SGD with the configured lr, momentum, weight decay and kernel choice."""
+    impl = {"auto": {}, "foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False}}
+    return torch.optim.SGD(
+        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **impl[cfg.sgd_impl]
+    )
+
+
+def ddp_kwargs(cfg: BenchConfig) -> dict[str, object]:
+    """Keyword arguments for DistributedDataParallel, identical in both runners.
+
+    broadcast_buffers=True is DDP's default and newer torch warns when it is passed at all,
+    so it is passed only when turned off.
+    """
+    kwargs: dict[str, object] = {
+        "bucket_cap_mb": cfg.bucket_cap_mb,
+        "gradient_as_bucket_view": cfg.gradient_as_bucket_view,
+        "static_graph": cfg.static_graph,
+        "find_unused_parameters": False,
+    }
+    if not cfg.broadcast_buffers:
+        kwargs["broadcast_buffers"] = False
+    return kwargs
+
+
+def compile_model(cfg: BenchConfig, model: torch.nn.Module) -> torch.nn.Module:
+    """torch.compile the bare model (before DDP wraps it), when asked."""
+    if not cfg.compile:
+        return model
+    mode = None if cfg.compile_mode == "default" else cfg.compile_mode
+    return torch.compile(model, mode=mode)

@@ -1,0 +1,107 @@
+"""Group runs into cells (implementation x world size) and find what differs between runs.
+
+    problems = workload_differences(runs)    # [] when nothing but the world size varies
+    cells = group(runs)                      # {("native", 2): [run, run], ("lightning", 2): [run]}
+
+Runs of one implementation and workload are repeats. A run may differ from the others in
+its world size only (a scaling sweep); the batch field that follows from the world size
+(the global batch under weak scaling, the per-device batch under strong scaling) may differ
+with it. Any other difference is reported field by field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from common.result import IMPLEMENTATIONS
+from compare.load import Run, environment_of, show
+
+# Environment facts that can change speed; a difference is a warning, never an error.
+# Hostnames too: another node can have another NIC, CPU or neighbour.
+WARN_ENVIRONMENT = ("pytorch", "lightning", "cuda", "cudnn", "nccl", "gpu", "driver", "hosts")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field whose values differ between runs: implementation -> its distinct values."""
+
+    field: str
+    values: dict[str, list[str]]
+
+    def describe(self) -> str:
+        """'field: native a | b, lightning c' (one line)."""
+        parts = [f"{impl} {' | '.join(vals)}" for impl, vals in self.values.items() if vals]
+        return f"{self.field}: {', '.join(parts)}"
+
+
+def scaling_key(run: Run) -> dict[str, Any]:
+    """The workload key without the world size and the batch field that follows from it."""
+    follows = "global_batch_size" if run.workload["batch_mode"] == "fixed_per_device" else "batch_size_per_device"
+    return {k: v for k, v in run.workload.items() if k not in ("world_size", follows)}
+
+
+def _differences(
+    runs: Sequence[Run], facts: list[dict[str, str]], fields: Sequence[str], skip_missing: bool
+) -> list[Difference]:
+    """Fields with more than one distinct value over all runs ('-' ignored when skip_missing)."""
+    found = []
+    for name in fields:
+        counted = [(run, f.get(name, "-")) for run, f in zip(runs, facts)]
+        counted = [(run, value) for run, value in counted if not (skip_missing and value == "-")]
+        if len({value for _, value in counted}) < 2:
+            continue
+        values: dict[str, list[str]] = {impl: [] for impl in IMPLEMENTATIONS}
+        for run, value in counted:
+            if value not in values[run.implementation]:
+                values[run.implementation].append(value)
+        found.append(Difference(name, values))
+    return found
+
+
+def workload_differences(runs: Sequence[Run]) -> list[Difference]:
+    """Workload fields (other than the world size and what follows from it) that differ."""
+    keys = [scaling_key(run) for run in runs]
+    fields = list(dict.fromkeys(name for key in keys for name in key))
+    facts = [{name: show(key.get(name)) for name in fields} for key in keys]
+    return _differences(runs, facts, fields, skip_missing=False)
+
+
+def environment_differences(runs: Sequence[Run]) -> list[Difference]:
+    """Environment facts that differ between runs (facts a result did not record are ignored)."""
+    facts = [environment_of(run) for run in runs]
+    return _differences(runs, facts, WARN_ENVIRONMENT, skip_missing=True)
+
+
+def group(runs: Sequence[Run]) -> dict[tuple[str, int], list[Run]]:
+    """Runs by (implementation, world size), native first, world sizes ascending."""
+    cells: dict[tuple[str, int], list[Run]] = {}
+    for run in runs:
+        cells.setdefault((run.implementation, run.world_size), []).append(run)
+    order = {impl: i for i, impl in enumerate(IMPLEMENTATIONS)}
+    return dict(sorted(cells.items(), key=lambda item: (order[item[0][0]], item[0][1])))
+
+
+def unpaired(cells: dict[tuple[str, int], list[Run]]) -> list[str]:
+    """Warnings for world sizes measured by one implementation while the other was given too."""
+    present = {impl for impl, _ in cells}
+    if len(present) < 2:
+        return []
+    warnings = []
+    for impl, world in cells:
+        other = next(i for i in IMPLEMENTATIONS if i != impl)
+        if (other, world) not in cells:
+            files = ", ".join(run.label for run in cells[(impl, world)])
+            warnings.append(f"{impl} at {world} GPU(s) ({files}) has no {other} run at that size: not paired")
+    return warnings
+
+
+def scaling_mode(runs: Sequence[Run]) -> str:
+    """'weak' (fixed per-device batch), 'strong' (fixed global batch) or 'mixed'."""
+    modes = {run.workload["batch_mode"] for run in runs}
+    if modes == {"fixed_per_device"}:
+        return "weak"
+    if modes == {"fixed_global"}:
+        return "strong"
+    return "mixed"

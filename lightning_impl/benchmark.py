@@ -1,0 +1,202 @@
+"""The same benchmark as a LightningModule run by Trainer(barebones=True) with DDPStrategy.
+
+    python -m lightning_impl --devices 2 --accelerator cpu --image-size 64 --batch-size-per-device 2 --steps 3
+    torchrun --nproc-per-node 4 -m lightning_impl --devices 4 --output lightning.json
+    srun python -m lightning_impl --devices 4 --output lightning.json   # inside sbatch
+
+Read it beside native/benchmark.py: the `# DDP:` marks name each responsibility and say
+where Lightning takes it over. Lightning re-runs this program in every rank it launches, so
+nothing before `trainer.fit()` writes files or touches GPU memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+import torch
+
+from common import config, launcher, precision, workload
+from common.errors import UsageError, exit_on_usage_error
+from common.checks import check_ranks_agree
+from common.report import RunFacts, build_result, print_summary
+from common.result import write_result
+from common.environment import utc_now
+from common.steps import StepHooks
+from lightning_impl.compat import LIGHTNING_EXTRA, lightning_facts, require_lightning, version_problem
+
+PROG = "lightning_impl"
+L = require_lightning()  # None when Lightning is missing; main() then exits 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, validate, then let the Trainer launch the ranks (or join them)."""
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = config.parse(argv, PROG)
+    with exit_on_usage_error(PROG, cfg.verbose):
+        if L is None:
+            raise UsageError(f"Lightning is not installed; install the extra: pip install '{LIGHTNING_EXTRA}'")
+        if problem := version_problem(L):
+            raise UsageError(problem)
+        launch = launcher.detect(os.environ)
+        launcher.validate(cfg, launch, os.environ)
+        threads = workload.configure_threads(cfg.devices)
+        prec = precision.resolve_precision(
+            cfg.precision, cfg.accelerator, precision.local_bf16_support(cfg.accelerator, cfg.devices))
+        # DDP: process launch -- handled by Trainer: it starts the other ranks inside fit()
+        return run(cfg, launch, prec, threads, argv)
+
+
+def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision):
+    """A barebones Trainer whose DDPStrategy receives exactly native's settings."""
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+    from lightning.pytorch.strategies import DDPStrategy
+    import datetime as dt
+
+    strategy = DDPStrategy(
+        # DDP: process group -- handled by Trainer (DDPStrategy: NCCL/gloo, same timeout)
+        process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
+        timeout=dt.timedelta(seconds=cfg.timeout),
+        # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
+        cluster_environment=SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None,
+        # DDP: model wrapper -- handled by Trainer, with native's keyword arguments
+        **workload.ddp_kwargs(cfg),
+    )
+    return L.Trainer(
+        # DDP: device placement -- handled by Trainer (local rank -> GPU)
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        num_nodes=cfg.num_nodes,
+        strategy=strategy,  # DDPStrategy also for one device, else Lightning drops the wrapper
+        # DDP: mixed precision -- handled by Trainer (autocast and GradScaler)
+        precision=prec.lightning,
+        benchmark=cfg.cudnn_benchmark,
+        barebones=True,
+        max_epochs=1,
+        max_steps=cfg.warmup_steps + cfg.steps + (cfg.profile_steps if cfg.accelerator == "gpu" else 0),
+        use_distributed_sampler=False,
+    )
+
+
+def build(cfg: config.BenchConfig, prec: precision.Precision, launch: launcher.Launch,
+          threads: int, argv: list[str]) -> ResNet50Benchmark:
+    """The LightningModule: the same model, data, loss and optimizer as native."""
+    return ResNet50Benchmark(cfg, prec, launch.kind, launch.slurm, threads, argv)
+
+
+def train_step(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Forward and loss only; Lightning runs zero_grad, backward and the optimizer step."""
+    # DDP: mixed precision -- handled by Trainer (autocast around training_step)
+    # DDP: backward and optimizer step -- handled by Trainer (automatic optimisation)
+    return workload.loss_fn(model(images), labels)
+
+
+class ResNet50Benchmark(L.LightningModule if L is not None else object):
+    """The benchmark as Lightning hooks; timing and checks come from `common` as in native."""
+
+    def __init__(self, cfg: config.BenchConfig, prec: precision.Precision, launcher_kind: str,
+                 slurm: dict[str, str] | None, threads: int, argv: list[str]) -> None:
+        super().__init__()
+        self.cfg, self.prec, self.threads, self.argv = cfg, prec, threads, argv
+        self.launcher_kind, self.slurm = launcher_kind, slurm
+        self.started = utc_now()
+        self.model = workload.compile_model(cfg, workload.build_model(cfg))
+        self.batch_size = 0
+        self.result = None
+
+    def say(self, msg: str) -> None:
+        """Progress on global rank zero, outside the timed region."""
+        if self.global_rank == 0:
+            print(f"{PROG}: {msg}", flush=True)
+
+    def setup(self, stage: str) -> None:
+        """Per-device batch from Lightning's actual world size; ranks agree on precision."""
+        self.batch_size = self.cfg.per_device_batch(self.trainer.world_size)
+        check_ranks_agree(self.prec.resolved, "the resolved precision",
+                          "GPUs differ between nodes: choose --precision explicitly")
+        self.say(f"{self.trainer.world_size} rank(s) via {self.launcher_kind}, {self.device.type},"
+                 f" precision {self.prec.resolved}")
+
+    def on_train_start(self) -> None:
+        """This rank's GPU-resident batch, identical to native's for the same seed and rank."""
+        # DDP: data per rank -- each rank makes its own batch from seed + global rank
+        self.images, self.labels = workload.make_batch(self.cfg, self.batch_size, self.global_rank, self.device)
+        # timing and reporting -- the step never sees a clock; hooks bracket it
+        self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
+        self.last_loss = torch.zeros((), device=self.device)
+
+    def training_step(self, batch: int, batch_idx: int) -> torch.Tensor:
+        """One step's forward and loss (the token `batch` only counts steps)."""
+        return train_step(self.model, self.images, self.labels)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """The same SGD as native."""
+        return workload.build_optimizer(self.cfg, self.parameters())
+
+    def train_dataloader(self) -> range:
+        """One token per step; a plain iterable gets no DistributedSampler and no device copy."""
+        return range(self.hooks_total_steps())
+
+    def hooks_total_steps(self) -> int:
+        """Warm-up + timed + profiled steps, as StepHooks counts them."""
+        profiled = self.cfg.profile_steps if self.cfg.accelerator == "gpu" else 0
+        return self.cfg.warmup_steps + self.cfg.steps + profiled
+
+    def on_train_batch_start(self, batch: int, batch_idx: int) -> None:
+        """Timing, profiling and progress before each step."""
+        self.hooks.before_step(batch_idx)
+
+    def on_train_batch_end(self, outputs: dict, batch: int, batch_idx: int) -> None:
+        """Timing and profiling after each optimizer step."""
+        self.last_loss = outputs["loss"]
+        self.hooks.after_step(batch_idx)
+
+    def on_train_end(self) -> None:
+        """Gather every rank's measurements; global rank zero keeps the Result."""
+        facts = RunFacts(cfg=self.cfg, implementation="lightning", precision=self.prec, device=self.device,
+                         rank=self.global_rank, local_rank=self.local_rank, world_size=self.trainer.world_size,
+                         launcher=self.launcher_kind, slurm=self.slurm, started_utc=self.started,
+                         command=["python", "-m", PROG, *self.argv], omp_num_threads=self.threads,
+                         lightning=lightning_facts(self.trainer.world_size))
+        self.result = build_result(facts, self.model, self.last_loss, self.hooks.timer.summary(), self.hooks.probe)
+
+
+def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision, threads: int,
+        argv: list[str]) -> int:
+    """Fit, report on global rank zero; the Trainer tears down its ranks."""
+    quiet_lightning(cfg.verbose)
+    precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
+    trainer = ddp_setup(cfg, launch, prec)
+    module = build(cfg, prec, launch, threads, argv)
+    try:
+        trainer.fit(module)
+        if module.result is not None:
+            if cfg.output is not None:
+                write_result(module.result, cfg.output, cfg.overwrite_output)
+            print_summary(module.result, str(cfg.output) if cfg.output else None,
+                          "PyTorch Lightning DDP benchmark")
+        return 0
+    except UsageError:
+        raise
+    except Exception as error:
+        if cfg.verbose:
+            raise
+        print(f"{PROG}: rank {trainer.global_rank} failed: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+        return 1
+    finally:
+        # DDP: teardown -- handled by Trainer for its launcher; the group is left explicitly
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def quiet_lightning(verbose: bool) -> None:
+    """Hide Lightning's info lines, tips and known-harmless warnings unless --verbose."""
+    if verbose:
+        return
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module=r"lightning\..*")
+    warnings.filterwarnings("ignore", message=r".*(does not have many workers|Tensor Cores|barebones).*")

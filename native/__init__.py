@@ -1,0 +1,1 @@
+"""Hand-written torch.distributed DDP runner (`python -m native --help`)."""
