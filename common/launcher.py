@@ -132,7 +132,6 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
 
 def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
     ntasks = _int(env, "SLURM_NTASKS")
-    # A batch script's own shell has no SLURM_STEP_ID... wait: it does? See tools/ tests.
     if ntasks > 1 and not is_srun_task(env):
         raise UsageError(
             f"this Slurm allocation has {ntasks} tasks but this program was not started by srun;"
@@ -158,8 +157,12 @@ def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
 
 
 def is_srun_task(env: Mapping[str, str]) -> bool:
-    """True inside a task started by srun (a job step), False in a batch script's own shell."""
-    return "SLURM_STEP_ID" in env and env.get("SLURM_STEP_ID") not in ("batch", "extern")
+    """True inside a task started by srun (a job step).
+
+    A batch script's own shell (and an salloc shell) already has SLURM_NTASKS and even
+    SLURM_PROCID=0, so it looks like rank 0; only srun's tasks carry a step id.
+    """
+    return "SLURM_STEP_ID" in env or "SLURM_STEPID" in env
 
 
 def _validate_gpus(cfg: BenchConfig) -> None:

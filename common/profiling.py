@@ -52,7 +52,7 @@ class GpuActivityProbe:
         """Start the profiler before the first profiled step."""
         if self.count and step == self.first:
             torch.cuda.synchronize(self.device)
-            self._prof = profile(activities=[ProfilerActivity.CUDA])
+            self._prof = profile(activities=[ProfilerActivity.CUDA], acc_events=True)
             self._prof.__enter__()
             self._wall = time.perf_counter()
 

@@ -84,7 +84,7 @@ class StepTimer:
             synchronize_ranks(self.device)
             self._t_start = time.perf_counter()
             self._mark()
-        elif step > self.warmup_steps:
+        elif self.warmup_steps < step <= self.last_step:
             self._mark()
 
     def after_step(self, step: int) -> None:

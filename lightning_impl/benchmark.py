@@ -200,3 +200,5 @@ def quiet_lightning(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", module=r"lightning\..*")
     warnings.filterwarnings("ignore", message=r".*(does not have many workers|Tensor Cores|barebones).*")
+    # DDPStrategy builds the wrapper on a side stream; torch >= 2.10 then warns once per run.
+    warnings.filterwarnings("ignore", message=r".*AccumulateGrad node's stream does not match.*")
