@@ -102,8 +102,20 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
             raise ResultError(f"{path}: given more than once (also as {seen[key]}); a repeat must be its own run")
         seen[key] = path
         result = load_result(path)
+        _check_usable(path, result)
         runs.append(Run(path=path, result=result, workload=workload_of(result)))
     return runs
+
+
+def _check_usable(path: Path, result: Result | OriginalResult) -> None:
+    """What the schema allows but compare cannot divide by: a non-positive step time, missing ranks."""
+    if isinstance(result, OriginalResult):
+        return
+    if len(result.ranks) != result.world_size:
+        raise ResultError(f"{path}: {len(result.ranks)} ranks recorded for world_size {result.world_size}")
+    for rank in result.ranks:
+        if min(rank.step_times_ms) <= 0:
+            raise ResultError(f"{path}: rank {rank.rank} has a step time <= 0 ms in step_times_ms")
 
 
 def workload_of(result: Result | OriginalResult) -> dict[str, Any]:

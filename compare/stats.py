@@ -82,10 +82,10 @@ def verdict(percent: float, ci_low: float, ci_high: float, confidence: float = C
 
 def point_only_verdict(percent: float) -> str:
     """Plain words for an estimate without an interval (one wall-clock mean per side)."""
-    direction = "slower" if percent > 0 else "faster"
+    direction = "higher" if percent > 0 else "lower"
     return (
-        f"Lightning's wall-clock mean is {abs(percent):.2f}% {direction} than native's; no CI over steps is"
-        " available (original-script results have no per-step times), so this is not a detectable difference"
+        f"Lightning's wall-clock mean step time is {abs(percent):.2f}% {direction} than native's (point estimate"
+        " only: original-script results have no per-step times, so no CI over steps is available)"
     )
 
 

@@ -1,0 +1,146 @@
+"""The command line: read result files, print the comparison, optionally plot it.
+
+    python -m compare results/native.json results/lightning.json --plot comparison.png
+
+Exit status 0 on success, 2 for anything the user can fix (a bad or missing file, runs
+that measure different workloads, an output that exists): one line on stderr, no traceback
+unless --verbose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import NoReturn
+
+from common.result import ResultError
+from compare import stats
+from compare.analysis import analyse
+from compare.errors import CompareError
+from compare.load import load_runs
+from compare.report import FORMATS, render
+
+PROG = "compare"
+EXIT_OK = 0
+EXIT_USAGE = 2
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every option of compare, with its help text."""
+    p = _Parser(
+        prog=PROG,
+        description=(
+            "Compare benchmark results of native DDP and Lightning: configuration side by side, throughput,"
+            " step-time percentiles, Lightning's overhead with a bootstrap 95% CI, slow ranks and, over"
+            " several world sizes, scaling. Runs of one implementation and workload are repeats; runs may"
+            " differ in world size only. Accepts results of the original single-file scripts too."
+        ),
+        epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure different"
+               " workloads, or an output that exists (one line on stderr).",
+        allow_abbrev=False,
+    )
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="result JSON files (any order)")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
+                        " json: everything, machine-readable")
+    p.add_argument("--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout")
+    p.add_argument("--overwrite-output", action="store_true",
+                   help="allow --output and --plot to replace existing files")
+    p.add_argument("--plot", type=Path, metavar="PATH.png",
+                   help="also draw throughput, step-time distributions, overhead with CI and scaling"
+                        f" ({', '.join(PLOT_SUFFIXES)})")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="compare runs whose workloads differ beyond the world size (differences become warnings)")
+    p.add_argument("--resamples", type=int, default=stats.RESAMPLES, metavar="N",
+                   help="bootstrap resamples for the confidence interval (default %(default)s)")
+    p.add_argument("--seed", type=int, default=stats.SEED,
+                   help="seed of the bootstrap's random generator: same files and seed, same interval"
+                        " (default %(default)s)")
+    p.add_argument("--verbose", action="store_true", help="print a traceback with any error")
+    return p
+
+
+def check_new_file(option: str, path: Path, overwrite: bool) -> None:
+    """An output path must be a file in an existing folder, new unless overwriting is allowed."""
+    if path.is_dir():
+        raise CompareError(f"{option} {path} is a folder; give a file path")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise CompareError(f"{option} folder {parent} does not exist; create it first (mkdir -p {parent})")
+    if path.exists() and not overwrite:
+        raise CompareError(f"{option} {path} already exists; choose another path or add --overwrite-output")
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Reject option mistakes before reading any file."""
+    if args.resamples < 100:
+        raise CompareError(f"--resamples must be 100 or more, got {args.resamples}")
+    if args.seed < 0:
+        raise CompareError(f"--seed must be 0 or more, got {args.seed}")
+    if args.overwrite_output and args.output is None and args.plot is None:
+        raise CompareError("--overwrite-output needs --output PATH or --plot PATH")
+    if args.output is not None:
+        check_new_file("--output", args.output, args.overwrite_output)
+    if args.plot is not None:
+        if args.plot.suffix.lower() not in PLOT_SUFFIXES:
+            raise CompareError(f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}")
+        check_new_file("--plot", args.plot, args.overwrite_output)
+        if args.output is not None and args.output.resolve() == args.plot.resolve():
+            raise CompareError("--output and --plot name the same file; give them different paths")
+
+
+def write_text(text: str, path: Path, overwrite: bool) -> None:
+    """Write the report; mode 'x' refuses a file that appeared since the check."""
+    try:
+        with open(path, "w" if overwrite else "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise CompareError(f"--output {path} already exists; choose another path or add --overwrite-output") from None
+    except OSError as error:
+        raise CompareError(f"--output {path}: cannot write ({error.strerror})") from None
+
+
+def run(args: argparse.Namespace) -> None:
+    """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
+    check_options(args)
+    runs = load_runs(args.files)
+    report = analyse(runs, allow_mismatch=args.allow_mismatch, resamples=args.resamples, seed=args.seed)
+    text = render(report, args.format)
+    if args.plot is not None:
+        from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
+
+        draw(report, args.plot)
+        print(f"{PROG}: wrote plot {args.plot}", file=sys.stderr)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_text(text, args.output, args.overwrite_output)
+        print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run compare on argv (default sys.argv[1:]); returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or a parser error (2, already printed)
+        return int(exit_.code or 0)
+    try:
+        run(args)
+    except (ResultError, CompareError) as error:
+        if args.verbose:
+            traceback.print_exc()
+        message = " ".join(str(error).split())  # one line, whatever the message held
+        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    return EXIT_OK

@@ -1,0 +1,61 @@
+"""What was compared, before any number: configuration and environment side by side, a title.
+
+    rows = header_rows(runs)     # field | native | lightning, differing rows marked
+    title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from common.result import IMPLEMENTATIONS
+from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show
+
+# Header facts that differ between any two runs by nature: marking them would hide the real differences.
+_ALWAYS_DIFFERENT = frozenset({"file", "started (UTC)", "slurm job"})
+
+
+@dataclass(frozen=True)
+class HeaderRow:
+    """One configuration or environment fact of both implementations, side by side."""
+
+    field: str
+    native: str
+    lightning: str
+    differs: bool
+
+
+def header_rows(runs: Sequence[Run]) -> list[HeaderRow]:
+    """Configuration and environment rows: each implementation's distinct values."""
+    facts = []
+    for run in runs:
+        config = {name: show(run.workload[name]) for name in WORKLOAD_FIELDS}
+        config["precision_requested"] = run.result.precision_requested
+        config["warmup_steps"] = str(run.result.warmup_steps)
+        config["seed"] = str(run.result.seed)
+        facts.append({"file": run.label, **config, **environment_of(run)})
+    names = ["file", *WORKLOAD_FIELDS, "precision_requested", "warmup_steps", "seed", *ENVIRONMENT_FIELDS]
+    rows = []
+    for name in names:
+        per_impl = {
+            impl: list(dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.implementation == impl))
+            for impl in IMPLEMENTATIONS
+        }
+        if all(v == ["-"] or not v for v in per_impl.values()):
+            continue  # recorded by no run: an empty row says nothing
+        recorded = {value for values in per_impl.values() for value in values if value != "-"}
+        cells = {impl: ", ".join(values) if values else "(no run)" for impl, values in per_impl.items()}
+        differs = name not in _ALWAYS_DIFFERENT and len(recorded) > 1
+        rows.append(HeaderRow(name, cells["native"], cells["lightning"], differs=differs))
+    return rows
+
+
+def title_of(runs: Sequence[Run]) -> str:
+    """Run facts for a plot title: GPU, precision, batch, channels_last and compile."""
+    first = runs[0].workload
+    gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
+    batch = (f"{first['batch_size_per_device']} images/GPU" if first["batch_mode"] == "fixed_per_device"
+             else f"global batch {first['global_batch_size']}")
+    return (f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
+            f"channels_last {show(first['channels_last'])} · compile {show(first['compile'])}")

@@ -1,0 +1,118 @@
+"""Draw a `Report` as one figure: throughput, step-time distributions, overhead, scaling.
+
+    draw(report, Path("comparison.png"))
+
+Uses matplotlib's object API on an Agg canvas (no pyplot, no global backend state), so it
+works on a machine without a display.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from common.result import IMPLEMENTATIONS
+from compare.analysis import Report
+
+COLORS = {"native": "tab:blue", "lightning": "tab:orange"}
+DPI = 120
+
+
+def _label(report: Report, implementation: str) -> str:
+    """The implementation's table label (marks original-script results)."""
+    return next((row["implementation"] for row in report.table if row["implementation"].startswith(implementation)),
+                implementation)
+
+
+def _throughput(ax: Axes, report: Report) -> None:
+    """(1) Global throughput bars, native beside lightning, per world size."""
+    worlds = sorted({row["world_size"] for row in report.table})
+    width = 0.38
+    for offset, impl in zip((-width / 2, width / 2), IMPLEMENTATIONS):
+        rows = {row["world_size"]: row for row in report.table if row["implementation"].startswith(impl)}
+        xs = [i + offset for i, w in enumerate(worlds) if w in rows]
+        ys = [rows[w]["images_per_second_median"] for w in worlds if w in rows]
+        if xs:
+            bars = ax.bar(xs, ys, width, color=COLORS[impl], label=_label(report, impl))
+            ax.bar_label(bars, fmt="%.0f", fontsize=8)
+    ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("throughput (images/s, global; higher is better)")
+    ax.set_title("Throughput (median step)")
+    ax.legend(fontsize=8)
+
+
+def _distributions(ax: Axes, report: Report) -> None:
+    """(2) Step-time box plots per implementation and world size (a dot where only a mean exists)."""
+    for i, (key, samples) in enumerate(report.samples_ms.items()):
+        impl = key.split("@")[0]
+        if len(samples) > 1:
+            box = ax.boxplot([samples], positions=[i], widths=0.6, patch_artist=True, showfliers=True)
+            box["boxes"][0].set_facecolor(COLORS[impl])
+            box["boxes"][0].set_alpha(0.6)
+        else:
+            ax.plot([i], samples, "D", color=COLORS[impl])
+    labels = {f"{row['implementation'].split()[0]}@{row['world_size']}": row["implementation"] for row in report.table}
+    ax.set_xticks(range(len(report.samples_ms)),
+                  [f"{labels[k].replace(' (', chr(10) + '(')}\n{k.split('@')[1]} GPU(s)" for k in report.samples_ms],
+                  fontsize=8)
+    ax.set_xlim(-0.7, len(report.samples_ms) - 0.3)
+    ax.set_ylabel("step time (ms; lower is better)")
+    ax.set_title("Step times (all ranks; ◆ = wall-clock mean only)")
+
+
+def _overhead(ax: Axes, report: Report) -> None:
+    """(3) Lightning overhead per world size with its 95% CI as error bars."""
+    for i, o in enumerate(report.overhead):
+        if o.ci_low is None or o.ci_high is None:
+            ax.plot([i], [o.percent], "o", color="tab:gray")
+            ax.annotate("no CI", (i, o.percent), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        else:
+            ax.errorbar([i], [o.percent], yerr=[[o.percent - o.ci_low], [o.ci_high - o.percent]],
+                        fmt="o", color="tab:red", capsize=6)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(report.overhead)), [str(o.world_size) for o in report.overhead])
+    ax.set_xlim(-0.7, max(len(report.overhead), 1) - 0.3)
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("Lightning overhead (% of native median step; lower is better)")
+    ax.set_title("Overhead with 95% CI")
+
+
+def _scaling(ax: Axes, report: Report) -> None:
+    """(4) Throughput (solid) and efficiency (dashed, right axis) against GPU count."""
+    right = ax.twinx()
+    for impl in IMPLEMENTATIONS:
+        rows = [s for s in report.scaling if s.implementation == impl]
+        if not rows:
+            continue
+        worlds = [s.world_size for s in rows]
+        ax.plot(worlds, [s.throughput for s in rows], "o-", color=COLORS[impl], label=f"{_label(report, impl)} img/s")
+        ideal = [rows[0].throughput * w / worlds[0] for w in worlds]
+        ax.plot(worlds, ideal, ":", color=COLORS[impl], alpha=0.6, label=f"{impl} linear")
+        right.plot(worlds, [s.efficiency * 100 for s in rows], "s--", color=COLORS[impl], alpha=0.7,
+                   label=f"{impl} efficiency")
+    ax.set_xticks(sorted({s.world_size for s in report.scaling}))
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("throughput (images/s, global; higher is better)")
+    right.set_ylabel("scaling efficiency (%)")
+    right.set_ylim(0, 110)
+    ax.set_title(f"Scaling ({report.scaling_mode})")
+    lines, labels = ax.get_legend_handles_labels()
+    more, more_labels = right.get_legend_handles_labels()
+    ax.legend(lines + more, labels + more_labels, fontsize=7, loc="lower right")
+
+
+def draw(report: Report, path: Path) -> None:
+    """Write the figure to `path` (format from the suffix: .png, .svg or .pdf)."""
+    panels = [_throughput, _distributions, _overhead] + ([_scaling] if report.scaling else [])
+    fig = Figure(figsize=(14, 10) if len(panels) == 4 else (18, 5.5), dpi=DPI)
+    FigureCanvasAgg(fig)
+    shape = (2, 2) if len(panels) == 4 else (1, 3)
+    for i, panel in enumerate(panels):
+        panel(fig.add_subplot(*shape, i + 1), report)
+    fig.suptitle(report.title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)

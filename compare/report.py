@@ -1,0 +1,151 @@
+"""Lay a `Report` out as text, markdown, csv or json.
+
+    print(render(report, "text"), end="")
+
+text and markdown show the same sections (configuration, warnings, results, overhead, slow
+ranks, scaling, notes); csv is one row per run; json is the whole report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from compare import stats
+from compare.analysis import Report
+from compare.tables import markdown_table, text_table
+
+FORMATS = ("text", "markdown", "csv", "json")
+LEGEND = "↑ higher is better, ↓ lower is better"
+
+# (key in the table rows, header, number format). Split in two so the text fits a terminal.
+SPEED_COLUMNS = (
+    ("implementation", "implementation", ""), ("world_size", "GPUs", "d"), ("runs", "runs", "d"),
+    ("images_per_second_median", "img/s ↑", ".1f"), ("images_per_second_per_device", "img/s/GPU ↑", ".1f"),
+    ("step_median_ms", "median ms ↓", ".2f"), ("step_p5_ms", "p5 ms ↓", ".2f"),
+    ("step_p95_ms", "p95 ms ↓", ".2f"),
+    ("images_per_second", "wall-clock img/s ↑", ".1f"),
+)
+COST_COLUMNS = (
+    ("implementation", "implementation", ""), ("world_size", "GPUs", "d"),
+    ("warmup_seconds", "warm-up s ↓", ".2f"), ("first_step_seconds", "first step s ↓", ".3f"),
+    ("peak_allocated_gib", "peak alloc GiB ↓", ".2f"), ("peak_reserved_gib", "peak reserved GiB ↓", ".2f"),
+    ("parameters_synchronized", "params synced (want yes)", ""),
+    ("numerics_identical", "same numerics N/L (want yes)", ""),
+)
+
+
+@dataclass
+class Section:
+    """A titled block: an optional table and lines of prose."""
+
+    title: str
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def cell(value: Any, spec: str = "") -> str:
+    """A value as text: '-' for missing, yes/no for booleans, numbers by format spec."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and spec:
+        return format(value, spec)
+    return str(value)
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    """'a..b' or '-' without an interval."""
+    return "-" if low is None or high is None else f"{low:.2f}..{high:.2f}"
+
+
+def _columns(report: Report, columns: tuple[tuple[str, str, str], ...]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the per-implementation table for some columns."""
+    return [h for _, h, _ in columns], [[cell(row[k], f) for k, _, f in columns] for row in report.table]
+
+
+def sections(report: Report) -> list[Section]:
+    """The report's blocks in reading order: what was compared before any number."""
+    out = [Section("Configuration and environment (* = values differ between runs)",
+                   ["*", "field", "native", "lightning"],
+                   [["*" if r.differs else "", r.field, r.native, r.lightning] for r in report.header])]
+    if report.warnings:
+        out.append(Section("Warnings", lines=[f"! {w}" for w in report.warnings]))
+    out.append(Section(f"Speed ({LEGEND})", *_columns(report, SPEED_COLUMNS)))
+    out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
+    if report.overhead:
+        out.append(Section(
+            "Lightning overhead: (median step Lightning / median step native - 1) x 100 (↓ lower is better)",
+            ["GPUs", "overhead % ↓", "95% CI %", "native ms", "lightning ms", "runs N/L", "CI method"],
+            [[cell(o.world_size), f"{o.percent:+.2f}", _ci(o.ci_low, o.ci_high), f"{o.native_median_ms:.2f}",
+              f"{o.lightning_median_ms:.2f}", f"{o.native_runs}/{o.lightning_runs}", o.method]
+             for o in report.overhead],
+            [f"{o.world_size} GPU(s): {o.verdict}" for o in report.overhead]))
+    else:
+        missing = "not computed: no world size has both a native and a lightning run"
+        out.append(Section("Lightning overhead", lines=[missing]))
+    rule = (f"rule: a rank is slow when its median step time exceeds the median of the ranks' medians by more than"
+            f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median); needs 3+ ranks")
+    slow = [f"{s.implementation} {s.file}: rank {s.rank} on {s.hostname}: median {s.median_ms:.2f} ms vs"
+            f" {s.run_median_ms:.2f} ms for the run ({(s.median_ms / s.run_median_ms - 1) * 100:+.1f}%)"
+            for s in report.slow_ranks]
+    out.append(Section("Slow ranks", lines=[*(slow or ["none flagged"]), rule]))
+    if report.scaling:
+        out.append(_scaling_section(report))
+    if report.notes:
+        out.append(Section("Notes", lines=report.notes))
+    return out
+
+
+def _scaling_section(report: Report) -> Section:
+    """Speed-up and efficiency table, titled with the scaling mode recognised."""
+    mode = {
+        "weak": "weak scaling recognised (fixed per-device batch): efficiency = img/s_N / (N/N0 x img/s_N0)",
+        "strong": "strong scaling recognised (fixed global batch): efficiency = speed-up / (N/N0)",
+        "mixed": "scaling mode unknown (batch modes differ between runs): efficiency = speed-up / (N/N0)",
+    }[report.scaling_mode or "mixed"]
+    rows = [[s.implementation, cell(s.world_size), f"{s.throughput:.1f}", f"{s.speedup:.3f}", f"{s.efficiency:.1%}",
+             cell(s.overhead_percent, "+.2f"), _ci(s.overhead_ci_low, s.overhead_ci_high)] for s in report.scaling]
+    headers = ["implementation", "GPUs", "img/s ↑", "speed-up ↑", "efficiency ↑", "Lightning overhead % ↓",
+               "95% CI %"]
+    return Section(f"Scaling: {mode}", headers, rows)
+
+
+def render_text(report: Report) -> str:
+    """Aligned terminal tables."""
+    blocks = [report.title]
+    for s in sections(report):
+        body = [text_table(s.headers, s.rows)] if s.headers else []
+        body += [f"  {line}" for line in s.lines]
+        blocks.append("\n".join([s.title, *body]))
+    return "\n\n".join(blocks) + "\n"
+
+
+def render_markdown(report: Report) -> str:
+    """GitHub-flavoured markdown: a heading, a table and bullet points per section."""
+    blocks = [f"# {report.title}"]
+    for s in sections(report):
+        body = [markdown_table(s.headers, s.rows)] if s.headers and s.rows else []
+        body += [f"- {line}" for line in s.lines]
+        blocks.append("\n\n".join([f"## {s.title}", *body]))
+    return "\n\n".join(blocks) + "\n"
+
+
+def render_csv(report: Report) -> str:
+    """One row per run with the table's columns (machine names, units in the names)."""
+    return pd.DataFrame(report.run_table).to_csv(index=False)
+
+
+def render_json(report: Report) -> str:
+    """The whole report as JSON (strict: no NaN)."""
+    return json.dumps(report.to_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def render(report: Report, fmt: str) -> str:
+    """The report in one of FORMATS."""
+    return {"text": render_text, "markdown": render_markdown, "csv": render_csv, "json": render_json}[fmt](report)

@@ -1,0 +1,106 @@
+"""Each output format parses; --output and --plot write files and never clobber by accident."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from compare.cli import build_parser, main
+from compare_factory import make_result, write
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> list[str]:
+    """A native and a lightning run at 2 GPUs."""
+    return [str(write(tmp_path / "n.json", make_result("native", world_size=2, seed=1))),
+            str(write(tmp_path / "l.json", make_result("lightning", world_size=2, seed=2, median_ms=104.0)))]
+
+
+def output_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """stdout of a successful compare run."""
+    assert main([*argv, "--resamples", "1000"]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def test_text_shows_configuration_before_any_number_and_says_which_way_is_better(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = output_of(capsys, *pair)
+    assert text.index("Configuration and environment") < text.index("Speed") < text.index("Lightning overhead")
+    assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
+    assert "2 GPU(s): Lightning is" in text
+
+
+def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = json.loads(output_of(capsys, *pair, "--format", "json"))
+    assert {"runs", "pairs", "overhead", "scaling", "warnings"} <= report.keys()
+    assert {"percent", "ci_low", "ci_high", "method", "verdict"} <= report["overhead"][0].keys()
+
+
+def test_csv_parses_to_one_row_per_run(pair: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    frame = pd.read_csv(io.StringIO(output_of(capsys, *pair, "--format", "csv")))
+    assert sorted(frame["implementation"]) == ["lightning", "native"]
+    assert {"images_per_second_median", "step_p95_ms", "peak_reserved_gib", "overhead_ci_low"} <= set(frame.columns)
+
+
+def test_markdown_tables_have_a_header_separator_row(pair: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    lines = output_of(capsys, *pair, "--format", "markdown").splitlines()
+    header = lines.index("| implementation | GPUs | runs | img/s ↑ | img/s/GPU ↑ | median ms ↓ | p5 ms ↓ |"
+                         " p95 ms ↓ | wall-clock img/s ↑ |")
+    assert lines[header + 1] == "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+
+def test_output_writes_the_report_to_a_file(
+    pair: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "report.json"
+    assert output_of(capsys, *pair, "--format", "json", "--output", str(target)) == ""
+    assert json.loads(target.read_text())["pairs"][0]["world_size"] == 2
+
+
+def test_output_never_replaces_an_existing_file_without_overwrite_output(
+    pair: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "report.txt"
+    target.write_text("keep me")
+    assert main([*pair, "--output", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"compare: error: --output {target} already exists; choose another path or add --overwrite-output\n"
+    assert target.read_text() == "keep me"
+    output_of(capsys, *pair, "--output", str(target), "--overwrite-output")
+    assert target.read_text().startswith("resnet50 on NVIDIA H200")
+
+
+def test_plot_writes_a_png_of_more_than_10_kb(
+    pair: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    more = [str(write(tmp_path / f"{impl}4.json", make_result(impl, world_size=4, seed=5)))
+            for impl in ("native", "lightning")]
+    png = tmp_path / "comparison.png"
+    output_of(capsys, *pair, *more, "--plot", str(png))
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 10_000
+
+
+def test_plot_name_must_have_an_image_suffix(
+    pair: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*pair, "--plot", str(tmp_path / "plot.txt")]) == 2
+    assert "must end in .png, .svg, .pdf" in capsys.readouterr().err
+
+
+def test_help_describes_every_option() -> None:
+    parser = build_parser()
+    for action in parser._actions:
+        assert action.help, f"{action.dest} has no help"
+    text = parser.format_help()
+    for option in ("--format", "--output", "--overwrite-output", "--plot", "--allow-mismatch", "--resamples",
+                   "--seed", "--verbose"):
+        assert option in text

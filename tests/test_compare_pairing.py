@@ -1,0 +1,160 @@
+"""Grouping, pairing, repeats, mismatches, scaling and per-run flags, through the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compare.cli import main
+from compare_factory import constant_steps, make_result, write
+
+
+def report_of(capsys: pytest.CaptureFixture[str], *argv: Any) -> dict[str, Any]:
+    """Run compare with --format json; the parsed report (fails on a non-zero exit)."""
+    assert main([*map(str, argv), "--format", "json", "--resamples", "1000"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def error_of(capsys: pytest.CaptureFixture[str], *argv: Any) -> str:
+    """Run compare expecting exit 2; its stderr."""
+    assert main(list(map(str, argv))) == 2
+    return capsys.readouterr().err
+
+
+def test_native_and_lightning_of_one_workload_are_paired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n = write(tmp_path / "n.json", make_result("native", world_size=2, seed=1))
+    lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, seed=2, median_ms=110.0))
+    report = report_of(capsys, lt, n)  # order of files does not matter
+    assert report["pairs"] == [{"world_size": 2, "native": ["n.json"], "lightning": ["l.json"],
+                                "numerics_identical": "yes"}]
+    [overhead] = report["overhead"]
+    assert overhead["method"].startswith("bootstrap over steps")
+    assert overhead["ci_low"] < 10 < overhead["ci_high"] and overhead["ci_low"] > 0
+    assert overhead["verdict"].startswith("Lightning is") and "slower" in overhead["verdict"]
+
+
+def test_repeats_are_one_row_and_switch_the_ci_to_bootstrap_over_repeats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = [write(tmp_path / f"n{i}.json", make_result("native", median_ms=100.0 + i, seed=i)) for i in range(3)]
+    files += [write(tmp_path / f"l{i}.json", make_result("lightning", median_ms=105.0 + i, seed=9 + i))
+              for i in range(3)]
+    report = report_of(capsys, *files)
+    assert [(row["implementation"], row["runs"]) for row in report["table"]] == [("native", 3), ("lightning", 3)]
+    assert len(report["runs"]) == 6
+    [overhead] = report["overhead"]
+    assert overhead["method"].startswith("bootstrap over repeats")
+    assert overhead["native_runs"] == overhead["lightning_runs"] == 3
+
+
+def test_workload_mismatch_exits_2_listing_every_differing_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = write(tmp_path / "n.json", make_result("native"))
+    lt = write(tmp_path / "l.json", make_result("lightning", precision="fp32", batch_size_per_device=64,
+                                                config={"channels_last": True, "bucket_cap_mb": 50.0}))
+    err = error_of(capsys, n, lt)
+    assert err.count("\n") == 1 and err.startswith("compare: error: the runs measure different workloads")
+    for difference in ("precision_resolved: native bf16, lightning fp32",
+                       "batch_size_per_device: native 32, lightning 64",
+                       "channels_last: native no, lightning yes", "bucket_cap_mb: native 25, lightning 50"):
+        assert difference in err
+    assert "--allow-mismatch" in err
+
+
+def test_allow_mismatch_compares_anyway_and_warns_of_each_difference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = write(tmp_path / "n.json", make_result("native"))
+    lt = write(tmp_path / "l.json", make_result("lightning", config={"channels_last": True}))
+    report = report_of(capsys, n, lt, "--allow-mismatch")
+    assert len(report["overhead"]) == 1
+    assert any("channels_last: native no, lightning yes" in w for w in report["warnings"])
+
+
+def test_environment_difference_is_a_warning_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n = write(tmp_path / "n.json", make_result("native", environment={"pytorch_version": "2.10.0"}))
+    lt = write(tmp_path / "l.json", make_result("lightning", environment={"driver_version": "590.0"}))
+    warnings = report_of(capsys, n, lt)["warnings"]
+    assert "environment differs: pytorch: native 2.10.0, lightning 2.11.0+cu130" in warnings
+    assert "environment differs: driver: native 580.1, lightning 590.0" in warnings
+
+
+def test_weak_scaling_speedup_and_efficiency_are_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 100 images/GPU; 100 ms at 1 GPU = 1000 img/s, 125 ms at 2 = 1600, 160 ms at 4 = 2500.
+    files = [write(tmp_path / f"n{w}.json", make_result("native", world_size=w, batch_size_per_device=100,
+                                                         step_times=constant_steps(w, ms)))
+             for w, ms in ((1, 100.0), (2, 125.0), (4, 160.0))]
+    scaling = report_of(capsys, *files)["scaling"]
+    assert scaling["mode"] == "weak"
+    got = [(r["world_size"], r["throughput"], r["speedup"], r["efficiency"]) for r in scaling["rows"]]
+    assert got == [pytest.approx(x) for x in [(1, 1000.0, 1.0, 1.0), (2, 1600.0, 1.6, 0.8), (4, 2500.0, 2.5, 0.625)]]
+
+
+def test_strong_scaling_speedup_and_efficiency_are_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Global batch 400: 400 ms at 1 GPU = 1000 img/s, 250 ms at 2 = 1600, 200 ms at 4 = 2000.
+    files = [write(tmp_path / f"{impl}{w}.json", make_result(impl, world_size=w, batch_mode="fixed_global",
+                                                              global_batch_size=400, step_times=constant_steps(w, ms)))
+             for impl in ("native", "lightning") for w, ms in ((1, 400.0), (2, 250.0), (4, 200.0))]
+    report = report_of(capsys, *files)
+    assert report["scaling"]["mode"] == "strong"
+    native = [(r["speedup"], r["efficiency"]) for r in report["scaling"]["rows"] if r["implementation"] == "native"]
+    assert native == [pytest.approx(x) for x in [(1.0, 1.0), (1.6, 0.8), (2.0, 0.5)]]
+    assert [o["world_size"] for o in report["overhead"]] == [1, 2, 4]  # an overhead at each size
+
+
+def test_unpaired_world_size_is_warned_not_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n1 = write(tmp_path / "n1.json", make_result("native", world_size=1))
+    n2 = write(tmp_path / "n2.json", make_result("native", world_size=2))
+    l1 = write(tmp_path / "l1.json", make_result("lightning", world_size=1))
+    report = report_of(capsys, n1, n2, l1)
+    assert [row["world_size"] for row in report["table"]] == [1, 2, 1]
+    assert any(w.startswith("native at 2 GPU(s) (n2.json) has no lightning run") for w in report["warnings"])
+
+
+def test_one_rank_twenty_percent_slower_is_flagged_with_its_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steps = constant_steps(4, 100.0)
+    steps[2] = [120.0] * 20
+    report = report_of(capsys, write(tmp_path / "n.json", make_result("native", world_size=4, step_times=steps)))
+    assert report["slow_ranks"] == [{"file": "n.json", "implementation": "native", "rank": 2, "hostname": "node0",
+                                     "median_ms": 120.0, "run_median_ms": 100.0}]
+
+
+def test_uniform_ranks_flag_no_slow_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = report_of(capsys, write(tmp_path / "n.json", make_result("native", world_size=8, seed=3)))
+    assert report["slow_ranks"] == []
+
+
+def test_host_bound_run_is_warned_with_its_busy_fraction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lt = write(tmp_path / "l.json", make_result("lightning", gpu_busy=0.62))
+    [warning] = report_of(capsys, lt)["warnings"]
+    assert warning.startswith("l.json: host-bound (GPU busy 62%)")
+
+
+def test_per_step_sigterm_sync_of_lightning_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lt = write(tmp_path / "l.json", make_result("lightning", world_size=2))
+    notes = report_of(capsys, lt)["notes"]
+    assert any("broadcasts a SIGTERM flag and reads it with .item() every step" in note for note in notes)
+
+
+@pytest.mark.parametrize(("digest", "losses", "expected"), [
+    ("ab" * 32, [2.5, 2.5], "yes"),
+    ("cd" * 32, [2.5, 2.5], "no"),
+    ("ab" * 32, [2.5, 2.6], "no"),
+])
+def test_numerics_are_identical_only_with_equal_digest_and_every_rank_loss(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], digest: str, losses: list[float], expected: str
+) -> None:
+    n = write(tmp_path / "n.json", make_result("native", world_size=2))
+    lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, digest=digest, final_losses=losses))
+    assert report_of(capsys, n, lt)["pairs"][0]["numerics_identical"] == expected
+
+
+def test_unsynchronised_parameters_are_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n = write(tmp_path / "n.json", make_result("native", parameters_synchronized=False))
+    assert any("NOT synchronised" in w for w in report_of(capsys, n)["warnings"])

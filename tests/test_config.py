@@ -1,0 +1,104 @@
+"""The one parser: defaults of the original scripts, and every user mistake rejected in one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from common import config
+from common.config import BenchConfig
+
+from conftest import clean_env, run_module
+
+
+def parse(argv: list[str]) -> BenchConfig:
+    return config.parse(argv, prog="test")
+
+
+def test_defaults_are_the_original_scripts():
+    cfg = parse([])
+    assert (cfg.batch_size_per_device, cfg.global_batch_size) == (32, None)
+    assert (cfg.warmup_steps, cfg.steps, cfg.precision, cfg.seed) == (10, 50, "auto", 1234)
+    assert (cfg.lr, cfg.momentum, cfg.weight_decay) == (0.1, 0.9, 0.0)
+    assert cfg.timeout == 300 and cfg.gradient_as_bucket_view and cfg.cudnn_benchmark
+    assert not cfg.channels_last and not cfg.compile
+    assert (cfg.arch, cfg.image_size, cfg.num_classes) == ("resnet50", 224, 1000)
+    assert cfg.batch_mode == "fixed_per_device"
+
+
+def test_global_batch_gives_fixed_global_mode_and_divides_per_device():
+    cfg = parse(["--global-batch-size", "64", "--devices", "4"])
+    assert cfg.batch_mode == "fixed_global"
+    assert cfg.per_device_batch() == 16 and cfg.global_batch() == 64
+
+
+BAD = [
+    (["--batch-size-per-device", "2", "--global-batch-size", "4"], "not allowed with argument"),
+    (["--global-batch-size", "30", "--devices", "4"], r"--global-batch-size 30 does not divide by the world size 4"),
+    (["--global-batch-size", "6", "--devices", "2", "--num-nodes", "2"], "world size 4"),
+    (["--batch-size-per-device", "0"], "--batch-size-per-device must be positive"),
+    (["--global-batch-size", "-8"], "--global-batch-size must be positive"),
+    (["--devices", "0"], "--devices must be positive"),
+    (["--num-nodes", "0"], "--num-nodes must be positive"),
+    (["--steps", "0"], "--steps must be positive"),
+    (["--warmup-steps", "-1"], "--warmup-steps must be 0 or more"),
+    (["--seed", "-1"], "--seed must be 0 or more"),
+    (["--lr", "0"], "--lr must be positive"),
+    (["--timeout", "0"], "--timeout must be positive"),
+    (["--accelerator", "cpu", "--precision", "fp16"], "--precision fp16 needs a GPU"),
+    (["--arch", "resnet51"], "--arch 'resnet51' is not a torchvision classification model.*resnet50"),
+    (["--image-size", "16"], "--image-size 16 is too small for resnet50"),
+    (["--overwrite-output"], "--overwrite-output needs --output"),
+    (["--compile-mode", "max-autotune"], "no effect without --compile"),
+    (["--precision", "fp8"], "invalid choice: 'fp8'"),
+    (["--steps", "ten"], "invalid int value: 'ten'"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_option_exits_2_with_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("test: error: ")
+    assert re.search(message, err), err
+
+
+@pytest.mark.parametrize("case", ["missing-folder", "is-folder", "exists"])
+def test_output_path_problems_are_named(case, tmp_path, capsys):
+    target = {"missing-folder": tmp_path / "nope" / "r.json", "is-folder": tmp_path, "exists": tmp_path / "r.json"}[case]
+    if case == "exists":
+        target.write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        parse(["--output", str(target)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    expected = {"missing-folder": "does not exist; create it first", "is-folder": "is a folder",
+                "exists": "already exists; choose another path or add --overwrite-output"}[case]
+    assert expected in err
+    if case == "exists":
+        assert target.read_text() == "{}"
+
+
+def test_overwrite_output_accepts_existing_file(tmp_path):
+    target = tmp_path / "r.json"
+    target.write_text("{}")
+    assert parse(["--output", str(target), "--overwrite-output"]).output == target
+
+
+def test_gpu_without_cuda_suggests_cpu(tmp_path):
+    """Subprocess: the whole path a user sees, exit 2, one line, no traceback, nothing written."""
+    out = tmp_path / "r.json"
+    proc = run_module("native", ["--output", str(out)], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "native: error: --accelerator gpu but CUDA is not available here; use --accelerator cpu"
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_verbose_adds_the_traceback():
+    proc = run_module("native", ["--verbose"], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr and "use --accelerator cpu" in proc.stderr
