@@ -31,8 +31,8 @@ def parameter_digest(model: torch.nn.Module) -> ParameterDigest:
     squares = torch.zeros((), dtype=torch.float64)
     with torch.no_grad():
         for p in model.parameters():
-            cpu = p.detach().to("cpu").contiguous()
-            sha.update(str(tuple(cpu.shape)).encode())
+            cpu = p.detach().to("cpu").contiguous().reshape(-1)  # 1-D: size-1 dims keep odd strides
+            sha.update(str(tuple(p.shape)).encode())
             sha.update(cpu.view(torch.uint8).numpy().tobytes())
             as64 = cpu.to(torch.float64)
             total += as64.sum()
