@@ -44,12 +44,14 @@ case $part in
     done
     ;;
   compile)
-    pair bf16-cl-b256-compile "${B256[@]}" --compile --warmup-steps 20
-    run native native-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
-    run lightning_impl lightning-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
+    # Is Lightning's side-stream DDP construction a per-step cost? Same loop, both ways.
+    "$python" benchmarks/minimal_loop.py --batch 256 --precision bf16 --channels-last \
+      --variants plain,ddp,ddp-side-stream --output "$out/minimal-loop-side-stream.json"
+    run native native-bf16-cl-b256-compile-r1 "${B256[@]}" --compile --warmup-steps 20
+    run lightning_impl lightning-bf16-cl-b256-compile-r1 "${B256[@]}" --compile --warmup-steps 20
     run native native-bf16-cl-b256-fused "${B256[@]}" --sgd-impl fused
-    run native native-bf16-cl-b256-compile-max-autotune-no-cudagraphs "${B256[@]}" --compile --warmup-steps 20 \
-      --compile-mode max-autotune-no-cudagraphs
+    run lightning_impl lightning-bf16-cl-b256-fused "${B256[@]}" --sgd-impl fused
+    run native native-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -32,7 +32,8 @@ def main() -> None:
     p.add_argument("--compile", action="store_true")
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--variants", default="plain,ddp", help="comma list of plain,ddp")
+    p.add_argument("--variants", default="plain,ddp",
+                   help="comma list of plain, ddp, ddp-side-stream (DDP built on a side stream, as Lightning does)")
     p.add_argument("--output", default=None)
     args = p.parse_args()
 
@@ -53,8 +54,11 @@ def main() -> None:
         if args.compile:
             model = torch.compile(model)
         model = model.to(device)
-        if variant == "ddp":
-            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], gradient_as_bucket_view=True)
+        if variant.startswith("ddp"):
+            # Lightning's DDPStrategy constructs the wrapper under torch.cuda.stream(torch.cuda.Stream())
+            side = torch.cuda.stream(torch.cuda.Stream()) if variant == "ddp-side-stream" else contextlib.nullcontext()
+            with side:
+                model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], gradient_as_bucket_view=True)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
         g = torch.Generator(device=device).manual_seed(1234)
