@@ -300,6 +300,9 @@ def write_result(result: Result, path: Path, overwrite: bool) -> None:
     text = json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; results are shared like any file
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

@@ -1,4 +1,4 @@
-"""Turn loaded runs into one `Report`: header, tables, overhead with CI, scaling, slow ranks.
+"""Turn loaded runs into one `Report`: header, tables, overhead with CI, scaling, slow ranks, steady state.
 
     report = analyse(runs, allow_mismatch=False)   # WorkloadMismatch when the runs differ
 
@@ -16,9 +16,10 @@ from typing import Any
 from common.result import IMPLEMENTATIONS, OriginalResult
 from compare import stats
 from compare.errors import WorkloadMismatch
-from compare.flags import SlowRank, run_flags, slow_ranks
+from compare.flags import SlowRank, SteadyState, run_flags, slow_ranks, steady_state_warnings, steady_states
 from compare.header import HeaderRow, header_rows, title_of
 from compare.load import ORIGINAL_LABEL, Run
+from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import environment_differences, group, scaling_mode, unpaired, workload_differences
 
 # Aggregation over repeats in one table row: medians of the runs' values, except memory (max).
@@ -27,9 +28,10 @@ _MEDIAN_OF_RUNS = (
     "images_per_second", "warmup_seconds", "first_step_seconds",
 )
 _MAX_OF_RUNS = ("peak_allocated_gib", "peak_reserved_gib")
-METHOD_STEPS = "bootstrap over steps (all ranks' step times pooled per run)"
-METHOD_REPEATS = "bootstrap over repeats (each run's median step time)"
 METHOD_NONE = "none (original-script result: one wall-clock mean, no per-step times)"
+# Below this many repeats on a side, the bootstrap over repeats can only draw a handful of
+# distinct medians (2 repeats: 3), so its interval is coarse.
+FEW_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Report:
     scaling_mode: str | None  # weak | strong | mixed; None with one world size
     scaling: list[ScalingRow]
     slow_ranks: list[SlowRank]
+    steady_state: list[SteadyState] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     samples_ms: dict[str, list[float]] = field(default_factory=dict)  # "impl@N" -> step times, for plots
@@ -90,6 +93,7 @@ class Report:
             "overhead": [dataclasses.asdict(o) for o in self.overhead],
             "scaling": {"mode": self.scaling_mode, "rows": [dataclasses.asdict(s) for s in self.scaling]},
             "slow_ranks": [dataclasses.asdict(s) for s in self.slow_ranks],
+            "steady_state": [dataclasses.asdict(s) for s in self.steady_state],
             "warnings": self.warnings,
             "notes": self.notes,
         }
@@ -124,18 +128,6 @@ def run_values(run: Run) -> dict[str, Any]:
     }
 
 
-def numerics_identical(runs: Sequence[Run]) -> str:
-    """'yes' if all runs end with one parameter digest and one list of per-rank losses, else 'no'.
-
-    Original results have no digest and only a mean loss: 'no' if those means differ, else 'n/a'.
-    """
-    if any(isinstance(run.result, OriginalResult) for run in runs):
-        return "no" if len({run.result.final_loss_mean for run in runs}) > 1 else "n/a"
-    digests = {run.result.parameter_digest for run in runs}
-    losses = {tuple(rank.final_loss for rank in sorted(run.result.ranks, key=lambda k: k.rank)) for run in runs}
-    return "yes" if len(digests) == 1 and len(losses) == 1 else "no"
-
-
 def _aggregate(implementation: str, world: int, runs: Sequence[Run], numerics: str) -> dict[str, Any]:
     """One table row for the repeats of one implementation at one world size."""
     values = [run_values(run) for run in runs]
@@ -151,26 +143,38 @@ def _aggregate(implementation: str, world: int, runs: Sequence[Run], numerics: s
     return row
 
 
+def method_steps(blocks: Sequence[int]) -> str:
+    """How the CI over steps was obtained, with the block length(s) used."""
+    lengths = sorted(set(blocks))
+    steps = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
+    return f"moving-block bootstrap over steps (slowest rank per step; blocks of {steps} steps)"
+
+
+def method_repeats(native_runs: int, lightning_runs: int) -> str:
+    """How the CI over repeats was obtained, flagged as rough when a side has few repeats."""
+    rough = ": rough with so few" if min(native_runs, lightning_runs) < FEW_REPEATS else ""
+    return f"bootstrap over repeats (each run's median step; {native_runs} native, {lightning_runs} lightning{rough})"
+
+
 def overhead_at(world: int, native: Sequence[Run], lightning: Sequence[Run], resamples: int, seed: int) -> Overhead:
     """Lightning overhead at one world size, its CI, and how the CI was obtained."""
-    steps_n = [run.step_samples_ms for run in native]
-    steps_l = [run.step_samples_ms for run in lightning]
+    # Original results have no step series: the CI over steps needs every run's.
+    series_n = [s for s in (run.step_series_ms for run in native) if s is not None]
+    series_l = [s for s in (run.step_series_ms for run in lightning) if s is not None]
     ci: tuple[float, float] | None = None
     if len(native) >= 2 and len(lightning) >= 2:
         # Repeats carry run-to-run noise (placement, clocks) that steps within one run do not.
-        xs, ys, method = [r.median_ms for r in native], [r.median_ms for r in lightning], METHOD_REPEATS
-    elif all(s is not None for s in steps_n + steps_l):
-        xs = [t for s in steps_n for t in s]  # type: ignore[union-attr]
-        ys = [t for s in steps_l for t in s]  # type: ignore[union-attr]
-        method = METHOD_STEPS
-    else:
-        xs, ys, method = [r.median_ms for r in native], [r.median_ms for r in lightning], METHOD_NONE
-    percent = stats.overhead_percent(xs, ys)
-    if method == METHOD_NONE:
-        words = stats.point_only_verdict(percent)
-    else:
+        xs, ys = [r.pace_median_ms for r in native], [r.pace_median_ms for r in lightning]
+        method = method_repeats(len(native), len(lightning))
         ci = stats.bootstrap_overhead_ci(xs, ys, resamples=resamples, seed=seed)
-        words = stats.verdict(percent, *ci)
+    elif len(series_n) == len(native) and len(series_l) == len(lightning):
+        xs, ys = [t for s in series_n for t in s], [t for s in series_l for t in s]
+        method = method_steps([stats.block_length(len(s)) for s in series_n + series_l])
+        ci = stats.block_bootstrap_overhead_ci(series_n, series_l, resamples=resamples, seed=seed)
+    else:
+        xs, ys, method = [r.pace_median_ms for r in native], [r.pace_median_ms for r in lightning], METHOD_NONE
+    percent = stats.overhead_percent(xs, ys)
+    words = stats.point_only_verdict(percent) if ci is None else stats.verdict(percent, *ci)
     return Overhead(
         world_size=world, percent=percent, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
         method=method, verdict=words, native_median_ms=stats.median(xs), lightning_median_ms=stats.median(ys),
@@ -193,11 +197,13 @@ def _scaling(cells: dict[tuple[str, int], list[Run]], overhead: dict[int, Overhe
     return rows
 
 
-def _run_row(run: Run, overhead: Overhead | None, numerics: str) -> dict[str, Any]:
-    """One csv/json row: the run's own measurements and its world size's overhead."""
+def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState) -> dict[str, Any]:
+    """One csv/json row: the run's own measurements, its steady-state check and its world size's overhead."""
     return {
         "file": str(run.path), "label": run.label, "implementation": run.implementation,
         "original_script": run.original, "world_size": run.world_size, "runs": 1, **run_values(run),
+        "first_half_median_ms": steady.first_half_median_ms, "second_half_median_ms": steady.second_half_median_ms,
+        "steady_state_change_percent": steady.change_percent,
         "numerics_identical": numerics,
         "overhead_percent": overhead.percent if overhead else None,
         "overhead_ci_low": overhead.ci_low if overhead else None,
@@ -236,11 +242,14 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
             pairs.append({"world_size": world, "native": [r.label for r in native],
                           "lightning": [r.label for r in lightning], "numerics_identical": numerics[world]})
     table = [_aggregate(impl, world, rs, numerics.get(world, "-")) for (impl, world), rs in cells.items()]
-    run_table = [_run_row(run, overhead.get(run.world_size), numerics.get(run.world_size, "-")) for run in runs]
+    steady = steady_states(runs)
+    run_table = [_run_row(run, overhead.get(run.world_size), numerics.get(run.world_size, "-"), state)
+                 for run, state in zip(runs, steady)]
     run_warnings, notes = run_flags(runs)
     return Report(
         title=title_of(runs), header=header_rows(runs), table=table, run_table=run_table, pairs=pairs,
         overhead=list(overhead.values()), scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
-        scaling=_scaling(cells, overhead), slow_ranks=slow_ranks(runs), warnings=warnings + run_warnings,
-        notes=notes, samples_ms=_samples(cells),
+        scaling=_scaling(cells, overhead), slow_ranks=slow_ranks(runs), steady_state=steady,
+        warnings=warnings + run_warnings + steady_state_warnings(steady),
+        notes=notes + numerics_notes(cells, numerics), samples_ms=_samples(cells),
     )

@@ -1,7 +1,8 @@
-"""Per-run flags: host-bound runs, unsynchronised parameters, per-step syncs, slow ranks.
+"""Per-run flags: host-bound runs, unsynchronised parameters, per-step syncs, slow ranks, steady state.
 
     warnings, notes = run_flags(runs)
-    slow = slow_ranks(runs)      # stats.slow_ranks applied to every run's ranks
+    slow = slow_ranks(runs)        # stats.slow_ranks applied to every run's ranks
+    steady = steady_states(runs)   # first vs second half of every run's timed steps
 """
 
 from __future__ import annotations
@@ -64,3 +65,37 @@ def slow_ranks(runs: Sequence[Run]) -> list[SlowRank]:
             found.append(SlowRank(run.label, run.implementation, ranks[i].rank, ranks[i].hostname,
                                   medians[i], stats.median(medians)))
     return found
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """A run's median step in the first and the second half of its timed steps (None: no step times)."""
+
+    file: str
+    implementation: str
+    world_size: int
+    first_half_median_ms: float | None
+    second_half_median_ms: float | None
+    change_percent: float | None  # second half against first, in % of the first
+
+    @property
+    def steady(self) -> bool:
+        """False when the halves differ by more than stats.STEADY_STATE_TOLERANCE."""
+        return self.change_percent is None or abs(self.change_percent) <= stats.STEADY_STATE_TOLERANCE * 100
+
+
+def steady_states(runs: Sequence[Run]) -> list[SteadyState]:
+    """First vs second half of each run's per-step series (slowest rank per step)."""
+    found = []
+    for run in runs:
+        series = run.step_series_ms
+        halves = stats.halves_change(series) if series is not None and len(series) >= 2 else (None, None, None)
+        found.append(SteadyState(run.label, run.implementation, run.world_size, *halves))
+    return found
+
+
+def steady_state_warnings(states: Sequence[SteadyState]) -> list[str]:
+    """A warning for each run whose timed steps were still speeding up or slowing down."""
+    return [f"{s.file}: not in steady state: the median step of the second half of the timed steps is"
+            f" {s.change_percent:+.1f}% against the first half's (limit ±{stats.STEADY_STATE_TOLERANCE:.0%});"
+            " raise --warmup-steps" for s in states if not s.steady]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from common.result import OriginalResult, Result, ResultError, load_result
+from compare import stats
 
 ORIGINAL_LABEL = "(original script)"
 
@@ -78,6 +79,19 @@ class Run:
         return [t for rank in self.result.ranks for t in rank.step_times_ms]
 
     @property
+    def step_series_ms(self) -> list[float] | None:
+        """Each timed step's time, the slowest rank's (ranks run in lockstep); None for original results."""
+        if isinstance(self.result, OriginalResult):
+            return None
+        return stats.step_series([rank.step_times_ms for rank in self.result.ranks])
+
+    @property
+    def pace_median_ms(self) -> float:
+        """Median of step_series_ms; for an original result the wall-clock mean, its only sample."""
+        series = self.step_series_ms
+        return self.result.milliseconds_per_step if series is None else stats.median(series)
+
+    @property
     def median_ms(self) -> float:
         """Median step time; for an original result its only sample, the wall-clock mean."""
         if isinstance(self.result, OriginalResult):
@@ -108,12 +122,16 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
 
 
 def _check_usable(path: Path, result: Result | OriginalResult) -> None:
-    """What the schema allows but compare cannot divide by: a non-positive step time, missing ranks."""
+    """What the schema allows but compare cannot use: a non-positive step time, missing or unaligned ranks."""
     if isinstance(result, OriginalResult):
         return
     if len(result.ranks) != result.world_size:
         raise ResultError(f"{path}: {len(result.ranks)} ranks recorded for world_size {result.world_size}")
     for rank in result.ranks:
+        if len(rank.step_times_ms) != result.measured_steps:
+            # compare aligns the ranks' step k to find the slowest rank at each step.
+            raise ResultError(f"{path}: rank {rank.rank} has {len(rank.step_times_ms)} step times in step_times_ms"
+                              f" for measured_steps {result.measured_steps}")
         if min(rank.step_times_ms) <= 0:
             raise ResultError(f"{path}: rank {rank.rank} has a step time <= 0 ms in step_times_ms")
 

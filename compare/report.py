@@ -2,8 +2,8 @@
 
     print(render(report, "text"), end="")
 
-text and markdown show the same sections (configuration, warnings, results, overhead, slow
-ranks, scaling, notes); csv is one row per run; json is the whole report.
+text and markdown show the same sections (configuration, warnings, results, overhead, steady
+state, slow ranks, scaling, notes); csv is one row per run; json is the whole report.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ COST_COLUMNS = (
     ("warmup_seconds", "warm-up s ↓", ".2f"), ("first_step_seconds", "first step s ↓", ".3f"),
     ("peak_allocated_gib", "peak alloc GiB ↓", ".2f"), ("peak_reserved_gib", "peak reserved GiB ↓", ".2f"),
     ("parameters_synchronized", "params synced (want yes)", ""),
-    ("numerics_identical", "same numerics N/L (want yes)", ""),
+    ("numerics_identical", "same numerics N/L (want yes on CPU)", ""),
 )
 
 
@@ -80,7 +80,8 @@ def sections(report: Report) -> list[Section]:
     out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
     if report.overhead:
         out.append(Section(
-            "Lightning overhead: (median step Lightning / median step native - 1) x 100 (↓ lower is better)",
+            "Lightning overhead: (median step Lightning / median step native - 1) x 100; a step's time is its"
+            " slowest rank's (↓ lower is better)",
             ["GPUs", "overhead % ↓", "95% CI %", "native ms", "lightning ms", "runs N/L", "CI method"],
             [[cell(o.world_size), f"{o.percent:+.2f}", _ci(o.ci_low, o.ci_high), f"{o.native_median_ms:.2f}",
               f"{o.lightning_median_ms:.2f}", f"{o.native_runs}/{o.lightning_runs}", o.method]
@@ -89,6 +90,7 @@ def sections(report: Report) -> list[Section]:
     else:
         missing = "not computed: no world size has both a native and a lightning run"
         out.append(Section("Lightning overhead", lines=[missing]))
+    out.append(_steady_state_section(report))
     rule = (f"rule: a rank is slow when its median step time exceeds the median of the ranks' medians by more than"
             f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median); needs 3+ ranks")
     slow = [f"{s.implementation} {s.file}: rank {s.rank} on {s.hostname}: median {s.median_ms:.2f} ms vs"
@@ -100,6 +102,16 @@ def sections(report: Report) -> list[Section]:
     if report.notes:
         out.append(Section("Notes", lines=report.notes))
     return out
+
+
+def _steady_state_section(report: Report) -> Section:
+    """First vs second half of each run's timed steps ('-' for results without step times)."""
+    rows = [[s.file, cell(s.first_half_median_ms, ".2f"), cell(s.second_half_median_ms, ".2f"),
+             cell(s.change_percent, "+.2f")] for s in report.steady_state]
+    rule = (f"rule: |Δ| over {stats.STEADY_STATE_TOLERANCE:.0%} means the run was still warming up (or drifting:"
+            " clocks, heat) while timed; each step's time is its slowest rank's")
+    return Section("Steady state: first vs second half of timed steps",
+                   ["run file", "first-half median ms", "second-half median ms", "Δ %"], rows, [rule])
 
 
 def _scaling_section(report: Report) -> Section:

@@ -1,11 +1,13 @@
 """Statistics of step times: pure functions over lists of floats (no files, no pandas).
 
-    pct = overhead_percent(native_ms, lightning_ms)            # (median_L / median_N - 1) * 100
-    low, high = bootstrap_overhead_ci(native_ms, lightning_ms)  # 95% percentile bootstrap
+    pace = step_series(rank_step_times)                          # slowest rank at each step
+    pct = overhead_percent(native_ms, lightning_ms)              # (median_L / median_N - 1) * 100
+    low, high = block_bootstrap_overhead_ci([pace_n], [pace_l])  # steps: moving blocks
+    low, high = bootstrap_overhead_ci(medians_n, medians_l)      # repeats: i.i.d.
     print(verdict(pct, low, high))
 
-The same functions serve both resampling units: pass per-step times to bootstrap over
-steps, or each repeat's median to bootstrap over repeats.
+Over steps, one run's series is resampled in blocks of consecutive steps; over repeats,
+each run's median is one independent sample.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ CONFIDENCE = 0.95
 # (MAD ~ 0) from flagging noise. It needs 3 or more ranks to flag anything.
 SLOW_RANK_MADS = 3.0
 SLOW_RANK_FLOOR = 0.02
+# Steady-state rule: a run whose second half of timed steps has a median more than 2% away
+# from its first half's was still warming up (or drifting) while it was timed.
+STEADY_STATE_TOLERANCE = 0.02
 _DRAWS_PER_CHUNK = 2_000_000  # resample indices held in memory at once
 
 
@@ -39,16 +44,67 @@ def overhead_percent(native: Sequence[float], lightning: Sequence[float]) -> flo
     return (median(lightning) / median(native) - 1.0) * 100.0
 
 
-def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of `resamples` resamples with replacement, drawn in chunks to bound memory."""
-    n = samples.size
-    chunk = max(1, _DRAWS_PER_CHUNK // n)
+def step_series(rank_step_times: Sequence[Sequence[float]]) -> list[float]:
+    """The time of each synchronous step: the slowest rank's time at that step index."""
+    # DDP ranks run in lockstep (every step ends in an all-reduce), so the slowest rank sets
+    # the pace and the ranks' times at one step are not independent samples.
+    if not rank_step_times or len({len(times) for times in rank_step_times}) != 1 or not rank_step_times[0]:
+        raise ValueError("step series needs ranks with the same, non-zero number of steps")
+    return [max(times) for times in zip(*rank_step_times)]
+
+
+def block_length(steps: int) -> int:
+    """Moving-block length for a series of `steps` steps: ceil(steps ** (1/3)), at least 1."""
+    # Step times are autocorrelated (clock boost, heat, a neighbour's job drift slowly), so
+    # single steps are not independent draws; blocks of consecutive steps keep that
+    # dependence. n^(1/3) is the order of the block length that is optimal for variance
+    # estimates (Hall, Horowitz & Jing 1995). Integer arithmetic: 27 ** (1/3) > 3 in floats.
+    if steps < 1:
+        raise ValueError("block length of an empty series")
+    length = max(1, round(steps ** (1 / 3)))
+    while length**3 < steps:
+        length += 1
+    while length > 1 and (length - 1) ** 3 >= steps:
+        length -= 1
+    return length
+
+
+def _resampled_medians(
+    series: Sequence[np.ndarray], blocks: Sequence[int], resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Medians of `resamples` moving-block resamples, each series rebuilt to its own length, all pooled.
+
+    A series of n with blocks of b is rebuilt from ceil(n / b) blocks of b consecutive samples whose
+    starts are drawn uniformly with replacement, cut to n; b = 1 is the ordinary i.i.d. bootstrap.
+    Drawn in chunks to bound memory.
+    """
+    total = sum(s.size for s in series)
+    chunk = max(1, _DRAWS_PER_CHUNK // total)
     medians = np.empty(resamples)
     for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        picks = rng.integers(0, n, size=(stop - start, n))
-        medians[start:stop] = np.median(samples[picks], axis=1)
+        m = min(resamples, start + chunk) - start
+        parts = []
+        for samples, block in zip(series, blocks):
+            n = samples.size
+            starts = rng.integers(0, n - block + 1, size=(m, -(-n // block)))
+            picks = (starts[:, :, None] + np.arange(block)).reshape(m, -1)[:, :n]
+            parts.append(samples[picks])
+        medians[start:start + m] = np.median(np.concatenate(parts, axis=1), axis=1)
     return medians
+
+
+def _percentile_ci(
+    native: Sequence[Sequence[float]], lightning: Sequence[Sequence[float]], blocks_n: Sequence[int],
+    blocks_l: Sequence[int], resamples: int, seed: int, confidence: float,
+) -> tuple[float, float]:
+    """Percentile interval of overhead_percent over resamples of both sides, each side on its own."""
+    rng = np.random.default_rng(seed)
+    n = _resampled_medians([np.asarray(s, dtype=float) for s in native], blocks_n, resamples, rng)
+    lt = _resampled_medians([np.asarray(s, dtype=float) for s in lightning], blocks_l, resamples, rng)
+    percents = (lt / n - 1.0) * 100.0
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(percents, [tail, 1.0 - tail])
+    return float(low), float(high)
 
 
 def bootstrap_overhead_ci(
@@ -57,17 +113,38 @@ def bootstrap_overhead_ci(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     confidence: float = CONFIDENCE,
+    block: int = 1,
 ) -> tuple[float, float]:
-    """Percentile-bootstrap interval of overhead_percent, each side resampled on its own."""
+    """Percentile-bootstrap interval of overhead_percent; block 1 treats samples as independent."""
     if len(native) == 0 or len(lightning) == 0:
         raise ValueError("bootstrap needs samples on both sides")
-    rng = np.random.default_rng(seed)
-    n = _bootstrap_medians(np.asarray(native, dtype=float), resamples, rng)
-    lt = _bootstrap_medians(np.asarray(lightning, dtype=float), resamples, rng)
-    percents = (lt / n - 1.0) * 100.0
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(percents, [tail, 1.0 - tail])
-    return float(low), float(high)
+    if block < 1:
+        raise ValueError(f"block length must be 1 or more, got {block}")
+    return _percentile_ci([native], [lightning], [min(block, len(native))], [min(block, len(lightning))],
+                          resamples, seed, confidence)
+
+
+def block_bootstrap_overhead_ci(
+    native: Sequence[Sequence[float]],
+    lightning: Sequence[Sequence[float]],
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:
+    """Moving-block bootstrap interval of overhead_percent over per-run step series (block_length each)."""
+    if not native or not lightning or not all(native) or not all(lightning):
+        raise ValueError("bootstrap needs samples on both sides")
+    return _percentile_ci(native, lightning, [block_length(len(s)) for s in native],
+                          [block_length(len(s)) for s in lightning], resamples, seed, confidence)
+
+
+def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
+    """Median of the first and of the second half of a series, and the second's change in % of the first."""
+    half = len(series) // 2  # an odd middle step belongs to neither half, so both count the same
+    if half == 0:
+        raise ValueError("halves of a series need 2 steps or more")
+    first, second = median(series[:half]), median(series[-half:])
+    return first, second, (second / first - 1.0) * 100.0
 
 
 def verdict(percent: float, ci_low: float, ci_high: float, confidence: float = CONFIDENCE) -> str:

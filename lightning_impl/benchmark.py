@@ -123,7 +123,7 @@ class ResNet50Benchmark(L.LightningModule if L is not None else object):
         """This rank's GPU-resident batch, identical to native's for the same seed and rank."""
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         self.images, self.labels = workload.make_batch(self.cfg, self.batch_size, self.global_rank, self.device)
-        # timing and reporting -- the step never sees a clock; hooks bracket it
+        # DDP: timing and reporting -- ours in both runners; hooks bracket a step that never sees a clock
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)
 

@@ -117,7 +117,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         dtype = precision.autocast_dtype(prec)
         autocast = (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=prec.autocast_cache_enabled)
                     ) if dtype is not None else contextlib.nullcontext
-        # timing and reporting -- the step never sees a clock; hooks bracket it
+        # DDP: timing and reporting -- ours in both runners; hooks bracket a step that never sees a clock
         hooks = StepHooks(cfg, device, launch.rank, say)
         loss = torch.zeros((), device=device)
         for step in range(hooks.total_steps):

@@ -33,6 +33,7 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
     assert text.index("Configuration and environment") < text.index("Speed") < text.index("Lightning overhead")
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
     assert "2 GPU(s): Lightning is" in text
+    assert text.index("Lightning overhead") < text.index("Steady state: first vs second half of timed steps")
 
 
 def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
@@ -41,12 +42,15 @@ def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
     assert {"runs", "pairs", "overhead", "scaling", "warnings"} <= report.keys()
     assert {"percent", "ci_low", "ci_high", "method", "verdict"} <= report["overhead"][0].keys()
+    assert [s["file"] for s in report["steady_state"]] == ["n.json", "l.json"]
+    assert {"first_half_median_ms", "second_half_median_ms", "change_percent"} <= report["steady_state"][0].keys()
 
 
 def test_csv_parses_to_one_row_per_run(pair: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     frame = pd.read_csv(io.StringIO(output_of(capsys, *pair, "--format", "csv")))
     assert sorted(frame["implementation"]) == ["lightning", "native"]
     assert {"images_per_second_median", "step_p95_ms", "peak_reserved_gib", "overhead_ci_low"} <= set(frame.columns)
+    assert {"first_half_median_ms", "second_half_median_ms", "steady_state_change_percent"} <= set(frame.columns)
 
 
 def test_markdown_tables_have_a_header_separator_row(pair: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,6 +58,8 @@ def test_markdown_tables_have_a_header_separator_row(pair: list[str], capsys: py
     header = lines.index("| implementation | GPUs | runs | img/s ↑ | img/s/GPU ↑ | median ms ↓ | p5 ms ↓ |"
                          " p95 ms ↓ | wall-clock img/s ↑ |")
     assert lines[header + 1] == "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    steady = lines.index("## Steady state: first vs second half of timed steps")
+    assert lines[steady + 2] == "| run file | first-half median ms | second-half median ms | Δ % |"
 
 
 def test_output_writes_the_report_to_a_file(

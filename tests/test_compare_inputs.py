@@ -66,6 +66,12 @@ def _zero_step_time(path: Path) -> None:
     path.write_text(json.dumps(data))
 
 
+def _unaligned_ranks(path: Path) -> None:
+    data = _valid(path)
+    data["ranks"][0]["step_times_ms"].pop()
+    path.write_text(json.dumps(data))
+
+
 def _missing(path: Path) -> None:
     """Leave no file at all."""
 
@@ -77,6 +83,7 @@ def _missing(path: Path) -> None:
     (_empty_steps, "field ranks.0.step_times_ms"),
     (_nan_literal, "NaN is not allowed"),
     (_zero_step_time, "rank 0 has a step time <= 0 ms"),
+    (_unaligned_ranks, "rank 0 has 49 step times in step_times_ms for measured_steps 50"),
     (_missing, "no such file"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_file(
@@ -120,6 +127,8 @@ def test_original_script_results_compare_and_are_labelled_everywhere(
     text = capsys.readouterr().out
     assert "native (original script)" in text and "lightning (original script)" in text
     assert "no CI over steps is available" in text
+    steady = text[text.index("Steady state: first vs second half"):].splitlines()
+    assert steady[3].split() == ["native-h200-b256.json", "(original", "script)", "-", "-", "-"]
     assert main([*files, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     [overhead] = report["overhead"]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from compare.cli import main
+from compare.numerics import GPU_NOT_REPRODUCIBLE
 from compare_factory import constant_steps, make_result, write
 
 
@@ -31,7 +32,7 @@ def test_native_and_lightning_of_one_workload_are_paired(tmp_path: Path, capsys:
     assert report["pairs"] == [{"world_size": 2, "native": ["n.json"], "lightning": ["l.json"],
                                 "numerics_identical": "yes"}]
     [overhead] = report["overhead"]
-    assert overhead["method"].startswith("bootstrap over steps")
+    assert overhead["method"] == "moving-block bootstrap over steps (slowest rank per step; blocks of 4 steps)"
     assert overhead["ci_low"] < 10 < overhead["ci_high"] and overhead["ci_low"] > 0
     assert overhead["verdict"].startswith("Lightning is") and "slower" in overhead["verdict"]
 
@@ -46,8 +47,40 @@ def test_repeats_are_one_row_and_switch_the_ci_to_bootstrap_over_repeats(
     assert [(row["implementation"], row["runs"]) for row in report["table"]] == [("native", 3), ("lightning", 3)]
     assert len(report["runs"]) == 6
     [overhead] = report["overhead"]
-    assert overhead["method"].startswith("bootstrap over repeats")
+    assert overhead["method"] == "bootstrap over repeats (each run's median step; 3 native, 3 lightning)"
     assert overhead["native_runs"] == overhead["lightning_runs"] == 3
+
+
+def test_two_repeats_a_side_are_called_rough_in_the_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = [write(tmp_path / f"{impl}{i}.json", make_result(impl, seed=i)) for impl in ("native", "lightning")
+             for i in range(2)]
+    [overhead] = report_of(capsys, *files)["overhead"]
+    assert overhead["method"] == ("bootstrap over repeats (each run's median step; 2 native, 2 lightning:"
+                                  " rough with so few)")
+
+
+def test_one_repeat_on_a_side_bootstraps_the_steps_of_every_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = write(tmp_path / "n.json", make_result("native", steps=27, seed=1))
+    ls = [write(tmp_path / f"l{i}.json", make_result("lightning", steps=27, seed=2 + i, median_ms=110.0))
+          for i in range(2)]
+    [overhead] = report_of(capsys, n, *ls)["overhead"]
+    assert overhead["method"] == "moving-block bootstrap over steps (slowest rank per step; blocks of 3 steps)"
+    assert 0 < overhead["ci_low"] < 10 < overhead["ci_high"]
+
+
+def test_overhead_over_steps_follows_the_slowest_rank_of_each_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Lightning's ranks take turns being slow: pooled, its times have a median of 110 ms; in lockstep every
+    # step waits for the slow rank and takes 120 ms.
+    n = write(tmp_path / "n.json", make_result("native", world_size=2, step_times=constant_steps(2, 100.0)))
+    turns = [[120.0 if (step + rank) % 2 else 100.0 for step in range(20)] for rank in range(2)]
+    lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, step_times=turns))
+    [overhead] = report_of(capsys, n, lt)["overhead"]
+    assert overhead["percent"] == pytest.approx(20.0)
+    assert overhead["lightning_median_ms"] == pytest.approx(120.0)
 
 
 def test_workload_mismatch_exits_2_listing_every_differing_field(
@@ -153,6 +186,63 @@ def test_numerics_are_identical_only_with_equal_digest_and_every_rank_loss(
     n = write(tmp_path / "n.json", make_result("native", world_size=2))
     lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, digest=digest, final_losses=losses))
     assert report_of(capsys, n, lt)["pairs"][0]["numerics_identical"] == expected
+
+
+def test_drifting_run_is_reported_not_in_steady_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Rank 1 sets the pace: 100 ms in the first half, 105 ms in the second (+5%); rank 0 is steady.
+    drifting = [[100.0] * 20, [100.0] * 10 + [105.0] * 10]
+    n = write(tmp_path / "n.json", make_result("native", world_size=2, step_times=drifting))
+    lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, step_times=constant_steps(2, 100.0)))
+    report = report_of(capsys, n, lt)
+    assert [(s["file"], s["first_half_median_ms"], s["second_half_median_ms"]) for s in report["steady_state"]] == [
+        ("n.json", 100.0, 105.0), ("l.json", 100.0, 100.0)]
+    assert report["steady_state"][0]["change_percent"] == pytest.approx(5.0)
+    [warning] = [w for w in report["warnings"] if "steady state" in w]
+    assert warning.startswith("n.json: not in steady state") and warning.endswith("raise --warmup-steps")
+    assert "+5.0%" in warning
+
+
+def test_a_drift_within_two_percent_is_steady(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n = write(tmp_path / "n.json", make_result("native", step_times=[[100.0] * 10 + [101.9] * 10]))
+    report = report_of(capsys, n)
+    assert report["steady_state"][0]["change_percent"] == pytest.approx(1.9)
+    assert not any("steady state" in w for w in report["warnings"])
+
+
+def _numerics_pair(tmp_path: Path, accelerator: str, repeat_digest: str) -> list[Path]:
+    """Two native repeats (the second with repeat_digest) and a lightning run whose digest differs."""
+    cfg = {"accelerator": accelerator}
+    return [write(tmp_path / "n1.json", make_result("native", config=cfg)),
+            write(tmp_path / "n2.json", make_result("native", config=cfg, digest=repeat_digest)),
+            write(tmp_path / "l1.json", make_result("lightning", config=cfg, digest="cd" * 32))]
+
+
+def test_different_numerics_on_gpu_are_explained_and_repeats_that_differ_too_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = report_of(capsys, *_numerics_pair(tmp_path, "gpu", repeat_digest="ef" * 32))["notes"]
+    assert f"same numerics N/L is 'no' at 1 GPU(s): {GPU_NOT_REPRODUCIBLE}" in notes
+    assert ("at 1 GPU(s) repeats of one implementation differ from each other too (native: n1.json, n2.json): the"
+            " native/Lightning difference is run-to-run nondeterminism, no evidence of a framework difference") in notes
+
+
+def test_repeats_that_agree_while_native_and_lightning_differ_are_pointed_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = report_of(capsys, *_numerics_pair(tmp_path, "gpu", repeat_digest="ab" * 32))["notes"]
+    assert any(note.startswith("at 1 GPU(s) repeats of one implementation are bit-identical (native: n1.json,"
+                               " n2.json), yet native and Lightning differ") for note in notes)
+
+
+def test_different_numerics_on_cpu_get_no_gpu_excuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = report_of(capsys, *_numerics_pair(tmp_path, "cpu", repeat_digest="ab" * 32))["notes"]
+    assert not any(GPU_NOT_REPRODUCIBLE in note for note in notes)
+
+
+def test_same_numerics_get_no_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n = write(tmp_path / "n.json", make_result("native"))
+    lt = write(tmp_path / "l.json", make_result("lightning"))
+    assert not any("numerics" in note or "repeats" in note for note in report_of(capsys, n, lt)["notes"])
 
 
 def test_unsynchronised_parameters_are_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

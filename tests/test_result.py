@@ -1,0 +1,77 @@
+"""The result schema: round trip, published schema, rejection of malformed files, no-clobber writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.result import Result, ResultError, load_result, write_result
+
+from conftest import ROOT
+
+REAL = ROOT / "results" / "h200" / "native-bf16-cl-b256-r1.json"
+ORIGINAL = ROOT / "tests" / "data" / "original" / "native-h200-b256.json"
+
+
+def real() -> dict:
+    return json.loads(REAL.read_text())
+
+
+def test_a_real_result_round_trips(tmp_path):
+    result = load_result(REAL)
+    assert isinstance(result, Result)
+    write_result(result, tmp_path / "copy.json", overwrite=False)
+    assert load_result(tmp_path / "copy.json") == result
+
+
+def test_published_schema_matches_the_code():
+    published = json.loads((ROOT / "schema" / "result.schema.json").read_text())
+    fresh = json.loads(subprocess.run([sys.executable, "-m", "common", "schema"], cwd=ROOT, capture_output=True,
+                                      text=True, check=True).stdout)
+    assert published == fresh, "regenerate with: python -m common schema > schema/result.schema.json"
+
+
+def test_original_scripts_flat_results_load():
+    original = load_result(ORIGINAL)
+    assert original.implementation == "native" and original.images_per_second > 2000
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: d.pop("images_per_second"), r"field images_per_second: Field required"),
+    (lambda d: d.update(world_size="two"), r"field world_size"),
+    (lambda d: d.update(schema_version=99), r"schema_version 99 is not supported"),
+    (lambda d: d["ranks"][0].update(step_times_ms=[]), r"field ranks.0.step_times_ms"),
+    (lambda d: d.update(implementation="fabric"), r"field implementation"),
+    (lambda d: d.update(surprise=1), r"field surprise: Extra inputs are not permitted"),
+])
+def test_malformed_results_name_file_and_field(tmp_path, mutate, message):
+    data = real()
+    mutate(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultError, match=rf"^{path}: .*{message}"):
+        load_result(path)
+
+
+@pytest.mark.parametrize("text,message", [("{\"schema_version\": 1, ", "not valid JSON"), ("[1, 2]", "expected a JSON object"),
+                                          ('{"elapsed_seconds": NaN}', "not valid JSON")])
+def test_unreadable_json_is_named(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ResultError, match=message):
+        load_result(path)
+
+
+def test_write_never_replaces_an_existing_file_without_overwrite(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("precious")
+    with pytest.raises(FileExistsError):
+        write_result(load_result(REAL), path, overwrite=False)
+    assert path.read_text() == "precious"
+    assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
+    write_result(load_result(REAL), path, overwrite=True)
+    assert load_result(path).implementation == "native"

@@ -1,0 +1,59 @@
+"""The workload both runners build: same model, same per-rank data, ranks differ."""
+
+from __future__ import annotations
+
+import torch
+
+from common import config, workload
+from common.checks import parameter_digest
+
+
+def small(*argv: str) -> config.BenchConfig:
+    return config.parse(["--accelerator", "cpu", "--image-size", "32", "--arch", "resnet18", *argv], prog="test")
+
+
+def test_same_seed_and_rank_give_the_same_batch():
+    cfg = small()
+    a = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_different_ranks_get_different_data():
+    cfg = small()
+    a = workload.make_batch(cfg, 4, global_rank=0, device=torch.device("cpu"))
+    b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    assert not torch.equal(a[0], b[0])
+
+
+def test_labels_lie_in_the_class_range_and_images_have_the_configured_shape():
+    cfg = small("--num-classes", "7")
+    images, labels = workload.make_batch(cfg, 16, 0, torch.device("cpu"))
+    assert images.shape == (16, 3, 32, 32)
+    assert int(labels.min()) >= 0 and int(labels.max()) < 7
+
+
+def test_model_init_depends_only_on_the_seed():
+    assert parameter_digest(workload.build_model(small())).sha256 == parameter_digest(workload.build_model(small())).sha256
+    assert parameter_digest(workload.build_model(small())).sha256 != \
+        parameter_digest(workload.build_model(small("--seed", "1"))).sha256
+
+
+def test_channels_last_changes_layout_not_values():
+    plain, cl = workload.build_model(small()), workload.build_model(small("--channels-last"))
+    conv = next(m for m in cl.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert parameter_digest(plain).sha256 == parameter_digest(cl).sha256
+
+
+def test_ddp_kwargs_are_what_both_runners_pass():
+    kwargs = workload.ddp_kwargs(small("--bucket-cap-mb", "50", "--static-graph", "--no-broadcast-buffers"))
+    assert kwargs == {"bucket_cap_mb": 50.0, "gradient_as_bucket_view": True, "static_graph": True,
+                      "find_unused_parameters": False, "broadcast_buffers": False}
+
+
+def test_sgd_kernel_choice_reaches_the_optimizer():
+    model = torch.nn.Linear(2, 2)
+    opt = workload.build_optimizer(small("--sgd-impl", "for-loop", "--weight-decay", "0.01"), model.parameters())
+    group = opt.param_groups[0]
+    assert (group["lr"], group["momentum"], group["weight_decay"], group["foreach"]) == (0.1, 0.9, 0.01, False)
