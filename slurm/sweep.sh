@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Scaling sweep: one paired job (slurm/pair.sbatch) per GPU count, then a compare job that
+# starts when all of them succeeded and writes the scaling report into the sweep folder.
+#
+#   slurm/sweep.sh --gpus 1,2,4,8 --mode weak [--batch 64] [--nodes 1] -- --precision bf16
+#   slurm/sweep.sh --gpus 1,2,4,8 --mode strong --batch 256
+#   slurm/sweep.sh --gpus 1,2 --mode weak --cpu --wait -- --image-size 64 --steps 5   # CI
+#
+# Options:
+#   --gpus LIST      GPUs (= ranks) per node, comma-separated; one paired job each
+#   --mode MODE      weak: fixed --batch-size-per-device; strong: fixed --global-batch-size
+#   --batch N        images per device (weak; default the runner's) or per step (strong; required)
+#   --nodes N        nodes per job (default 1)
+#   --repeats N      paired repeats per job (default $REPEATS or 3)
+#   --cpu            CPU ranks instead of GPUs (ACCELERATOR=cpu, no GPU request)
+#   --sbatch ARG     an sbatch option for every job, e.g. --sbatch=--partition=gpu (repeatable)
+#   --outdir DIR     the sweep folder (default results/sweep-<mode>-<UTC time>); must be new or empty
+#   --wait           return only when the compare job has ended: 0 if it succeeded
+#   -- OPTIONS       runner options for every run
+# Other variables of slurm/common.sh (PYTHON, PRECISION, STEPS, ...) pass through to the jobs.
+#
+# Prints the job ids and the sweep folder: <folder>/devices-<n>/ holds each paired job's
+# results, logs and report; <folder>/report.txt, report.md and scaling.png compare them all.
+set -euo pipefail
+
+PROG=sweep.sh
+die() { echo "$PROG: error: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+gpus="" mode="" batch="" nodes=1 repeats=${REPEATS:-3} cpu=0 outdir="" wait=0
+sbatch_args=()
+while (( $# )); do
+  case $1 in
+    --gpus) gpus=${2:-}; shift ;;
+    --gpus=*) gpus=${1#*=} ;;
+    --mode) mode=${2:-}; shift ;;
+    --mode=*) mode=${1#*=} ;;
+    --batch) batch=${2:-}; shift ;;
+    --batch=*) batch=${1#*=} ;;
+    --nodes) nodes=${2:-}; shift ;;
+    --nodes=*) nodes=${1#*=} ;;
+    --repeats) repeats=${2:-}; shift ;;
+    --repeats=*) repeats=${1#*=} ;;
+    --cpu) cpu=1 ;;
+    --sbatch) sbatch_args+=("${2:-}"); shift ;;
+    --sbatch=*) sbatch_args+=("${1#*=}") ;;
+    --outdir) outdir=${2:-}; shift ;;
+    --outdir=*) outdir=${1#*=} ;;
+    --wait) wait=1 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
+    *) die "unknown option $1 (runner options go after --; see --help)" ;;
+  esac
+  shift
+done
+runner_args=("$@")
+
+# Check everything before the first submission: half a sweep in the queue helps nobody.
+[[ $gpus =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--gpus takes counts like 1,2,4,8"
+IFS=, read -ra counts <<<"$gpus"
+[[ $mode == weak || $mode == strong ]] || die "--mode weak (fixed batch per device) or --mode strong (fixed global batch)"
+[[ $nodes =~ ^[1-9][0-9]*$ ]] || die "--nodes $nodes: use a whole number >= 1"
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats $repeats: use a whole number >= 1"
+[[ -z $batch || $batch =~ ^[1-9][0-9]*$ ]] || die "--batch $batch: use a whole number >= 1"
+if [[ $mode == strong ]]; then
+  [[ -n $batch ]] || die "--mode strong needs --batch (the global batch, images per step)"
+  for g in "${counts[@]}"; do
+    (( batch % (g * nodes) == 0 )) \
+      || die "--batch $batch does not divide by the world size $(( g * nodes )) ($g per node x $nodes nodes)"
+  done
+fi
+command -v sbatch >/dev/null || die "sbatch not found; run this on a Slurm login node"
+
+outdir=${outdir:-$ROOT/results/sweep-$mode-$(date -u +%Y%m%d-%H%M%S)}
+if [[ -d $outdir && -n $(ls -A "$outdir") ]]; then
+  die "$outdir is not empty; give a new --outdir"
+fi
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+
+if (( cpu )); then accelerator=cpu; else accelerator=gpu; fi
+# The jobs see the same variables as this shell (sbatch --export=ALL), plus these.
+export BENCH_ROOT=$ROOT ACCELERATOR=$accelerator REPEATS=$repeats BATCH_MODE=$mode BATCH_SIZE=$batch
+
+ids=()
+printf '%-14s %s\n' "sweep folder" "$outdir"
+for g in "${counts[@]}"; do
+  dir=$outdir/devices-$g
+  # The job's log goes into its folder, so that folder must exist before the job starts.
+  mkdir -p "$dir"
+  # Tasks per node, GPUs per node, DEVICES and NODES all come from g and nodes; a CPU sweep
+  # asks for no GPU (--gpus-per-node=0 overrides the #SBATCH line).
+  id=$(OUTDIR=$dir DEVICES=$g NODES=$nodes sbatch --parsable \
+    --job-name="sweep-$mode-$g" --nodes="$nodes" --ntasks-per-node="$g" \
+    --gpus-per-node="$(( cpu ? 0 : g ))" --output="$dir/job.out" \
+    ${sbatch_args[@]+"${sbatch_args[@]}"} "$ROOT/slurm/pair.sbatch" \
+    ${runner_args[@]+"${runner_args[@]}"})
+  id=${id%%;*}  # --parsable prints "id" or "id;cluster"
+  ids+=("$id")
+  printf '%-14s %s\n' "job $id" "$g per node x $nodes node(s), $accelerator: $dir"
+done
+
+# afterok: a scaling report over an incomplete set would mislead; kill-on-invalid-dep
+# cancels the compare job when a paired job fails, instead of leaving it pending forever.
+deps=$(IFS=:; echo "${ids[*]}")
+final=$(sbatch --parsable --job-name="sweep-$mode-compare" --dependency="afterok:$deps" \
+  --kill-on-invalid-dep=yes --output="$outdir/job.out" \
+  ${sbatch_args[@]+"${sbatch_args[@]}"} "$ROOT/slurm/compare.sbatch" "$outdir")
+final=${final%%;*}
+printf '%-14s %s\n' "job $final" "compare after ${ids[*]}: $outdir/report.txt, report.md, scaling.png"
+(( wait )) || exit 0
+
+# --wait: poll the compare job while Slurm still knows it (accounting may be off, so sacct
+# cannot be relied on); a job forgotten already is judged by its report.
+poll=${SWEEP_POLL_SECONDS:-10}
+while line=$(scontrol show job -o "$final" 2>/dev/null); do
+  state=$(grep -o 'JobState=[A-Z_]*' <<<"$line" || true)
+  state=${state#JobState=}
+  case $state in
+    COMPLETED) echo "$PROG: done: $outdir"; exit 0 ;;
+    PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED|REQUEUED|REQUEUE_HOLD|RESIZING|"") sleep "$poll" ;;
+    *)
+      reason=$(grep -o 'Reason=[^ ]*' <<<"$line" || true)
+      reason=${reason#Reason=}
+      # DependencyNeverSatisfied: a paired job failed (the others may still be running).
+      [[ $reason != DependencyNeverSatisfied ]] || reason="a paired job failed"
+      echo "$PROG: compare job $final ended $state ($reason); see the job.out files under $outdir" >&2
+      exit 1 ;;
+  esac
+done
+if [[ -s $outdir/report.txt ]]; then echo "$PROG: done: $outdir"; exit 0; fi
+echo "$PROG: compare job $final is gone and $outdir/report.txt was not written; see the job.out files under $outdir" >&2
+exit 1
