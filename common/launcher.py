@@ -62,9 +62,10 @@ def first_host(nodelist: str) -> str:
 def slurm_master_port(env: Mapping[str, str]) -> int:
     """MASTER_PORT, else 15000 + the last four digits of the job id (Lightning's rule)."""
     if "MASTER_PORT" in env:
-        return int(env["MASTER_PORT"])
+        return _int(env, "MASTER_PORT")
     job_id = env.get("SLURM_JOB_ID")
-    return 15000 + int(job_id[-4:]) if job_id else DEFAULT_MASTER_PORT
+    digits = "".join(c for c in (job_id or "") if c.isdigit())[-4:]
+    return 15000 + int(digits) if digits else DEFAULT_MASTER_PORT
 
 
 def _int(env: Mapping[str, str], name: str) -> int:
@@ -84,7 +85,7 @@ def detect(env: Mapping[str, str]) -> Launch:
             rank=_int(env, "RANK"),
             local_rank=_int(env, "LOCAL_RANK"),
             world_size=_int(env, "WORLD_SIZE"),
-            node_rank=int(env.get("GROUP_RANK", "0")),
+            node_rank=_int(env, "GROUP_RANK") if "GROUP_RANK" in env else 0,
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(env, "MASTER_PORT"),
             is_child=True,
@@ -97,7 +98,7 @@ def detect(env: Mapping[str, str]) -> Launch:
             rank=_int(env, "SLURM_PROCID"),
             local_rank=_int(env, "SLURM_LOCALID"),
             world_size=_int(env, "SLURM_NTASKS"),
-            node_rank=int(env.get("SLURM_NODEID", "0")),
+            node_rank=_int(env, "SLURM_NODEID") if "SLURM_NODEID" in env else 0,
             master_addr=env.get("MASTER_ADDR") or first_host(env.get("SLURM_NODELIST", "127.0.0.1")),
             master_port=slurm_master_port(env),
             is_child=True,
@@ -118,8 +119,8 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
                 f" x --num-nodes {cfg.num_nodes} = {cfg.world_size}; make them agree"
                 f" (torchrun --nproc-per-node {cfg.devices} --nnodes {cfg.num_nodes})"
             )
-        local = env.get("LOCAL_WORLD_SIZE")
-        if local is not None and int(local) != cfg.devices:
+        local = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else None
+        if local is not None and local != cfg.devices:
             raise UsageError(
                 f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices}; make them agree"
             )
@@ -137,14 +138,15 @@ def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
             f"this Slurm allocation has {ntasks} tasks but this program was not started by srun;"
             " start it with `srun python -m ...` (otherwise rank 0 would wait forever for the others)"
         )
-    per_node = env.get("SLURM_NTASKS_PER_NODE")
-    if per_node is not None and int(per_node) != cfg.devices:
+    per_node = _int(env, "SLURM_NTASKS_PER_NODE") if "SLURM_NTASKS_PER_NODE" in env else None
+    if per_node is not None and per_node != cfg.devices:
         raise UsageError(
             f"Slurm runs {per_node} tasks per node (--ntasks-per-node) but --devices is {cfg.devices};"
             f" set --devices {per_node} or change the job's tasks per node"
         )
-    nodes = env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES")
-    if nodes is not None and int(nodes) != cfg.num_nodes:
+    name = "SLURM_NNODES" if "SLURM_NNODES" in env else "SLURM_JOB_NUM_NODES"
+    nodes = _int(env, name) if name in env else None
+    if nodes is not None and nodes != cfg.num_nodes:
         raise UsageError(
             f"Slurm allocated {nodes} nodes (--nodes) but --num-nodes is {cfg.num_nodes};"
             f" set --num-nodes {nodes} or change the job's node count"

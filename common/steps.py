@@ -5,12 +5,13 @@
         hooks.before_step(step); train_step(...); hooks.after_step(step)
 
 Steps 0..W-1 warm up, W..W+T-1 are timed, then P steps are profiled (GPU only). The fault
-switch exists for the failure tests: DDPBENCH_FAULT="rank=1,step=2,kind=raise|exit|hang".
+switch exists for the failure tests: DDPBENCH_FAULT="rank=1,step=2,kind=raise|exit|kill|hang".
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -39,7 +40,9 @@ def parse_fault(spec: str | None, rank: int) -> tuple[int, str] | None:
 
 
 def inject_fault(kind: str, rank: int, step: int) -> None:
-    """Fail the way the test asked: raise, hard exit, or hang."""
+    """Fail the way the test asked: raise, hard exit, SIGKILL, or hang."""
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     if kind == "exit":
         print(f"rank {rank}: injected exit at step {step}", file=sys.stderr, flush=True)
         os._exit(3)

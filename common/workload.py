@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import torchvision
 
 from common.config import BenchConfig
+from common.errors import UsageError
 
 # The original scripts' `data` string; "CPU-resident" on CPU runs.
 DATA_DESCRIPTION = "synthetic {where}-resident 3x{size}x{size} images with random labels"
@@ -29,7 +30,10 @@ def configure_threads(devices: int) -> int:
     if "OMP_NUM_THREADS" not in os.environ:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // devices))
-    threads = int(os.environ["OMP_NUM_THREADS"])
+    value = os.environ["OMP_NUM_THREADS"]
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"OMP_NUM_THREADS={value!r} must be a whole number of threads, 1 or more")
+    threads = int(value)
     torch.set_num_threads(threads)
     return threads
 

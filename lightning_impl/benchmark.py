@@ -171,7 +171,17 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     trainer = ddp_setup(cfg, launch, prec)
     module = build(cfg, prec, launch, threads, argv)
     try:
-        trainer.fit(module)
+        try:
+            trainer.fit(module)
+        except SystemExit as stop:
+            # Lightning turns SIGTERM into SystemExit() (status 0!) and Ctrl-C into SystemExit(1)
+            # once it has stopped its ranks; a stopped benchmark must fail and write nothing.
+            signal_name = "SIGTERM" if getattr(trainer, "received_sigterm", False) else "an interrupt"
+            print(f"{PROG}: rank {trainer.global_rank} stopped by {signal_name} before the last step;"
+                  " no result written", file=sys.stderr, flush=True)
+            return 143 if signal_name == "SIGTERM" else (stop.code if isinstance(stop.code, int) and stop.code else 1)
+        if trainer.state.status != "finished":
+            raise RuntimeError(f"Trainer ended with status {trainer.state.status}, not finished")
         if module.result is not None:
             if cfg.output is not None:
                 write_result(module.result, cfg.output, cfg.overwrite_output)

@@ -39,44 +39,54 @@ def stop_all(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
+class _Stop(Exception):
+    """Raised by the signal handler to break out of os.wait()."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
 def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
     """Run `python -m module argv` as ranks 0..devices-1 on this node; return the exit status.
 
-    The first rank to fail stops the others at once, instead of leaving them blocked in a
-    collective until the process-group timeout.
+    The parent sleeps in os.wait() (no polling: on a small machine it would compete with the
+    ranks for CPU). The first rank to fail stops the others at once, instead of leaving them
+    blocked in a collective until the process-group timeout; SIGTERM/SIGINT stop them all.
     """
     port = free_port()
     procs: list[subprocess.Popen] = []
-    received: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        received.append(signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for rank in range(devices):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(devices),
                        LOCAL_WORLD_SIZE=str(devices), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        **{SELF_LAUNCH_VAR: "1"})
             procs.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
-        while True:
-            if received:
-                print(f"{prog}: received {signal.Signals(received[0]).name}; stopping all ranks",
-                      file=sys.stderr, flush=True)
-                stop_all(procs)
-                return 128 + received[0]
-            codes = [p.poll() for p in procs]
-            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                rank, code = failed[0]
-                print(f"{prog}: rank {rank} exited with status {code}; stopping the other ranks",
+        rank_of = {p.pid: rank for rank, p in enumerate(procs)}
+        running = set(rank_of)
+        while running:
+            pid, status = os.wait()
+            if pid not in running:
+                continue
+            running.discard(pid)
+            procs[rank_of[pid]].returncode = code = os.waitstatus_to_exitcode(status)
+            if code != 0:
+                why = f"status {code}" if code > 0 else f"signal {signal.Signals(-code).name}"
+                print(f"{prog}: rank {rank_of[pid]} exited with {why}; stopping the other ranks",
                       file=sys.stderr, flush=True)
                 stop_all(procs)
                 return code if code > 0 else 128 - code
-            if all(c == 0 for c in codes):
-                return 0
-            time.sleep(0.05)
-    finally:
+        return 0
+    except _Stop as stop:
+        print(f"{prog}: received {signal.Signals(stop.signum).name}; stopping all ranks", file=sys.stderr, flush=True)
         stop_all(procs)
+        return 128 + stop.signum
+    finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        stop_all(procs)

@@ -1,0 +1,35 @@
+# Quick start: `make demo` (set up, then native + Lightning + compare on this machine)
+#              `make test` (set up, then the whole test suite)
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Where a site caps or pins torch (CI here: torch==2.14.1 torchvision==0.29.1), say so here.
+TORCH_PACKAGES ?= torch torchvision
+
+.PHONY: setup demo test test-fast schema clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH_PACKAGES)
+	$(PY) -m pip install -q -e '.[lightning,test]'
+	touch $@
+
+demo: setup
+	PY=$(PY) tools/demo.sh
+
+# Everything: unit, CPU end-to-end (2 gloo ranks), failure injection, real local Slurm (as root).
+test: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+# Without the multi-process and Slurm tests: seconds.
+test-fast: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow and not slurm"
+
+schema: setup
+	$(PY) -m common schema > schema/result.schema.json
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Rebuild the reports and plots in results/h200/ from the result files there.
+#   bash benchmarks/h200_report.sh
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+d=results/h200
+report() {  # report NAME FILES...: markdown report + plot, replacing the previous ones
+  local name=$1; shift
+  "$PY" -m compare "$@" --format markdown --output "$d/report-$name.md" --plot "$d/plot-$name.png" --overwrite-output
+}
+report bf16-cl-b256 $d/native-bf16-cl-b256-r{1,2}.json $d/lightning-bf16-cl-b256-r{1,2}.json
+report bf16-cl-b256-compile $d/native-bf16-cl-b256-compile-r1.json $d/lightning-bf16-cl-b256-compile-r1.json
+report bf16-cl-b256-fused $d/native-bf16-cl-b256-fused.json $d/lightning-bf16-cl-b256-fused.json
+report defaults $d/native-defaults-r{1,2}.json $d/lightning-defaults-r{1,2}.json
+for p in fp32 tf32 fp16; do
+  report "$p-cl-b256" "$d/native-$p-cl-b256.json" "$d/lightning-$p-cl-b256.json"
+done

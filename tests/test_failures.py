@@ -1,0 +1,120 @@
+"""Failure behaviour: a dying rank or a signal stops every rank promptly, writes nothing, leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
+
+pytestmark = pytest.mark.slow
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning)]
+# Seconds a failed 2-rank CPU run may take in all: ~10 s of start-up, then it must stop
+# at once, far from the process-group timeout (300 s by default).
+PROMPT = 60
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """Command lines of live processes that contain `marker` (orphan check)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd and str(os.getpid()) != entry.name:
+                found.append(cmd)
+    return found
+
+
+def assert_nothing_left(out: Path) -> None:
+    assert not out.exists(), "a failed run must not write a result"
+    assert [p.name for p in out.parent.iterdir()] == [], "no temp files either"
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(str(out)) == [], "orphan rank processes"
+
+
+@pytest.mark.parametrize("module", RUNNERS)
+@pytest.mark.parametrize("kind,expect", [("raise", "rank 1 failed: InjectedFault: injected failure at step 3"),
+                                         ("kill", "")])
+def test_dying_rank_stops_all_ranks_self_launched(module, kind, expect, tmp_path):
+    out = tmp_path / "r.json"
+    started = time.monotonic()
+    proc = run_module(module, [*TINY, "--devices", "2", "--steps", "100", "--output", str(out)], timeout=PROMPT,
+                      env=clean_env(DDPBENCH_FAULT=f"rank=1,step=3,kind={kind}"))
+    assert time.monotonic() - started < PROMPT
+    assert proc.returncode != 0
+    assert expect in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert_nothing_left(out)
+
+
+@pytest.mark.parametrize("module", RUNNERS)
+def test_dying_rank_stops_all_ranks_under_torchrun(module, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module(module, [*TINY, "--devices", "2", "--steps", "100", "--output", str(out)], timeout=PROMPT,
+                      env=clean_env(DDPBENCH_FAULT="rank=1,step=3,kind=raise"), launcher=TORCHRUN)
+    assert proc.returncode != 0
+    assert "rank 1 failed: InjectedFault" in proc.stderr
+    assert_nothing_left(out)
+
+
+# Lightning's SIGTERM handler broadcasts a flag from inside the signal handler; when that lands
+# in the middle of a gradient all-reduce the ranks fail on a collective mismatch (status 1)
+# instead of stopping at the next step (143). Either way: non-zero, nothing written.
+@pytest.mark.parametrize("module,sig,codes", [("native", signal.SIGTERM, {143}), ("native", signal.SIGINT, {130}),
+                                              pytest.param("lightning_impl", signal.SIGTERM, {143, 1},
+                                                           marks=needs_lightning)])
+def test_signal_to_the_launcher_stops_everything(module, sig, codes, tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", module, *TINY, "--devices", "2", "--steps", "400", "--output",
+                             str(out)], cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        for line in proc.stdout:  # signal once the timed region has begun
+            if "warm-up:" in line:
+                break
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - sent < 15
+    assert proc.returncode in codes, err
+    assert "Traceback" not in err
+    assert_nothing_left(out)
+
+
+def test_failed_run_leaves_an_existing_result_untouched(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text('{"precious": true}')
+    proc = run_module("native", [*TINY, "--devices", "2", "--output", str(out), "--overwrite-output"], timeout=PROMPT,
+                      env=clean_env(DDPBENCH_FAULT="rank=0,step=2,kind=raise"))
+    assert proc.returncode != 0
+    assert json.loads(out.read_text()) == {"precious": True}
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"OMP_NUM_THREADS": "many"}, "OMP_NUM_THREADS='many' must be a whole number of threads"),
+    ({"SLURM_NTASKS": "two", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0"},
+     "SLURM_NTASKS='two' is not a whole number"),
+    ({"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "http"},
+     "MASTER_PORT='http' is not a whole number"),
+])
+def test_bad_launcher_variables_get_one_line(env, message, tmp_path):
+    proc = run_module("native", [*TINY, "--output", str(tmp_path / "r.json")], timeout=PROMPT, env=clean_env(**env))
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]  # libgomp adds its own line for a bad OMP_NUM_THREADS
+    assert last.startswith("native: error: ") and message in last
+    assert "Traceback" not in proc.stderr
