@@ -3,11 +3,12 @@
 #
 #   bash benchmarks/h200_matrix.sh eager   RESULTS_DIR    # harness check, eager pairs, precisions, defaults
 #   bash benchmarks/h200_matrix.sh compile RESULTS_DIR    # torch.compile variants and optimizer kernels
+#   bash benchmarks/h200_matrix.sh compile2 RESULTS_DIR   # second compiled repeat, order L N
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
 set -uo pipefail
-part=${1:?eager|compile}
+part=${1:?eager|compile|compile2}
 out=${2:?results folder}
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -52,6 +53,10 @@ case $part in
     run native native-bf16-cl-b256-fused "${B256[@]}" --sgd-impl fused
     run lightning_impl lightning-bf16-cl-b256-fused "${B256[@]}" --sgd-impl fused
     run native native-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
+    ;;
+  compile2)
+    run lightning_impl lightning-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
+    run native native-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

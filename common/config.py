@@ -113,6 +113,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     d = BenchConfig()
     p = _Parser(
         prog=prog,
+        usage="%(prog)s [options]",  # the same help text for both runners, whatever the name's length
         description=(
             "Synthetic-data DDP training benchmark (torchvision model, random init, GPU-resident"
             " batch). Prints a summary; writes a JSON result with --output."
@@ -131,9 +132,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
     batch = p.add_argument_group("batch (give at most one)").add_mutually_exclusive_group()
     batch.add_argument("--batch-size-per-device", type=int, default=None, metavar="IMAGES",
-                       help=f"images per device per step, weak scaling (default {DEFAULT_BATCH_SIZE_PER_DEVICE})")
+                       # "%(default).0s" prints nothing; it only stops argparse adding "(default: None)"
+                       help=f"images per device per step, weak scaling (default: {DEFAULT_BATCH_SIZE_PER_DEVICE}"
+                            " unless --global-batch-size is given)%(default).0s")
     batch.add_argument("--global-batch-size", type=int, default=None, metavar="IMAGES",
-                       help="images per step over all devices, strong scaling; must divide by the world size")
+                       help="images per step over all devices, strong scaling; must divide by the world size"
+                            " (default: none)%(default).0s")
 
     steps = p.add_argument_group("steps")
     steps.add_argument("--warmup-steps", type=int, default=d.warmup_steps, metavar="N",
@@ -180,7 +184,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, default=None, metavar="PATH",
-                     help="JSON result written by global rank 0 (a summary is always printed)")
+                     help="JSON result written by global rank 0 (default: none; a summary is always printed)"
+                          "%(default).0s")
     out.add_argument("--overwrite-output", action="store_true", help="allow replacing an existing --output file")
     out.add_argument("--verbose", action="store_true",
                      help="tracebacks for errors, framework warnings and per-rank messages")

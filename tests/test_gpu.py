@@ -1,0 +1,44 @@
+"""On a CUDA GPU: both runners, one device, NCCL, with memory and GPU-activity fields filled in."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from common.result import load_result
+
+from conftest import clean_env, needs_lightning, run_module
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+SMALL = ["--devices", "1", "--batch-size-per-device", "16", "--image-size", "128", "--warmup-steps", "3",
+         "--steps", "5", "--profile-steps", "2", "--channels-last"]
+
+
+@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning)])
+def test_one_gpu_run_records_memory_precision_and_activity(module, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module(module, [*SMALL, "--output", str(out)], env=clean_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = load_result(out)
+    assert r.environment.backend == "nccl" and r.gpu_name_rank_zero == torch.cuda.get_device_name(0)
+    assert r.precision_resolved == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+    assert r.peak_allocated_gib > 0 and r.peak_reserved_gib >= r.peak_allocated_gib
+    assert r.gpu_activity is not None and r.gpu_activity.kernels_per_step > 10
+    assert 0 < r.gpu_activity.gpu_busy_fraction <= 1
+    assert r.parameters_synchronized and len(r.ranks[0].step_times_ms) == 5
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16"])
+def test_every_precision_runs_on_native(precision, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module("native", [*SMALL, "--precision", precision, "--output", str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = load_result(out)
+    assert r.precision.resolved == precision
+    assert r.precision.grad_scaler is (precision == "fp16")
+    assert r.precision.tf32_matmul is (precision == "tf32")
+
+
+def test_more_devices_than_gpus_is_refused(tmp_path):
+    proc = run_module("native", ["--devices", str(torch.cuda.device_count() + 1)], timeout=120)
+    assert proc.returncode == 2 and "GPU(s) are visible on this node" in proc.stderr
