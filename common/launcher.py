@@ -9,7 +9,6 @@ agree on what they were started by, and both reject the same mistakes.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass

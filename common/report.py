@@ -19,7 +19,7 @@ from common import checks, environment
 from common.config import BenchConfig
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
-from common.result import SCHEMA_VERSION, Result, StepStats
+from common.result import SCHEMA_VERSION, Result, StepStats, write_result
 from common.timing import Timing
 from common.workload import DATA_DESCRIPTION
 
@@ -174,3 +174,16 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
     width = max(len(k) for k, _ in rows)
     lines = [title, *(f"  {k:<{width}}  {v}" for k, v in rows)]
     print("\n".join(lines), file=sys.stdout, flush=True)
+
+
+def publish(result: Result, cfg: BenchConfig, title: str) -> None:
+    """Global rank 0: write the result when --output is given, then print the summary."""
+    if cfg.output is not None:
+        write_result(result, cfg.output, cfg.overwrite_output)
+    print_summary(result, str(cfg.output) if cfg.output else None, title)
+
+
+def rank_failed(prog: str, rank: int, error: BaseException) -> int:
+    """One line naming the rank and the error; the exit status of a failed rank."""
+    print(f"{prog}: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    return 1

@@ -21,8 +21,7 @@ import torch
 from common import config, launcher, precision, workload
 from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, print_summary
-from common.result import write_result
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
 from common.steps import StepHooks
 from lightning_impl.compat import LIGHTNING_EXTRA, lightning_facts, require_lightning, version_problem
@@ -183,19 +182,14 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         if trainer.state.status != "finished":
             raise RuntimeError(f"Trainer ended with status {trainer.state.status}, not finished")
         if module.result is not None:
-            if cfg.output is not None:
-                write_result(module.result, cfg.output, cfg.overwrite_output)
-            print_summary(module.result, str(cfg.output) if cfg.output else None,
-                          "PyTorch Lightning DDP benchmark")
+            publish(module.result, cfg, "PyTorch Lightning DDP benchmark")
         return 0
     except UsageError:
         raise
     except Exception as error:
         if cfg.verbose:
             raise
-        print(f"{PROG}: rank {trainer.global_rank} failed: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
-        return 1
+        return rank_failed(PROG, trainer.global_rank, error)
     finally:
         # DDP: teardown -- handled by Trainer for its launcher; the group is left explicitly
         if torch.distributed.is_available() and torch.distributed.is_initialized():

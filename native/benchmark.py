@@ -22,8 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from common import config, launcher, precision, workload
 from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, print_summary
-from common.result import write_result
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
 from common.steps import StepHooks
 from native.launch import launch_ranks
@@ -130,17 +129,14 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
                          omp_num_threads=threads)
         result = build_result(facts, ddp_model.module, loss, hooks.timer.summary(), hooks.probe)
         if result is not None:
-            if cfg.output is not None:
-                write_result(result, cfg.output, cfg.overwrite_output)
-            print_summary(result, str(cfg.output) if cfg.output else None, "Native PyTorch DDP benchmark")
+            publish(result, cfg, "Native PyTorch DDP benchmark")
         return 0
     except UsageError:
         raise
     except Exception as error:
         if cfg.verbose:
             raise
-        print(f"{PROG}: rank {launch.rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        return 1
+        return rank_failed(PROG, launch.rank, error)
     finally:
         # DDP: teardown -- always leave the process group, also after an error
         dist.destroy_process_group()
