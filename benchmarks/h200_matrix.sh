@@ -57,6 +57,10 @@ case $part in
   compile2)
     run lightning_impl lightning-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
     run native native-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
+    # CUDA graphs: Inductor's perf hints say whether (and why) it skips them.
+    TORCH_LOGS=perf_hints run native native-bf16-cl-b256-compile-reduce-overhead "${B256[@]}" --compile \
+      --warmup-steps 20 --compile-mode reduce-overhead
+    run native native-bf16-cl-b256-no-cudnn-benchmark "${B256[@]}" --no-cudnn-benchmark
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
