@@ -278,13 +278,14 @@ def load_result(path: Path) -> Result | OriginalResult:
     data = read_json(path)
     version = data.get("schema_version")
     try:
+        # strict: a boolean or a numeric string is not silently taken for a number
         if version is None:
-            return OriginalResult.model_validate(data)
+            return OriginalResult.model_validate(data, strict=True)
         if version != SCHEMA_VERSION:
             raise ResultError(
                 f"{path}: schema_version {version!r} is not supported (this suite reads {SCHEMA_VERSION})"
             )
-        return Result.model_validate(data)
+        return Result.model_validate(data, strict=True)
     except ValidationError as error:
         kind = "original-script result" if version is None else "result"
         raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
