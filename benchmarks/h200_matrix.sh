@@ -3,7 +3,7 @@
 #
 #   bash benchmarks/h200_matrix.sh eager   RESULTS_DIR    # harness check, eager pairs, precisions, defaults
 #   bash benchmarks/h200_matrix.sh compile RESULTS_DIR    # torch.compile variants and optimizer kernels
-#   bash benchmarks/h200_matrix.sh compile2 RESULTS_DIR   # second compiled repeat, order L N
+#   bash benchmarks/h200_matrix.sh compile2 RESULTS_DIR   # cuDNN autotuning off, reduce-overhead, compiled repeat L N
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
@@ -55,12 +55,12 @@ case $part in
     run native native-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
     ;;
   compile2)
-    run lightning_impl lightning-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
-    run native native-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
+    run native native-bf16-cl-b256-no-cudnn-benchmark "${B256[@]}" --no-cudnn-benchmark
     # CUDA graphs: Inductor's perf hints say whether (and why) it skips them.
     TORCH_LOGS=perf_hints run native native-bf16-cl-b256-compile-reduce-overhead "${B256[@]}" --compile \
       --warmup-steps 20 --compile-mode reduce-overhead
-    run native native-bf16-cl-b256-no-cudnn-benchmark "${B256[@]}" --no-cudnn-benchmark
+    run lightning_impl lightning-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
+    run native native-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
