@@ -50,6 +50,7 @@ class Run:
     path: Path
     result: Result | OriginalResult
     workload: dict[str, Any]
+    name: str = ""  # how tables name the file; load_runs adds the folder when names collide
 
     @property
     def implementation(self) -> str:
@@ -64,7 +65,8 @@ class Run:
     @property
     def label(self) -> str:
         """The file name, marked when it comes from an original script."""
-        return f"{self.path.name} {ORIGINAL_LABEL}" if self.original else self.path.name
+        name = self.name or self.path.name
+        return f"{name} {ORIGINAL_LABEL}" if self.original else name
 
     @property
     def world_size(self) -> int:
@@ -118,7 +120,11 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
         result = load_result(path)
         _check_usable(path, result)
         runs.append(Run(path=path, result=result, workload=workload_of(result)))
-    return runs
+    # A sweep holds native-r1.json in every devices-<n>/ folder: name those by folder too.
+    names = [r.path.name for r in runs]
+    return [Run(path=r.path, result=r.result, workload=r.workload,
+                name=f"{r.path.parent.name}/{r.path.name}" if names.count(r.path.name) > 1 else r.path.name)
+            for r in runs]
 
 
 def _check_usable(path: Path, result: Result | OriginalResult) -> None:

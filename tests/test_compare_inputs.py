@@ -153,3 +153,16 @@ def test_importing_compare_imports_neither_torch_nor_lightning() -> None:
             "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_files_of_the_same_name_are_told_apart_by_their_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compare.load import load_runs
+
+    src = Path(__file__).resolve().parent.parent / "results" / "h200"
+    paths = []
+    for folder, impl in (("a", "native"), ("b", "native")):
+        (tmp_path / folder).mkdir()
+        target = tmp_path / folder / "run.json"
+        target.write_text((src / f"{impl}-bf16-cl-b256-r{1 if folder == 'a' else 2}.json").read_text())
+        paths.append(target)
+    assert [r.label for r in load_runs(paths)] == ["a/run.json", "b/run.json"]
