@@ -43,11 +43,6 @@ class GpuActivityProbe:
         self._prof: profile | None = None
         self._wall = 0.0
 
-    @property
-    def total_steps(self) -> int:
-        """Steps this probe adds to the run."""
-        return self.count
-
     def before_step(self, step: int) -> None:
         """Start the profiler before the first profiled step."""
         if self.count and step == self.first:

@@ -52,13 +52,18 @@ def inject_fault(kind: str, rank: int, step: int) -> None:
     raise InjectedFault(f"injected failure at step {step}")
 
 
+def planned_steps(cfg: BenchConfig) -> int:
+    """Warm-up + timed + profiled steps (the profiler runs on GPUs only)."""
+    return cfg.warmup_steps + cfg.steps + (cfg.profile_steps if cfg.accelerator == "gpu" else 0)
+
+
 class StepHooks:
     """Timer + GPU activity probe + progress lines, driven by step index."""
 
     def __init__(self, cfg: BenchConfig, device: torch.device, rank: int, say: Callable[[str], None]) -> None:
         self.timer = StepTimer(cfg.warmup_steps, cfg.steps, device)
         self.probe = GpuActivityProbe(cfg.warmup_steps + cfg.steps, cfg.profile_steps, device)
-        self.total_steps = cfg.warmup_steps + cfg.steps + self.probe.total_steps
+        self.total_steps = planned_steps(cfg)
         self._warmup = cfg.warmup_steps
         self._rank = rank
         self._say = say

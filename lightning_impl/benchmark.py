@@ -11,6 +11,7 @@ nothing before `trainer.fit()` writes files or touches GPU memory.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import sys
@@ -23,7 +24,7 @@ from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
-from common.steps import StepHooks
+from common.steps import StepHooks, planned_steps
 from lightning_impl.compat import LIGHTNING_EXTRA, lightning_facts, require_lightning, version_problem
 
 PROG = "lightning_impl"
@@ -52,7 +53,6 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
     """A barebones Trainer whose DDPStrategy receives exactly native's settings."""
     from lightning.pytorch.plugins.environments import SLURMEnvironment
     from lightning.pytorch.strategies import DDPStrategy
-    import datetime as dt
 
     strategy = DDPStrategy(
         # DDP: process group -- handled by Trainer (DDPStrategy: NCCL/gloo, same timeout)
@@ -74,7 +74,7 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
         benchmark=cfg.cudnn_benchmark,
         barebones=True,
         max_epochs=1,
-        max_steps=cfg.warmup_steps + cfg.steps + (cfg.profile_steps if cfg.accelerator == "gpu" else 0),
+        max_steps=planned_steps(cfg),
         use_distributed_sampler=False,
     )
 
@@ -136,12 +136,7 @@ class ResNet50Benchmark(L.LightningModule if L is not None else object):
 
     def train_dataloader(self) -> range:
         """One token per step; a plain iterable gets no DistributedSampler and no device copy."""
-        return range(self.hooks_total_steps())
-
-    def hooks_total_steps(self) -> int:
-        """Warm-up + timed + profiled steps, as StepHooks counts them."""
-        profiled = self.cfg.profile_steps if self.cfg.accelerator == "gpu" else 0
-        return self.cfg.warmup_steps + self.cfg.steps + profiled
+        return range(planned_steps(self.cfg))
 
     def on_train_batch_start(self, batch: int, batch_idx: int) -> None:
         """Timing, profiling and progress before each step."""
