@@ -14,7 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 
 import torch
@@ -125,6 +127,7 @@ class ResNet50Benchmark(L.LightningModule if L is not None else object):
         # DDP: timing and reporting -- ours in both runners; hooks bracket a step that never sees a clock
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)
+        stop_at_once_on_sigterm(self.trainer)
 
     def training_step(self, batch: int, batch_idx: int) -> torch.Tensor:
         """One step's forward and loss (the token `batch` only counts steps)."""
@@ -189,6 +192,27 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         # DDP: teardown -- handled by Trainer for its launcher; the group is left explicitly
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def stop_at_once_on_sigterm(trainer) -> None:
+    """Replace Lightning's SIGTERM handler, once fit has installed it, by one that stops now.
+
+    Lightning's handler broadcasts a flag from inside the signal handler; landing in the middle
+    of a gradient all-reduce that collective can fail or deadlock the ranks (seen on gloo).
+    A benchmark stopped by SIGTERM only has to end every rank promptly, non-zero, writing
+    nothing. The per-step flag broadcast in Lightning's loop is untouched: it stays measured.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        launcher = trainer.strategy.launcher
+        if launcher is not None and getattr(launcher, "procs", None):
+            launcher.kill(signal.SIGTERM)  # the ranks this process started
+        print(f"{PROG}: rank {trainer.global_rank} stopped by SIGTERM; no result written", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def quiet_lightning(verbose: bool) -> None:
