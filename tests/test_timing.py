@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -11,33 +9,49 @@ from common.profiling import merged_length
 from common.timing import StepTimer
 
 
-def drive(timer: StepTimer, total: int, sleep_for) -> None:
+class FakeClock:
+    """A perf_counter that moves only when the test says so: no real time in assertions."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr("common.timing.time.perf_counter", fake)
+    return fake
+
+
+def drive(timer: StepTimer, clock: FakeClock, total: int, seconds_for) -> None:
     for step in range(total):
         timer.before_step(step)
-        time.sleep(sleep_for(step))
+        clock.now += seconds_for(step)
         timer.after_step(step)
 
 
-def test_only_timed_steps_are_measured_and_warmup_is_separate():
+def test_only_timed_steps_are_measured_and_warmup_is_separate(clock):
     timer = StepTimer(warmup_steps=2, steps=3, device=torch.device("cpu"))
-    drive(timer, 2 + 3 + 4, lambda s: 0.05 if s < 2 else 0.01)  # 4 trailing (profiled) steps
+    drive(timer, clock, 2 + 3 + 4, lambda s: 0.5 if s < 2 else 0.01 * s)  # then 4 profiled steps
     t = timer.summary()
-    assert len(t.step_times_ms) == 3
-    assert all(8 <= x < 40 for x in t.step_times_ms), t.step_times_ms
-    assert t.warmup_seconds >= 0.1 and t.first_step_seconds >= 0.05
-    assert t.elapsed_seconds == pytest.approx(sum(t.step_times_ms) / 1e3, rel=0.2)
+    assert t.step_times_ms == pytest.approx([20.0, 30.0, 40.0])
+    assert t.warmup_seconds == pytest.approx(1.0) and t.first_step_seconds == pytest.approx(0.5)
+    assert t.elapsed_seconds == pytest.approx(0.09)
 
 
-def test_zero_warmup_still_times_every_step():
+def test_zero_warmup_still_times_every_step(clock):
     timer = StepTimer(warmup_steps=0, steps=2, device=torch.device("cpu"))
-    drive(timer, 2, lambda s: 0.01)
+    drive(timer, clock, 2, lambda s: 0.25)
     t = timer.summary()
-    assert len(t.step_times_ms) == 2 and t.first_step_seconds == pytest.approx(t.step_times_ms[0] / 1e3)
+    assert t.step_times_ms == pytest.approx([250.0, 250.0]) and t.first_step_seconds == pytest.approx(0.25)
 
 
-def test_summary_refuses_an_incomplete_run():
+def test_summary_refuses_an_incomplete_run(clock):
     timer = StepTimer(warmup_steps=1, steps=3, device=torch.device("cpu"))
-    drive(timer, 3, lambda s: 0)
+    drive(timer, clock, 3, lambda s: 0)
     with pytest.raises(RuntimeError, match="timer saw 1 timed steps, expected 3"):
         timer.summary()
 
