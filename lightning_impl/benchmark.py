@@ -173,6 +173,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         except SystemExit as stop:
             # Lightning turns SIGTERM into SystemExit() (status 0!) and Ctrl-C into SystemExit(1)
             # once it has stopped its ranks; a stopped benchmark must fail and write nothing.
+            stop_started_ranks(trainer)
             signal_name = "SIGTERM" if getattr(trainer, "received_sigterm", False) else "an interrupt"
             print(f"{PROG}: rank {trainer.global_rank} stopped by {signal_name} before the last step;"
                   " no result written", file=sys.stderr, flush=True)
@@ -185,6 +186,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     except UsageError:
         raise
     except Exception as error:
+        stop_started_ranks(trainer)
         if cfg.verbose:
             raise
         return rank_failed(PROG, trainer.global_rank, error)
@@ -192,6 +194,17 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         # DDP: teardown -- handled by Trainer for its launcher; the group is left explicitly
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def stop_started_ranks(trainer) -> None:
+    """Kill the ranks this process started, as native's launcher does when one rank fails.
+
+    Lightning re-raises a rank-0 exception without stopping the ranks it launched (only its
+    Ctrl-C path kills them); on NCCL they would wait in an all-reduce until the timeout.
+    """
+    launcher = trainer.strategy.launcher
+    if launcher is not None and getattr(launcher, "procs", None):
+        launcher.kill(signal.SIGKILL)
 
 
 def stop_at_once_on_sigterm(trainer) -> None:
@@ -206,9 +219,7 @@ def stop_at_once_on_sigterm(trainer) -> None:
         return
 
     def stop(signum: int, _frame: object) -> None:
-        launcher = trainer.strategy.launcher
-        if launcher is not None and getattr(launcher, "procs", None):
-            launcher.kill(signal.SIGTERM)  # the ranks this process started
+        stop_started_ranks(trainer)
         print(f"{PROG}: rank {trainer.global_rank} stopped by SIGTERM; no result written", file=sys.stderr, flush=True)
         os._exit(128 + signum)
 

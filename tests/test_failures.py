@@ -46,13 +46,16 @@ def assert_nothing_left(out: Path) -> None:
 
 
 @pytest.mark.parametrize("module", RUNNERS)
-@pytest.mark.parametrize("kind,expect", [("raise", "rank 1 failed: InjectedFault: injected failure at step 3"),
-                                         ("kill", "")])
-def test_dying_rank_stops_all_ranks_self_launched(module, kind, expect, tmp_path):
+@pytest.mark.parametrize("rank,kind,expect", [
+    (1, "raise", "rank 1 failed: InjectedFault: injected failure at step 3"),
+    (0, "raise", "rank 0 failed: InjectedFault: injected failure at step 3"),  # the launching process itself
+    (1, "kill", ""),
+])
+def test_dying_rank_stops_all_ranks_self_launched(module, rank, kind, expect, tmp_path):
     out = tmp_path / "r.json"
     started = time.monotonic()
     proc = run_module(module, [*TINY, "--devices", "2", "--steps", "100", "--output", str(out)], timeout=PROMPT,
-                      env=clean_env(DDPBENCH_FAULT=f"rank=1,step=3,kind={kind}"))
+                      env=clean_env(DDPBENCH_FAULT=f"rank={rank},step=3,kind={kind}"))
     assert time.monotonic() - started < PROMPT
     assert proc.returncode != 0
     assert expect in proc.stderr
