@@ -79,14 +79,12 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
                 why = f"status {code}" if code > 0 else f"signal {signal.Signals(-code).name}"
                 print(f"{prog}: rank {rank_of[pid]} exited with {why}; stopping the other ranks",
                       file=sys.stderr, flush=True)
-                stop_all(procs)
                 return code if code > 0 else 128 - code
         return 0
     except _Stop as stop:
         print(f"{prog}: received {signal.Signals(stop.signum).name}; stopping all ranks", file=sys.stderr, flush=True)
-        stop_all(procs)
         return 128 + stop.signum
     finally:
+        stop_all(procs)  # every way out: failure, signal, or an error of our own
         for s, handler in previous.items():
             signal.signal(s, handler)
-        stop_all(procs)
