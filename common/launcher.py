@@ -76,6 +76,11 @@ def _int(env: Mapping[str, str], name: str) -> int:
         raise UsageError(f"{name}={env[name]!r} is not a whole number") from None
 
 
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    """`name` as a whole number, or None when it is not set."""
+    return _int(env, name) if name in env else None
+
+
 def detect(env: Mapping[str, str]) -> Launch:
     """Read this process's rank facts from the environment (no validation of counts)."""
     if is_torchrun(env) or SELF_LAUNCH_VAR in env:
@@ -84,7 +89,7 @@ def detect(env: Mapping[str, str]) -> Launch:
             rank=_int(env, "RANK"),
             local_rank=_int(env, "LOCAL_RANK"),
             world_size=_int(env, "WORLD_SIZE"),
-            node_rank=_int(env, "GROUP_RANK") if "GROUP_RANK" in env else 0,
+            node_rank=_optional_int(env, "GROUP_RANK") or 0,
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(env, "MASTER_PORT"),
             is_child=True,
@@ -97,7 +102,7 @@ def detect(env: Mapping[str, str]) -> Launch:
             rank=_int(env, "SLURM_PROCID"),
             local_rank=_int(env, "SLURM_LOCALID"),
             world_size=_int(env, "SLURM_NTASKS"),
-            node_rank=_int(env, "SLURM_NODEID") if "SLURM_NODEID" in env else 0,
+            node_rank=_optional_int(env, "SLURM_NODEID") or 0,
             master_addr=env.get("MASTER_ADDR") or first_host(env.get("SLURM_NODELIST", "127.0.0.1")),
             master_port=slurm_master_port(env),
             is_child=True,
@@ -118,7 +123,7 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
                 f" x --num-nodes {cfg.num_nodes} = {cfg.world_size}; make them agree"
                 f" (torchrun --nproc-per-node {cfg.devices} --nnodes {cfg.num_nodes})"
             )
-        local = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else None
+        local = _optional_int(env, "LOCAL_WORLD_SIZE")
         if local is not None and local != cfg.devices:
             raise UsageError(
                 f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices}; make them agree"
@@ -137,14 +142,13 @@ def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
             f"this Slurm allocation has {ntasks} tasks but this program was not started by srun;"
             " start it with `srun python -m ...` (otherwise rank 0 would wait forever for the others)"
         )
-    per_node = _int(env, "SLURM_NTASKS_PER_NODE") if "SLURM_NTASKS_PER_NODE" in env else None
+    per_node = _optional_int(env, "SLURM_NTASKS_PER_NODE")
     if per_node is not None and per_node != cfg.devices:
         raise UsageError(
             f"Slurm runs {per_node} tasks per node (--ntasks-per-node) but --devices is {cfg.devices};"
             f" set --devices {per_node} or change the job's tasks per node"
         )
-    name = "SLURM_NNODES" if "SLURM_NNODES" in env else "SLURM_JOB_NUM_NODES"
-    nodes = _int(env, name) if name in env else None
+    nodes = _optional_int(env, "SLURM_NNODES" if "SLURM_NNODES" in env else "SLURM_JOB_NUM_NODES")
     if nodes is not None and nodes != cfg.num_nodes:
         raise UsageError(
             f"Slurm allocated {nodes} nodes (--nodes) but --num-nodes is {cfg.num_nodes};"
