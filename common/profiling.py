@@ -34,11 +34,11 @@ def merged_length(intervals: list[tuple[float, float]]) -> float:
 
 
 class GpuActivityProbe:
-    """Profiles steps first..first+count-1 (GPU only); `summary()` gives the result fields."""
+    """Profiles steps first..first+count-1 on a GPU; `summary()` gives the result fields."""
 
     def __init__(self, first_step: int, count: int, device: torch.device) -> None:
         self.first = first_step
-        self.count = count if device.type == "cuda" else 0
+        self.count = count  # 0 on CPU runs: planned_steps() plans profiled steps on GPUs only
         self.device = device
         self._prof: profile | None = None
         self._wall = 0.0

@@ -62,8 +62,9 @@ class StepHooks:
 
     def __init__(self, cfg: BenchConfig, device: torch.device, rank: int, say: Callable[[str], None]) -> None:
         self.timer = StepTimer(cfg.warmup_steps, cfg.steps, device)
-        self.probe = GpuActivityProbe(cfg.warmup_steps + cfg.steps, cfg.profile_steps, device)
         self.total_steps = planned_steps(cfg)
+        timed_end = cfg.warmup_steps + cfg.steps
+        self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device)
         self._warmup = cfg.warmup_steps
         self._rank = rank
         self._say = say
