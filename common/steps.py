@@ -6,10 +6,16 @@
 
 Steps 0..W-1 warm up, W..W+T-1 are timed, then P steps are profiled (GPU only). The fault
 switch exists for the failure tests: DDPBENCH_FAULT="rank=1,step=2,kind=raise|exit|kill|hang".
+
+DDPBENCH_PYPROFILE=FILE is a diagnostic: rank 0 runs the timed steps under cProfile and dumps
+the stats to FILE (`benchmarks/host_profile.py` compares two such files). cProfile slows every
+Python call, so that run's timings are not a measurement; its call counts and the split of host
+time between torch, the framework and the suite are what it is for.
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
 import signal
 import sys
@@ -23,6 +29,7 @@ from common.profiling import GpuActivityProbe
 from common.timing import StepTimer
 
 FAULT_VAR = "DDPBENCH_FAULT"
+PYPROFILE_VAR = "DDPBENCH_PYPROFILE"
 
 
 class InjectedFault(RuntimeError):
@@ -69,6 +76,9 @@ class StepHooks:
         self._rank = rank
         self._say = say
         self._fault = parse_fault(os.environ.get(FAULT_VAR), rank)
+        self._timed_end = timed_end
+        self._pyprofile_path = os.environ.get(PYPROFILE_VAR) if rank == 0 and cfg.steps else None
+        self._pyprofile: cProfile.Profile | None = None
 
     def before_step(self, step: int) -> None:
         """Call before step `step` starts."""
@@ -78,8 +88,15 @@ class StepHooks:
             self._say(f"warm-up: {step} steps in {self.timer.seconds_since_first_step():.2f} s")
         self.timer.before_step(step)
         self.probe.before_step(step)
+        if self._pyprofile_path and step == self._warmup:
+            self._pyprofile = cProfile.Profile()
+            self._pyprofile.enable()
 
     def after_step(self, step: int) -> None:
         """Call after step `step` has been issued (optimizer step included)."""
+        if self._pyprofile is not None and step == self._timed_end - 1:
+            self._pyprofile.disable()
+            self._pyprofile.dump_stats(self._pyprofile_path)
+            self._pyprofile = None
         self.timer.after_step(step)
         self.probe.after_step(step)

@@ -21,7 +21,9 @@ def clean_env(**extra: str) -> dict[str, str]:
            if not k.startswith(("SLURM_", "TORCHELASTIC_", "DDPBENCH_"))
            and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                          "GROUP_RANK")}
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+    # The suite first; keep an existing PYTHONPATH (packages installed with --target, e.g.)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONPATH=path)
     env.update(extra)
     return env
 

@@ -1,0 +1,53 @@
+"""The cProfile diagnostic: DDPBENCH_PYPROFILE dumps exactly the timed steps, host_profile reads them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import host_profile  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def profiled_run(module: str, tmp_path, steps: int):
+    dump = tmp_path / f"{module}.pstats"
+    args = [*TINY, "--devices", "1", "--steps", str(steps), "--output", str(tmp_path / f"{module}.json")]
+    proc = run_module(module, args, env=clean_env(DDPBENCH_PYPROFILE=str(dump)))
+    assert proc.returncode == 0, proc.stderr
+    return dump
+
+
+def test_native_dump_covers_the_timed_steps_only(tmp_path):
+    dump = profiled_run("native", tmp_path, steps=4)
+    stats, steps = host_profile.load(str(dump))
+    assert steps == 4  # TINY warms up 2 steps; those are outside the dump
+    groups = host_profile.by_group(stats, steps)
+    assert groups["torch C++ entry points"][0] > 100  # ResNet-50's ops, per step
+    assert groups["this suite"][0] >= 1 and "Lightning" not in groups
+    calls = {func: nc for (_, _, func), (_, nc, *_rest) in stats.items()}
+    assert calls["train_step"] == 4 and "build_model" not in calls
+
+
+@needs_lightning
+def test_comparison_names_lightning_code_per_step(tmp_path):
+    native, lightning = profiled_run("native", tmp_path, 3), profiled_run("lightning_impl", tmp_path, 3)
+    stats, steps = host_profile.load(str(lightning))
+    assert steps == 3 and host_profile.by_group(stats, steps)["Lightning"][0] > 10
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_profile.py"), str(native), str(lightning),
+                          "--top", "5"], capture_output=True, text=True, check=True).stdout
+    assert "| Lightning | 0 |" in out and "native: 3 steps, lightning: 3 steps" in out
+    assert len([line for line in out.splitlines() if line.startswith("| `")]) == 5
+
+
+def test_a_file_that_is_not_a_step_dump_is_refused(tmp_path):
+    import cProfile
+    dump = tmp_path / "other.pstats"
+    cProfile.run("sum(range(10))", str(dump))
+    with pytest.raises(SystemExit, match="no StepHooks.after_step calls"):
+        host_profile.load(str(dump))
