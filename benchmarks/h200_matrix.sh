@@ -4,11 +4,13 @@
 #   bash benchmarks/h200_matrix.sh eager   RESULTS_DIR    # harness check, eager pairs, precisions, defaults
 #   bash benchmarks/h200_matrix.sh compile RESULTS_DIR    # torch.compile variants and optimizer kernels
 #   bash benchmarks/h200_matrix.sh compile2 RESULTS_DIR   # cuDNN autotuning off, reduce-overhead, compiled repeat L N
+#   bash benchmarks/h200_matrix.sh compile3 RESULTS_DIR   # max-autotune (bounded), reduce-overhead repeat, compiled fused SGD
+#   bash benchmarks/h200_matrix.sh host RESULTS_DIR       # where each runner's host time per step goes (cProfile)
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
 set -uo pipefail
-part=${1:?eager|compile|compile2}
+part=${1:?eager|compile|compile2|compile3|host}
 out=${2:?results folder}
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -17,7 +19,8 @@ B256=(--batch-size-per-device 256 --precision bf16 --channels-last)
 run() {  # run IMPL NAME ARGS...: one runner, one result file, a log line either way
   local impl=$1 name=$2; shift 2
   echo "=== $impl $name: $*"
-  if ! "$python" -m "$impl" "$@" --output "$out/$name.json"; then
+  # RUN_TIMEOUT (seconds) bounds one run; the runner stops on SIGTERM and writes nothing.
+  if ! timeout "${RUN_TIMEOUT:-0}" "$python" -m "$impl" "$@" --output "$out/$name.json"; then
     echo "FAILED: $impl $name"
   fi
 }
@@ -61,6 +64,30 @@ case $part in
       --warmup-steps 20 --compile-mode reduce-overhead
     run lightning_impl lightning-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
     run native native-bf16-cl-b256-compile-r2 "${B256[@]}" --compile --warmup-steps 20
+    TORCH_LOGS=perf_hints run lightning_impl lightning-bf16-cl-b256-compile-reduce-overhead "${B256[@]}" --compile \
+      --warmup-steps 20 --compile-mode reduce-overhead
+    ;;
+  compile3)
+    # max-autotune benchmarks Triton kernels for every fused op at compile time: bounded here.
+    RUN_TIMEOUT=330 run native native-bf16-cl-b256-compile-max-autotune "${B256[@]}" --compile \
+      --warmup-steps 20 --compile-mode max-autotune
+    RUN_TIMEOUT=180 run lightning_impl lightning-bf16-cl-b256-compile-max-autotune "${B256[@]}" --compile \
+      --warmup-steps 20 --compile-mode max-autotune
+    run lightning_impl lightning-bf16-cl-b256-compile-reduce-overhead-r2 "${B256[@]}" --compile --warmup-steps 20 \
+      --compile-mode reduce-overhead
+    run native native-bf16-cl-b256-compile-reduce-overhead-r2 "${B256[@]}" --compile --warmup-steps 20 \
+      --compile-mode reduce-overhead
+    run lightning_impl lightning-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
+    ;;
+  host)
+    # Diagnostic runs (cProfile slows Python): their result files go to a folder of their own.
+    mkdir -p "$out/pyprofile"
+    for impl in native lightning_impl; do
+      DDPBENCH_PYPROFILE="$out/pyprofile/$impl-bf16-cl-b256.pstats" \
+        run "$impl" "pyprofile/$impl-bf16-cl-b256" "${B256[@]}"
+    done
+    "$python" benchmarks/host_profile.py "$out/pyprofile/native-bf16-cl-b256.pstats" \
+      "$out/pyprofile/lightning_impl-bf16-cl-b256.pstats" --top 25 | tee "$out/host-profile-bf16-cl-b256.md"
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
