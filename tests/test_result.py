@@ -74,3 +74,14 @@ def test_write_never_replaces_an_existing_file_without_overwrite(tmp_path):
     assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
     write_result(load_result(REAL), path, overwrite=True)
     assert load_result(path).implementation == "native"
+
+
+@pytest.mark.parametrize("mode, noted", [("default", False), ("reduce-overhead", True), ("max-autotune", True),
+                                         ("max-autotune-no-cudagraphs", False)])
+def test_summary_says_when_peak_allocated_leaves_out_cuda_graph_memory(mode, noted, capsys):
+    from common.report import print_summary
+    data = real()
+    data["config"].update(compile=True, compile_mode=mode)
+    print_summary(Result.model_validate(data), None, "title")
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "peak allocated" in ln)
+    assert line.rstrip().endswith("GiB") is not noted and ("CUDA graphs' pool" in line) is noted
