@@ -9,9 +9,14 @@ report() {  # report NAME FILES...: markdown report + plot, replacing the previo
   "$PY" -m compare "$@" --format markdown --output "$d/report-$name.md" --plot "$d/plot-$name.png" --overwrite-output
 }
 report bf16-cl-b256 $d/native-bf16-cl-b256-r{1,2}.json $d/lightning-bf16-cl-b256-r{1,2}.json
-report bf16-cl-b256-compile $d/native-bf16-cl-b256-compile-r1.json $d/lightning-bf16-cl-b256-compile-r1.json
+report bf16-cl-b256-compile $d/native-bf16-cl-b256-compile-r{1,2}.json $d/lightning-bf16-cl-b256-compile-r{1,2}.json
+report bf16-cl-b256-compile-reduce-overhead $d/native-bf16-cl-b256-compile-reduce-overhead{,-r2}.json \
+  $d/lightning-bf16-cl-b256-compile-reduce-overhead{,-r2}.json
 report bf16-cl-b256-fused $d/native-bf16-cl-b256-fused.json $d/lightning-bf16-cl-b256-fused.json
 report defaults $d/native-defaults-r{1,2}.json $d/lightning-defaults-r{1,2}.json
 for p in fp32 tf32 fp16; do
   report "$p-cl-b256" "$d/native-$p-cl-b256.json" "$d/lightning-$p-cl-b256.json"
 done
+# Where each runner's host time per step goes (cProfile dumps of the `host` part).
+"$PY" benchmarks/host_profile.py $d/pyprofile/native-bf16-cl-b256.pstats $d/pyprofile/lightning_impl-bf16-cl-b256.pstats \
+  --top 25 > $d/host-profile-bf16-cl-b256.md

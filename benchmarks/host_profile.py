@@ -67,8 +67,9 @@ def label(key: tuple[str, int, str]) -> str:
         return func
     parts = Path(file).parts
     for anchor in ("lightning", "torchvision", "torch", "common", "native", "lightning_impl"):
-        if anchor in parts:
-            return f"{'/'.join(parts[parts.index(anchor):])}:{line}({func})"
+        if anchor in parts:  # the innermost: site-packages/torch, not an /opt/torch/ above it
+            at = len(parts) - 1 - parts[::-1].index(anchor)
+            return f"{'/'.join(parts[at:])}:{line}({func})"
     return f"{Path(file).name}:{line}({func})"
 
 
