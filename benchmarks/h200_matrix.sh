@@ -6,11 +6,12 @@
 #   bash benchmarks/h200_matrix.sh compile2 RESULTS_DIR   # cuDNN autotuning off, reduce-overhead, compiled repeat L N
 #   bash benchmarks/h200_matrix.sh compile3 RESULTS_DIR   # max-autotune (bounded), reduce-overhead repeat, compiled fused SGD
 #   bash benchmarks/h200_matrix.sh host RESULTS_DIR       # where each runner's host time per step goes (cProfile)
+#   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it?
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
 set -uo pipefail
-part=${1:?eager|compile|compile2|compile3|host}
+part=${1:?eager|compile|compile2|compile3|host|delay}
 out=${2:?results folder}
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -78,6 +79,12 @@ case $part in
     run native native-bf16-cl-b256-compile-reduce-overhead-r2 "${B256[@]}" --compile --warmup-steps 20 \
       --compile-mode reduce-overhead
     run lightning_impl lightning-bf16-cl-b256-compile-fused "${B256[@]}" --compile --warmup-steps 20 --sgd-impl fused
+    ;;
+  delay)
+    # Native with a busy host spin of N us per step, standing in for a framework's per-step work.
+    for us in 0 1000 2000; do
+      DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+    done
     ;;
   host)
     # Diagnostic runs (cProfile slows Python): their result files go to a folder of their own.

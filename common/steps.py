@@ -11,6 +11,10 @@ DDPBENCH_PYPROFILE=FILE is a diagnostic: rank 0 runs the timed steps under cProf
 the stats to FILE (`benchmarks/host_profile.py` compares two such files). cProfile slows every
 Python call, so that run's timings are not a measurement; its call counts and the split of host
 time between torch, the framework and the suite are what it is for.
+
+DDPBENCH_HOST_DELAY_US=N is a diagnostic too: the host spins N microseconds at the start of
+every step (inside the timed region, after the step boundary), standing in for a framework's
+per-step host work. Whether it lengthens the step says whether the host sets the pace.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ from common.timing import StepTimer
 
 FAULT_VAR = "DDPBENCH_FAULT"
 PYPROFILE_VAR = "DDPBENCH_PYPROFILE"
+HOST_DELAY_VAR = "DDPBENCH_HOST_DELAY_US"
+
+
+def spin(seconds: float) -> None:
+    """Keep the host busy (not asleep) for `seconds`, as per-step Python work would."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 class InjectedFault(RuntimeError):
@@ -79,6 +91,7 @@ class StepHooks:
         self._timed_end = timed_end
         self._pyprofile_path = os.environ.get(PYPROFILE_VAR) if rank == 0 and cfg.steps else None
         self._pyprofile: cProfile.Profile | None = None
+        self._host_delay = float(os.environ.get(HOST_DELAY_VAR) or 0) / 1e6
 
     def before_step(self, step: int) -> None:
         """Call before step `step` starts."""
@@ -88,6 +101,8 @@ class StepHooks:
             self._say(f"warm-up: {step} steps in {self.timer.seconds_since_first_step():.2f} s")
         self.timer.before_step(step)
         self.probe.before_step(step)
+        if self._host_delay:
+            spin(self._host_delay)
         if self._pyprofile_path and step == self._warmup:
             self._pyprofile = cProfile.Profile()
             self._pyprofile.enable()

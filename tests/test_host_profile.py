@@ -51,3 +51,21 @@ def test_a_file_that_is_not_a_step_dump_is_refused(tmp_path):
     cProfile.run("sum(range(10))", str(dump))
     with pytest.raises(SystemExit, match="no StepHooks.after_step calls"):
         host_profile.load(str(dump))
+
+
+def test_host_delay_spins_inside_every_step(monkeypatch):
+    import time
+
+    import torch
+
+    from common.config import BenchConfig
+    from common.steps import HOST_DELAY_VAR, StepHooks
+    monkeypatch.setenv(HOST_DELAY_VAR, "20000")  # 20 ms
+    hooks = StepHooks(BenchConfig(accelerator="cpu", warmup_steps=1, steps=2), torch.device("cpu"), 0, print)
+    for step in range(3):
+        start = time.perf_counter()
+        hooks.before_step(step)
+        assert time.perf_counter() - start >= 0.02  # a spin of 20 ms cannot end sooner
+        hooks.after_step(step)
+    steps = hooks.timer.summary().step_times_ms
+    assert len(steps) == 2 and min(steps) >= 20  # the spin is inside the timed step
