@@ -82,7 +82,7 @@ case $part in
     ;;
   delay)
     # Native with a busy host spin of N us per step, standing in for a framework's per-step work.
-    for us in 0 1000 2000; do
+    for us in ${DELAYS_US:-0 1000 2000 3000 4000}; do
       DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
     ;;
