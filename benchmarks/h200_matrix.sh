@@ -7,11 +7,12 @@
 #   bash benchmarks/h200_matrix.sh compile3 RESULTS_DIR   # max-autotune (bounded), reduce-overhead repeat, compiled fused SGD
 #   bash benchmarks/h200_matrix.sh host RESULTS_DIR       # where each runner's host time per step goes (cProfile)
 #   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it?
+#   bash benchmarks/h200_matrix.sh idle RESULTS_DIR       # where Lightning's extra GPU idle time comes from
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
 set -uo pipefail
-part=${1:?eager|compile|compile2|compile3|host|delay}
+part=${1:?eager|compile|compile2|compile3|host|delay|idle}
 out=${2:?results folder}
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -84,6 +85,20 @@ case $part in
     # Native with a busy host spin of N us per step, standing in for a framework's per-step work.
     for us in ${DELAYS_US:-0 1000 2000 3000 4000}; do
       DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+    done
+    ;;
+  idle)
+    # Native's host slack at 3-4 ms; Lightning's own slack (is its step host-bound at all?);
+    # then one Chrome trace per runner (host and GPU activity in the profiled steps).
+    for us in 3000 4000; do
+      DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+    done
+    for us in 0 2000; do
+      DDPBENCH_HOST_DELAY_US=$us run lightning_impl "lightning-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+    done
+    mkdir -p "$out/trace"
+    for impl in native lightning_impl; do
+      DDPBENCH_TRACE="$out/trace/$impl-bf16-cl-b256.trace.json" run "$impl" "trace/$impl-bf16-cl-b256" "${B256[@]}"
     done
     ;;
   host)

@@ -6,16 +6,23 @@ wall time in which at least one kernel ran, kernels per step and kernel time per
 profiler adds a little host work per kernel launch, so in a host-bound run the busy fraction
 is a slight under-estimate; a fraction well under 1 still means the host sets the pace, and
 per-step framework cost then shows up directly in the step time.
+
+DDPBENCH_TRACE=FILE (a diagnostic) also records host activity in that window and writes a
+Chrome trace of rank 0 to FILE (open it in Perfetto): where in a step the GPU waits, and on
+what. Host activity costs more profiler work per op, so that run's busy fraction is lower.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from common.result import HOST_BOUND_BELOW
+
+TRACE_VAR = "DDPBENCH_TRACE"
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -36,8 +43,9 @@ def merged_length(intervals: list[tuple[float, float]]) -> float:
 class GpuActivityProbe:
     """Profiles steps first..first+count-1 on a GPU; `summary()` gives the result fields."""
 
-    def __init__(self, first_step: int, count: int, device: torch.device) -> None:
+    def __init__(self, first_step: int, count: int, device: torch.device, trace_path: str | None = None) -> None:
         self.first = first_step
+        self.trace_path = trace_path  # a Chrome trace with host activity too (diagnostic)
         self.count = count  # 0 on CPU runs: planned_steps() plans profiled steps on GPUs only
         self.device = device
         self._prof: profile | None = None
@@ -47,7 +55,8 @@ class GpuActivityProbe:
         """Start the profiler before the first profiled step."""
         if self.count and step == self.first:
             torch.cuda.synchronize(self.device)
-            self._prof = profile(activities=[ProfilerActivity.CUDA], acc_events=True)
+            activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if self.trace_path else [])
+            self._prof = profile(activities=activities, acc_events=True)
             self._prof.__enter__()
             self._wall = time.perf_counter()
 
@@ -57,6 +66,8 @@ class GpuActivityProbe:
             torch.cuda.synchronize(self.device)
             self._wall = time.perf_counter() - self._wall
             self._prof.__exit__(None, None, None)
+            if self.trace_path:
+                self._prof.export_chrome_trace(self.trace_path)
 
     def summary(self) -> dict[str, object] | None:
         """`gpu_activity` fields, or None when nothing was profiled."""

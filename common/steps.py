@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 
 from common.config import BenchConfig
-from common.profiling import GpuActivityProbe
+from common.profiling import TRACE_VAR, GpuActivityProbe
 from common.timing import StepTimer
 
 FAULT_VAR = "DDPBENCH_FAULT"
@@ -83,7 +83,8 @@ class StepHooks:
         self.timer = StepTimer(cfg.warmup_steps, cfg.steps, device)
         self.total_steps = planned_steps(cfg)
         timed_end = cfg.warmup_steps + cfg.steps
-        self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device)
+        trace = os.environ.get(TRACE_VAR) if rank == 0 else None
+        self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device, trace)
         self._warmup = cfg.warmup_steps
         self._rank = rank
         self._say = say

@@ -42,3 +42,14 @@ def test_every_precision_runs_on_native(precision, tmp_path):
 def test_more_devices_than_gpus_is_refused(tmp_path):
     proc = run_module("native", ["--devices", str(torch.cuda.device_count() + 1)], timeout=120)
     assert proc.returncode == 2 and "GPU(s) are visible on this node" in proc.stderr
+
+
+@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning)])
+def test_trace_switch_writes_a_chrome_trace_of_the_profiled_steps(module, tmp_path):
+    import json
+    trace = tmp_path / "trace.json"
+    proc = run_module(module, [*SMALL, "--output", str(tmp_path / "r.json")],
+                      env=clean_env(DDPBENCH_TRACE=str(trace)), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("cat") == "kernel" for e in events) and any(e.get("cat") == "cpu_op" for e in events)
