@@ -6,7 +6,7 @@
 #   bash benchmarks/h200_matrix.sh compile2 RESULTS_DIR   # cuDNN autotuning off, reduce-overhead, compiled repeat L N
 #   bash benchmarks/h200_matrix.sh compile3 RESULTS_DIR   # max-autotune (bounded), reduce-overhead repeat, compiled fused SGD
 #   bash benchmarks/h200_matrix.sh host RESULTS_DIR       # where each runner's host time per step goes (cProfile)
-#   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it?
+#   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it? (DELAYS_US)
 #   bash benchmarks/h200_matrix.sh idle RESULTS_DIR       # where Lightning's extra GPU idle time comes from
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
@@ -83,7 +83,7 @@ case $part in
     ;;
   delay)
     # Native with a busy host spin of N us per step, standing in for a framework's per-step work.
-    for us in ${DELAYS_US:-0 1000 2000 3000 4000}; do
+    for us in ${DELAYS_US:-0 1000 2000}; do
       DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
     ;;
