@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Source on a GPU machine without network: install the carried wheels (pydantic and its
 # needs) into /tmp/site. Usage: source benchmarks/device_env.sh
 if [ -d .whl ]; then

@@ -318,6 +318,8 @@ def test_sweep_refuses_a_global_batch_that_does_not_divide_before_submitting(tmp
 def test_scripts_are_shellcheck_clean():
     if not shutil.which("shellcheck"):
         pytest.skip("shellcheck is not installed")
-    scripts = sorted(str(p) for p in SLURM.iterdir() if p.suffix in (".sh", ".sbatch"))
+    folders = (SLURM, ROOT / "tools", ROOT / "benchmarks")
+    scripts = sorted(str(p) for d in folders for p in d.iterdir() if p.suffix in (".sh", ".sbatch"))
+    scripts.append(str(ROOT / ".ci" / "run"))
     proc = subprocess.run(["shellcheck", "-x", *scripts], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout
