@@ -128,4 +128,5 @@ def environment(device: torch.device, gpu_names: list[str], hostnames: list[str]
         "command": command,
         "started_utc": started_utc,
         "finished_utc": utc_now(),
+        "diagnostics": {k: v for k, v in sorted(os.environ.items()) if k.startswith("DDPBENCH_")} or None,
     }

@@ -14,7 +14,6 @@ what. Host activity costs more profiler work per op, so that run's busy fraction
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch

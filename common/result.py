@@ -144,6 +144,9 @@ class Environment(_Strict):
     command: list[str]
     started_utc: str
     finished_utc: str
+    # DDPBENCH_* diagnostic switches that were set (cProfile, host spin, trace, faults): such a
+    # run is a diagnosis, not a measurement. None when none was set (and in older files).
+    diagnostics: dict[str, str] | None = None
 
 
 class Result(_Strict):

@@ -38,6 +38,9 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
                             f" (max checksum difference {r.parameter_checksum_max_difference:g})")
         if isinstance(r, OriginalResult):
             continue
+        if r.environment.diagnostics:
+            switches = ", ".join(f"{k}={v}" for k, v in r.environment.diagnostics.items())
+            warnings.append(f"{run.label}: ran with diagnostic switches ({switches}): a diagnosis, not a measurement")
         if r.gpu_activity is not None and r.gpu_activity.host_bound:
             warnings.append(f"{run.label}: host-bound (GPU busy {r.gpu_activity.gpu_busy_fraction:.0%}):"
                             " the GPU waits for the host, so per-step framework cost shows up directly in step time")

@@ -169,6 +169,14 @@ def test_host_bound_run_is_warned_with_its_busy_fraction(tmp_path: Path, capsys:
     assert warning.startswith("l.json: host-bound (GPU busy 62%)")
 
 
+def test_a_run_with_a_diagnostic_switch_is_warned_as_no_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = make_result("native", environment={"diagnostics": {"DDPBENCH_HOST_DELAY_US": "2000"}})
+    clean = write(tmp_path / "n2.json", make_result("native", seed=1))
+    report = report_of(capsys, write(tmp_path / "n.json", result), clean)
+    assert report["warnings"] == ["n.json: ran with diagnostic switches (DDPBENCH_HOST_DELAY_US=2000):"
+                                  " a diagnosis, not a measurement"]
+
+
 def test_per_step_sigterm_sync_of_lightning_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lt = write(tmp_path / "l.json", make_result("lightning", world_size=2))
     notes = report_of(capsys, lt)["notes"]

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from common.result import load_result
 from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -20,6 +21,8 @@ def profiled_run(module: str, tmp_path, steps: int):
     args = [*TINY, "--devices", "1", "--steps", str(steps), "--output", str(tmp_path / f"{module}.json")]
     proc = run_module(module, args, env=clean_env(DDPBENCH_PYPROFILE=str(dump)))
     assert proc.returncode == 0, proc.stderr
+    # the result says it was a diagnostic run, so compare can warn about it
+    assert load_result(tmp_path / f"{module}.json").environment.diagnostics == {"DDPBENCH_PYPROFILE": str(dump)}
     return dump
 
 
