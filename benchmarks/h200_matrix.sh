@@ -83,18 +83,20 @@ case $part in
     ;;
   delay)
     # Native with a busy host spin of N us per step, standing in for a framework's per-step work.
+    mkdir -p "$out/host-delay"
     for us in ${DELAYS_US:-0 1000 2000}; do
-      DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+      DDPBENCH_HOST_DELAY_US=$us run native "host-delay/native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
     ;;
   idle)
     # Native's host slack at 3-4 ms; Lightning's own slack (is its step host-bound at all?);
     # then one Chrome trace per runner (host and GPU activity in the profiled steps).
+    mkdir -p "$out/host-delay"
     for us in 3000 4000; do
-      DDPBENCH_HOST_DELAY_US=$us run native "native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+      DDPBENCH_HOST_DELAY_US=$us run native "host-delay/native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
     for us in 0 2000; do
-      DDPBENCH_HOST_DELAY_US=$us run lightning_impl "lightning-bf16-cl-b256-host-delay-$us" "${B256[@]}"
+      DDPBENCH_HOST_DELAY_US=$us run lightning_impl "host-delay/lightning-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
     mkdir -p "$out/trace"
     for impl in native lightning_impl; do
@@ -102,7 +104,8 @@ case $part in
     done
     ;;
   host)
-    # Diagnostic runs (cProfile slows Python): their result files go to a folder of their own.
+    # Diagnostic runs (cProfile slows Python): their result files go to a folder of their own,
+    # as do the host-delay and trace runs.
     mkdir -p "$out/pyprofile"
     for impl in native lightning_impl; do
       DDPBENCH_PYPROFILE="$out/pyprofile/$impl-bf16-cl-b256.pstats" \
