@@ -19,6 +19,7 @@ import argparse
 import pstats
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 SUITE = Path(__file__).resolve().parent.parent
@@ -50,14 +51,19 @@ def load(path: str) -> tuple[dict, int]:
     return stats, steps[0]
 
 
+def per_step(stats: dict, steps: int, key: Callable[[tuple[str, int, str]], str]) -> dict[str, tuple[float, float]]:
+    """key(function) -> (calls per step, host ms per step), summed over the functions sharing a key."""
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for function, (_, nc, tt, *_rest) in stats.items():
+        entry = acc[key(function)]
+        entry[0] += nc
+        entry[1] += tt
+    return {k: (v[0] / steps, v[1] * 1e3 / steps) for k, v in acc.items()}
+
+
 def by_group(stats: dict, steps: int) -> dict[str, tuple[float, float]]:
     """group -> (calls per step, host ms per step)."""
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for (file, _, func), (_, nc, tt, *_rest) in stats.items():
-        g = acc[group_of(file, func)]
-        g[0] += nc
-        g[1] += tt
-    return {k: (v[0] / steps, v[1] * 1e3 / steps) for k, v in acc.items()}
+    return per_step(stats, steps, lambda function: group_of(function[0], function[2]))
 
 
 def label(key: tuple[str, int, str]) -> str:
@@ -98,14 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {g} | {ca:,.0f} | {cb:,.0f} | {ma:.2f} | {mb:.2f} | {mb - ma:+.2f} |")
     print(f"| **total** | {tot[0]:,.0f} | {tot[1]:,.0f} | {tot[2]:.2f} | {tot[3]:.2f} | {tot[3] - tot[2]:+.2f} |")
 
-    def per_step(stats: dict, steps: int) -> dict[str, tuple[float, float]]:
-        out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        for key, (_, nc, tt, *_rest) in stats.items():
-            out[label(key)][0] += nc / steps
-            out[label(key)][1] += tt * 1e3 / steps
-        return {k: (v[0], v[1]) for k, v in out.items()}
-
-    fa, fb = per_step(sa, ta), per_step(sb, tb)
+    fa, fb = per_step(sa, ta, label), per_step(sb, tb, label)
     diffs = sorted(set(fa) | set(fb), key=lambda k: -abs(fb.get(k, (0, 0))[1] - fa.get(k, (0, 0))[1]))
     print(f"\nFunctions whose own time per step differs most ({b} - {a})\n")
     print(f"| function | {a} calls | {b} calls | {a} ms | {b} ms | difference ms |")
