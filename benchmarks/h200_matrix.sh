@@ -7,7 +7,7 @@
 #   bash benchmarks/h200_matrix.sh compile3 RESULTS_DIR   # max-autotune (bounded), reduce-overhead repeat, compiled fused SGD
 #   bash benchmarks/h200_matrix.sh host RESULTS_DIR       # where each runner's host time per step goes (cProfile)
 #   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it? (DELAYS_US)
-#   bash benchmarks/h200_matrix.sh idle RESULTS_DIR       # where Lightning's extra GPU idle time comes from
+#   bash benchmarks/h200_matrix.sh idle RESULTS_DIR       # where Lightning's extra GPU idle time comes from (traces)
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
@@ -89,18 +89,24 @@ case $part in
     done
     ;;
   idle)
-    # Native's host slack at 3-4 ms; Lightning's own slack (is its step host-bound at all?);
-    # then one Chrome trace per runner (host and GPU activity in the profiled steps).
-    mkdir -p "$out/host-delay"
+    # One Chrome trace per runner and precision (host and GPU activity in the profiled steps),
+    # summarised by benchmarks/trace_gaps.py; then native's host slack at 3-4 ms and Lightning's
+    # own slack (is its step host-bound at all?).
+    mkdir -p "$out/trace" "$out/host-delay"
+    for p in bf16 fp16; do
+      for impl in native lightning_impl; do
+        DDPBENCH_TRACE="$out/trace/$impl-$p-cl-b256.trace.json" run "$impl" "trace/$impl-$p-cl-b256" \
+          --batch-size-per-device 256 --precision "$p" --channels-last --profile-steps 3
+      done
+      "$python" benchmarks/trace_gaps.py "$out/trace/native-$p-cl-b256.trace.json" \
+        "$out/trace/lightning_impl-$p-cl-b256.trace.json" --top 15 | tee "$out/trace/trace-gaps-$p-cl-b256.md"
+      gzip -f "$out/trace/"*"-$p-cl-b256.trace.json"
+    done
     for us in 3000 4000; do
       DDPBENCH_HOST_DELAY_US=$us run native "host-delay/native-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
     for us in 0 2000; do
       DDPBENCH_HOST_DELAY_US=$us run lightning_impl "host-delay/lightning-bf16-cl-b256-host-delay-$us" "${B256[@]}"
-    done
-    mkdir -p "$out/trace"
-    for impl in native lightning_impl; do
-      DDPBENCH_TRACE="$out/trace/$impl-bf16-cl-b256.trace.json" run "$impl" "trace/$impl-bf16-cl-b256" "${B256[@]}"
     done
     ;;
   host)

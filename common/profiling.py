@@ -8,8 +8,10 @@ is a slight under-estimate; a fraction well under 1 still means the host sets th
 per-step framework cost then shows up directly in the step time.
 
 DDPBENCH_TRACE=FILE (a diagnostic) also records host activity in that window and writes a
-Chrome trace of rank 0 to FILE (open it in Perfetto): where in a step the GPU waits, and on
-what. Host activity costs more profiler work per op, so that run's busy fraction is lower.
+Chrome trace of rank 0 to FILE (open it in Perfetto; `benchmarks/trace_gaps.py` summarises it):
+where in a step the GPU waits, and on what. Each profiled step is marked `ProfilerStep#N`, as
+torch's own profiler schedule marks them. Host activity costs more profiler work per op, so
+that run's busy fraction is lower.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from common.result import HOST_BOUND_BELOW
 
@@ -49,6 +51,7 @@ class GpuActivityProbe:
         self.device = device
         self._prof: profile | None = None
         self._wall = 0.0
+        self._mark: record_function | None = None  # the open ProfilerStep#N range (traces only)
 
     def before_step(self, step: int) -> None:
         """Start the profiler before the first profiled step."""
@@ -58,9 +61,15 @@ class GpuActivityProbe:
             self._prof = profile(activities=activities, acc_events=True)
             self._prof.__enter__()
             self._wall = time.perf_counter()
+        if self.trace_path and self._prof is not None and self.first <= step < self.first + self.count:
+            self._mark = record_function(f"ProfilerStep#{step}")
+            self._mark.__enter__()
 
     def after_step(self, step: int) -> None:
         """Stop it after the last profiled step."""
+        if self._mark is not None:
+            self._mark.__exit__(None, None, None)
+            self._mark = None
         if self.count and step == self.first + self.count - 1 and self._prof is not None:
             torch.cuda.synchronize(self.device)
             self._wall = time.perf_counter() - self._wall

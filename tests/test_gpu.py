@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
 from common.result import load_result
 
-from conftest import clean_env, needs_lightning, run_module
+from conftest import ROOT, clean_env, needs_lightning, run_module
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import trace_gaps  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 SMALL = ["--devices", "1", "--batch-size-per-device", "16", "--image-size", "128", "--warmup-steps", "3",
@@ -53,3 +58,10 @@ def test_trace_switch_writes_a_chrome_trace_of_the_profiled_steps(module, tmp_pa
     assert proc.returncode == 0, proc.stderr
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("cat") == "kernel" for e in events) and any(e.get("cat") == "cpu_op" for e in events)
+    marks = sorted(e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+    assert marks == ["ProfilerStep#8", "ProfilerStep#9"]  # 3 warm-up + 5 timed, then the 2 profiled steps
+    # and trace_gaps reads it: every microsecond of the GPU's window is busy, host late or queued
+    s = trace_gaps.summarise(trace)
+    assert s.steps == 2 and sum(s.kernels.values()) / s.steps > 10
+    assert s.busy_us + sum(s.host_late.values()) + s.queued_us == pytest.approx(s.window_us, rel=1e-6)
+    assert s.runtime.get("cudaLaunchKernel", (0, 0))[0] + s.runtime.get("cuLaunchKernel", (0, 0))[0] > 0

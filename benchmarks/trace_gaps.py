@@ -1,0 +1,262 @@
+"""Where and why does the GPU wait? Summarises one or two Chrome traces of the profiled steps.
+
+    DDPBENCH_TRACE=/tmp/native.trace.json python -m native ARGS --output /tmp/n.json
+    DDPBENCH_TRACE=/tmp/lightning.trace.json python -m lightning_impl ARGS --output /tmp/l.json
+    python benchmarks/trace_gaps.py /tmp/native.trace.json /tmp/lightning.trace.json [--top 12]
+
+A trace (`common/profiling.py`) covers rank 0's profiled steps, each marked `ProfilerStep#N`.
+Per step this prints the GPU's busy and idle time and splits every gap between kernels by who
+made the GPU wait:
+
+- *host late*: the kernel after the gap was launched after the GPU had gone idle, so the GPU
+  waited for the host. That idle time is charged to what the launching thread was doing
+  (the outermost and innermost profiled ops around the launch; "(python)" when none was open).
+- *queued*: the kernel was already launched when the GPU went idle: launch latency, or a
+  wait on another stream or event.
+
+It also lists the CUDA runtime calls per step (synchronising ones such as
+cudaStreamSynchronize or cudaFree show up here, with the host time they blocked) and, given two
+traces, the kernels whose count per step differs. Read times as relative: the profiler's own
+per-op work lengthens host time, the more so the more ops a step launches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import json
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+
+
+@dataclass
+class Span:
+    """One complete ("X") trace event."""
+
+    name: str
+    start: float  # microseconds
+    end: float
+    tid: object = None
+    correlation: int | None = None
+
+
+@dataclass
+class Summary:
+    """What one trace says, per profiled step."""
+
+    steps: int
+    window_us: float  # first GPU work starts to last GPU work ends
+    busy_us: float
+    kernels: Counter = field(default_factory=Counter)
+    host_late: Counter = field(default_factory=Counter)  # outermost host op -> idle us
+    host_late_gaps: Counter = field(default_factory=Counter)  # outermost host op -> number of gaps
+    host_late_ops: Counter = field(default_factory=Counter)  # "outermost > innermost" -> idle us
+    queued_us: float = 0.0
+    runtime: dict = field(default_factory=dict)  # runtime call -> (count, us)
+    largest: list = field(default_factory=list)  # (idle us, kernel before, kernel after, host op)
+
+
+def load_events(path: Path) -> list[dict]:
+    """The trace's events (plain or gzipped JSON)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path}: not a readable Chrome trace ({exc})") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise SystemExit(f"{path}: no traceEvents list; is it a DDPBENCH_TRACE file?")
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
+
+
+def span(e: dict) -> Span:
+    start = float(e["ts"])
+    args = e.get("args") or {}
+    return Span(e.get("name", "?"), start, start + float(e["dur"]), e.get("tid"), args.get("correlation"))
+
+
+class HostOps:
+    """The profiled host ops of every thread, to ask which ops were open at a time."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        by_tid: dict = defaultdict(list)
+        for sp in spans:
+            by_tid[sp.tid].append(sp)
+        self._all = {}
+        self._top = {}
+        for tid, ops in by_tid.items():
+            ops.sort(key=lambda o: (o.start, -o.end))
+            self._all[tid] = ([o.start for o in ops], ops)
+            top: list[Span] = []
+            for op in ops:
+                if not top or op.start >= top[-1].end:
+                    top.append(op)
+            self._top[tid] = ([o.start for o in top], top)
+
+    def open_at(self, tid: object, t: float) -> tuple[str, str]:
+        """(outermost, innermost) op open on thread `tid` at time t; "(python)" where none is."""
+        starts, top = self._top.get(tid, ([], []))
+        i = bisect.bisect_right(starts, t) - 1
+        if i < 0 or top[i].end < t:
+            return "(python)", "(python)"
+        starts, ops = self._all[tid]
+        j = bisect.bisect_right(starts, t) - 1
+        while j >= 0 and ops[j].end < t:  # the latest-starting op still open at t is the innermost
+            j -= 1
+        return top[i].name, ops[j].name
+
+
+def summarise(path: Path, gap_us: float = 1.0, top: int = 12) -> Summary:
+    """Read one trace and split its GPU idle time."""
+    events = load_events(path)
+    marks = [span(e) for e in events if e.get("cat") == "user_annotation" and
+             str(e.get("name", "")).startswith("ProfilerStep#")]
+    gpu = sorted((span(e) for e in events if e.get("cat") in GPU_CATEGORIES), key=lambda s: s.start)
+    if not marks or not gpu:
+        raise SystemExit(f"{path}: no ProfilerStep# marks or no GPU activity; is it a DDPBENCH_TRACE file "
+                         "from a GPU run?")
+    launches = {s.correlation: s for s in (span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES)
+                if s.correlation is not None}
+    host = HostOps([span(e) for e in events if e.get("cat") in ("cpu_op", "user_annotation")
+                    and not str(e.get("name", "")).startswith("ProfilerStep#")])
+
+    steps = len(marks)
+    summary = Summary(steps=steps, window_us=max(s.end for s in gpu) - gpu[0].start, busy_us=0.0)
+    for s in gpu:
+        summary.kernels[s.name] += 1
+    runtime: dict = defaultdict(lambda: [0, 0.0])
+    for s in (span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES):
+        entry = runtime[s.name]
+        entry[0] += 1
+        entry[1] += s.end - s.start
+    summary.runtime = {name: tuple(v) for name, v in runtime.items()}
+
+    busy_until, last = gpu[0].start, gpu[0]  # the GPU is busy until busy_until, with `last` ending last
+    largest = []
+    for s in gpu:
+        if s.start > busy_until:
+            idle = s.start - busy_until
+            launch = launches.get(s.correlation)
+            if idle >= gap_us and launch is not None and launch.start > busy_until:
+                # The GPU went idle before the host had launched this work: it waited for the host.
+                late = min(idle, launch.start - busy_until)
+                outer, inner = host.open_at(launch.tid, launch.start)
+                summary.host_late[outer] += late
+                summary.host_late_gaps[outer] += 1
+                op = outer if inner == outer else f"{outer} > {inner}"
+                summary.host_late_ops[op] += late
+                summary.queued_us += idle - late
+                largest.append((idle, last.name, s.name, op))
+            else:
+                summary.queued_us += idle
+        summary.busy_us += max(0.0, s.end - max(s.start, busy_until))
+        if s.end > busy_until:
+            busy_until, last = s.end, s
+    largest.sort(key=lambda g: -g[0])
+    summary.largest = largest[:top]
+    return summary
+
+
+def ms(us: float, steps: int) -> str:
+    return f"{us / steps / 1e3:.2f}"
+
+
+def short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
+    """Markdown tables, one column per trace."""
+    names = [p.name.split(".")[0] for p in paths]
+    head = "| | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n"
+    lines = ["## GPU time per step (ms)", "", head.rstrip("\n")]
+    rows = [
+        ("profiled steps", [str(s.steps) for s in summaries]),
+        ("window (first to last GPU work)", [ms(s.window_us, s.steps) for s in summaries]),
+        ("GPU busy", [ms(s.busy_us, s.steps) for s in summaries]),
+        ("GPU idle", [ms(s.window_us - s.busy_us, s.steps) for s in summaries]),
+        ("  of which host late (GPU waited for a launch)", [ms(sum(s.host_late.values()), s.steps) for s in summaries]),
+        ("  of which queued (launch latency, waits)", [ms(s.queued_us, s.steps) for s in summaries]),
+        ("GPU kernels, copies, memsets per step", [f"{sum(s.kernels.values()) / s.steps:.0f}" for s in summaries]),
+    ]
+    lines += [f"| {label} | " + " | ".join(vals) + " |" for label, vals in rows]
+
+    lines += ["", "## Host-late idle per step, by the outermost op around the late launch (ms, gaps)", "",
+              head.rstrip("\n")]
+    whos = Counter()
+    for s in summaries:
+        for who, us in s.host_late.items():
+            whos[who] = max(whos[who], us / s.steps)
+    for who, _ in whos.most_common(top):
+        vals = [f"{s.host_late.get(who, 0) / s.steps / 1e3:.3f} ({s.host_late_gaps.get(who, 0) / s.steps:.1f})"
+                for s in summaries]
+        lines.append(f"| {short(who)} | " + " | ".join(vals) + " |")
+
+    lines += ["", "## Host-late idle per step, by the innermost op around the late launch (ms)", "",
+              head.rstrip("\n")]
+    ops = Counter()
+    for s in summaries:
+        for op, us in s.host_late_ops.items():
+            ops[op] = max(ops[op], us / s.steps)
+    for op, _ in ops.most_common(top):
+        lines.append(f"| {short(op, 90)} | " + " | ".join(f"{s.host_late_ops.get(op, 0) / s.steps / 1e3:.3f}"
+                                                         for s in summaries) + " |")
+
+    lines += ["", "## CUDA runtime and driver calls per step (count, host ms)", "", head.rstrip("\n")]
+    calls = Counter()
+    for s in summaries:
+        for name, (_, us) in s.runtime.items():
+            calls[name] = max(calls[name], us / s.steps)
+    for name, _ in calls.most_common(top):
+        vals = []
+        for s in summaries:
+            count, us = s.runtime.get(name, (0, 0.0))
+            vals.append(f"{count / s.steps:.1f}, {us / s.steps / 1e3:.3f}")
+        lines.append(f"| {short(name)} | " + " | ".join(vals) + " |")
+
+    if len(summaries) == 2:
+        a, b = summaries
+        diff = {k: b.kernels.get(k, 0) / b.steps - a.kernels.get(k, 0) / a.steps for k in set(a.kernels) | set(b.kernels)}
+        changed = sorted(((k, d) for k, d in diff.items() if abs(d) >= 0.5), key=lambda kd: -abs(kd[1]))
+        lines += ["", f"## GPU work whose count per step differs ({names[1]} minus {names[0]})", ""]
+        if changed:
+            lines += ["| kernel | per step |", "|---|---:|"]
+            lines += [f"| {short(k, 90)} | {d:+.1f} |" for k, d in changed[:top]]
+        else:
+            lines.append("None: both run the same kernels, as often.")
+
+    for name, s in zip(names, summaries):
+        lines += ["", f"## Largest host-late gaps: {name} (whole window)", "",
+                  "| idle us | kernel before | kernel after | host was in |", "|---:|---|---|---|"]
+        lines += [f"| {idle:.0f} | {short(before, 40)} | {short(after, 40)} | {short(who, 50)} |"
+                  for idle, before, after, who in s.largest]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("traces", nargs="+", type=Path, help="one or two DDPBENCH_TRACE files (.json or .json.gz)")
+    parser.add_argument("--top", type=int, default=12, help="rows per table (default 12)")
+    parser.add_argument("--gap-us", type=float, default=1.0,
+                        help="shorter gaps count as queued, never as host late (default 1 us)")
+    args = parser.parse_args(argv)
+    if len(args.traces) > 2:
+        parser.error("give one or two traces")
+    for p in args.traces:
+        if not p.is_file():
+            parser.error(f"{p}: no such file")
+    summaries = [summarise(p, args.gap_us, args.top) for p in args.traces]
+    sys.stdout.write(report(args.traces, summaries, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
