@@ -14,6 +14,8 @@ import numpy as np
 import torch
 import torchvision
 
+from common.launcher import SELF_LAUNCH_VAR
+
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -105,6 +107,11 @@ def software() -> dict[str, object]:
     }
 
 
+def diagnostics(env) -> dict[str, str] | None:
+    """The DDPBENCH_* diagnostic switches that were set (the self-launch marker is none)."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith("DDPBENCH_") and k != SELF_LAUNCH_VAR} or None
+
+
 def environment(device: torch.device, gpu_names: list[str], hostnames: list[str], launcher: str,
                 slurm: dict[str, str] | None, started_utc: str, command: list[str]) -> dict[str, object]:
     """The `environment` section of a result (called on rank 0 after gathering)."""
@@ -128,5 +135,5 @@ def environment(device: torch.device, gpu_names: list[str], hostnames: list[str]
         "command": command,
         "started_utc": started_utc,
         "finished_utc": utc_now(),
-        "diagnostics": {k: v for k, v in sorted(os.environ.items()) if k.startswith("DDPBENCH_")} or None,
+        "diagnostics": diagnostics(os.environ),
     }
