@@ -8,11 +8,13 @@
 #   bash benchmarks/h200_matrix.sh host RESULTS_DIR       # where each runner's host time per step goes (cProfile)
 #   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it? (DELAYS_US)
 #   bash benchmarks/h200_matrix.sh idle RESULTS_DIR       # where Lightning's extra GPU idle time comes from (traces)
+#   bash benchmarks/h200_matrix.sh stream RESULTS_DIR     # each runner with the other's DDP stream (bf16, fp16)
+#   bash benchmarks/h200_matrix.sh stream-trace RESULTS_DIR  # traces of the swapped runs, vs the idle part's
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
 set -uo pipefail
-part=${1:?eager|compile|compile2|compile3|host|delay|idle}
+part=${1:?eager|compile|compile2|compile3|host|delay|idle|stream|stream-trace}
 out=${2:?results folder}
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -33,6 +35,17 @@ pair() {  # pair NAME ARGS...: native and Lightning twice, order N L L N
   run lightning_impl "lightning-$name-r1" "$@"
   run lightning_impl "lightning-$name-r2" "$@"
   run native "native-$name-r2" "$@"
+}
+
+stream_run() {  # stream_run N|L|Ns|Lc PRECISION ROUND: a runner with its own or the other's DDP stream
+  local p=$2 r=$3
+  local args=(--batch-size-per-device 256 --precision "$p" --channels-last)
+  case $1 in
+    N) run native "stream/native-$p-cl-b256-r$r" "${args[@]}" ;;
+    L) run lightning_impl "stream/lightning-$p-cl-b256-r$r" "${args[@]}" ;;
+    Ns) DDPBENCH_DDP_STREAM=side run native "stream/native-side-stream-$p-cl-b256-r$r" "${args[@]}" ;;
+    Lc) DDPBENCH_DDP_STREAM=current run lightning_impl "stream/lightning-current-stream-$p-cl-b256-r$r" "${args[@]}" ;;
+  esac
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
@@ -108,6 +121,27 @@ case $part in
     for us in 0 2000; do
       DDPBENCH_HOST_DELAY_US=$us run lightning_impl "host-delay/lightning-bf16-cl-b256-host-delay-$us" "${B256[@]}"
     done
+    ;;
+  stream)
+    # Lightning builds DDP on a side stream, native on the current one. Each runner also runs
+    # with the other's (DDPBENCH_DDP_STREAM); bf16 in the order N L Ns Lc Lc Ns L N, so that
+    # drift favours none, then one fp16 round.
+    mkdir -p "$out/stream"
+    for k in N L Ns Lc; do stream_run "$k" bf16 1; done
+    for k in Lc Ns L N; do stream_run "$k" bf16 2; done
+    for k in N L Ns Lc; do stream_run "$k" fp16 1; done
+    ;;
+  stream-trace)
+    # The swapped runs' traces, read against the idle part's traces of the runners' own way.
+    mkdir -p "$out/trace"
+    DDPBENCH_DDP_STREAM=side DDPBENCH_TRACE="$out/trace/native-side-stream-bf16-cl-b256.trace.json" \
+      run native trace/native-side-stream-bf16-cl-b256 "${B256[@]}" --profile-steps 3
+    DDPBENCH_DDP_STREAM=current DDPBENCH_TRACE="$out/trace/lightning_impl-current-stream-bf16-cl-b256.trace.json" \
+      run lightning_impl trace/lightning_impl-current-stream-bf16-cl-b256 "${B256[@]}" --profile-steps 3
+    "$python" benchmarks/trace_gaps.py "$out/trace/native-side-stream-bf16-cl-b256.trace.json" \
+      "$out/trace/lightning_impl-current-stream-bf16-cl-b256.trace.json" --top 15 \
+      | tee "$out/trace/trace-gaps-swapped-streams-bf16-cl-b256.md"
+    gzip -f "$out/trace/"*-stream-bf16-cl-b256.trace.json
     ;;
   host)
     # Diagnostic runs (cProfile slows Python): their result files go to a folder of their own,

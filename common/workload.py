@@ -6,8 +6,10 @@ optimizer are the same objects with the same numbers; only who calls what differ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -94,6 +96,37 @@ def ddp_kwargs(cfg: BenchConfig) -> dict[str, object]:
     if not cfg.broadcast_buffers:
         kwargs["broadcast_buffers"] = False
     return kwargs
+
+
+DDP_STREAM_VAR = "DDPBENCH_DDP_STREAM"
+DDP_STREAMS = ("current", "side")
+
+
+def ddp_stream(natural: str) -> str:
+    """The stream DDP is built on: DDPBENCH_DDP_STREAM if set, else the runner's own choice.
+
+    Lightning's DDPStrategy builds the wrapper under a fresh side stream ("side"); native builds
+    it on the current stream ("current"). DDP's reducer keeps every parameter's AccumulateGrad
+    node, and each node stays bound to the stream it was created on, so under "side" the
+    autograd engine runs every gradient accumulation on that stream, with an event record and a
+    stream wait per parameter. The switch (a diagnostic, recorded in the result) swaps one
+    runner's choice for the other's, to measure what that costs.
+    """
+    value = os.environ.get(DDP_STREAM_VAR) or natural
+    if value not in DDP_STREAMS:
+        raise UsageError(f"{DDP_STREAM_VAR}={value!r} is not one of {', '.join(DDP_STREAMS)}; "
+                         f"set it to one of them or unset it")
+    return value
+
+
+@contextlib.contextmanager
+def ddp_construction_stream(device: torch.device, natural: str) -> Iterator[None]:
+    """Build DDP inside this: a fresh side CUDA stream under "side", else the current stream."""
+    if ddp_stream(natural) == "side" and device.type == "cuda":
+        with torch.cuda.stream(torch.cuda.Stream(device)):
+            yield
+    else:
+        yield
 
 
 def compile_model(cfg: BenchConfig, model: torch.nn.Module) -> torch.nn.Module:

@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(problem)
         launch = launcher.detect(os.environ)
         launcher.validate(cfg, launch, os.environ)
+        workload.ddp_stream("current")  # a misspelt DDPBENCH_DDP_STREAM stops here, before any rank starts
         threads = workload.configure_threads(cfg.devices)
         prec = precision.resolve_precision(
             cfg.precision, cfg.accelerator, precision.local_bf16_support(cfg.accelerator, cfg.devices))
@@ -56,7 +57,17 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
     from lightning.pytorch.plugins.environments import SLURMEnvironment
     from lightning.pytorch.strategies import DDPStrategy
 
-    strategy = DDPStrategy(
+    strategy_class = DDPStrategy
+    if workload.ddp_stream(natural="side") == "current":
+        # Diagnostic (DDPBENCH_DDP_STREAM=current): build the wrapper on the current stream, as
+        # native does, instead of DDPStrategy's side stream; everything else is Lightning's own.
+        class CurrentStreamDDPStrategy(DDPStrategy):
+            def _setup_model(self, model):
+                return torch.nn.parallel.DistributedDataParallel(
+                    module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs)
+
+        strategy_class = CurrentStreamDDPStrategy
+    strategy = strategy_class(
         # DDP: process group -- handled by Trainer (DDPStrategy: NCCL/gloo, same timeout)
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),

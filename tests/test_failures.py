@@ -118,3 +118,14 @@ def test_bad_launcher_variables_get_one_line(env, message, tmp_path):
     last = proc.stderr.strip().splitlines()[-1]  # libgomp adds its own line for a bad OMP_NUM_THREADS
     assert last.startswith("native: error: ") and message in last
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning)])
+def test_a_misspelt_ddp_stream_switch_gets_one_line_and_no_result(module, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module(module, [*TINY, "--output", str(out)], timeout=PROMPT,
+                      env=clean_env(DDPBENCH_DDP_STREAM="sidestream"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"{module}: error: DDPBENCH_DDP_STREAM='sidestream' is not one of current, side; set it to one of them or unset it")
+    assert not out.exists()

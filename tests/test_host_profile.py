@@ -72,3 +72,16 @@ def test_host_delay_spins_inside_every_step(monkeypatch):
         hooks.after_step(step)
     steps = hooks.timer.summary().step_times_ms
     assert len(steps) == 2 and min(steps) >= 20  # the spin is inside the timed step
+
+
+@pytest.mark.parametrize("module,stream", [("native", "side"),
+                                           pytest.param("lightning_impl", "current", marks=needs_lightning)])
+def test_each_runner_runs_with_the_others_ddp_stream(module, stream, tmp_path):
+    # On CPUs there are no streams; this proves the swapped construction path runs and is recorded.
+    # Which stream the gradients accumulate on is checked on a GPU (tests/test_gpu.py).
+    out = tmp_path / "r.json"
+    proc = run_module(module, [*TINY, "--devices", "2", "--output", str(out)],
+                      env=clean_env(DDPBENCH_DDP_STREAM=stream))
+    assert proc.returncode == 0, proc.stderr
+    r = load_result(out)
+    assert r.environment.diagnostics == {"DDPBENCH_DDP_STREAM": stream} and r.parameters_synchronized
