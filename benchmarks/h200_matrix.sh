@@ -9,12 +9,13 @@
 #   bash benchmarks/h200_matrix.sh delay RESULTS_DIR      # does 1 or 2 ms of extra host work per step lengthen it? (DELAYS_US)
 #   bash benchmarks/h200_matrix.sh idle RESULTS_DIR       # where Lightning's extra GPU idle time comes from (traces)
 #   bash benchmarks/h200_matrix.sh stream RESULTS_DIR     # each runner with the other's DDP stream (bf16, fp16)
+#   bash benchmarks/h200_matrix.sh stream-compile RESULTS_DIR  # the same swap, compiled
 #   bash benchmarks/h200_matrix.sh stream-trace RESULTS_DIR  # traces of the swapped runs, vs the idle part's
 #
 # Every pair alternates the order (N L L N) so that drift in clocks or temperature
 # cannot favour one runner. A failed run is logged and the others go on.
 set -uo pipefail
-part=${1:?eager|compile|compile2|compile3|host|delay|idle|stream|stream-trace}
+part=${1:?eager|compile|compile2|compile3|host|delay|idle|stream|stream-compile|stream-trace}
 out=${2:?results folder}
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -37,9 +38,9 @@ pair() {  # pair NAME ARGS...: native and Lightning twice, order N L L N
   run native "native-$name-r2" "$@"
 }
 
-stream_run() {  # stream_run N|L|Ns|Lc PRECISION ROUND: a runner with its own or the other's DDP stream
+stream_run() {  # stream_run N|L|Ns|Lc PRECISION TAG [ARGS]: a runner with its own or the other's DDP stream
   local p=$2 r=$3
-  local args=(--batch-size-per-device 256 --precision "$p" --channels-last)
+  local args=(--batch-size-per-device 256 --precision "$p" --channels-last "${@:4}")
   case $1 in
     N) run native "stream/native-$p-cl-b256-r$r" "${args[@]}" ;;
     L) run lightning_impl "stream/lightning-$p-cl-b256-r$r" "${args[@]}" ;;
@@ -130,6 +131,11 @@ case $part in
     for k in N L Ns Lc; do stream_run "$k" bf16 1; done
     for k in Lc Ns L N; do stream_run "$k" bf16 2; done
     for k in N L Ns Lc; do stream_run "$k" fp16 1; done
+    ;;
+  stream-compile)
+    # The same swap, compiled (default mode), order N L Lc Ns.
+    mkdir -p "$out/stream"
+    for k in N L Lc Ns; do stream_run "$k" bf16 compile --compile --warmup-steps 20; done
     ;;
   stream-trace)
     # The swapped runs' traces, read against the idle part's traces of the runners' own way.
