@@ -42,10 +42,10 @@ stream_run() {  # stream_run N|L|Ns|Lc PRECISION TAG [ARGS]: a runner with its o
   local p=$2 r=$3
   local args=(--batch-size-per-device 256 --precision "$p" --channels-last "${@:4}")
   case $1 in
-    N) run native "stream/native-$p-cl-b256-r$r" "${args[@]}" ;;
-    L) run lightning_impl "stream/lightning-$p-cl-b256-r$r" "${args[@]}" ;;
-    Ns) DDPBENCH_DDP_STREAM=side run native "stream/native-side-stream-$p-cl-b256-r$r" "${args[@]}" ;;
-    Lc) DDPBENCH_DDP_STREAM=current run lightning_impl "stream/lightning-current-stream-$p-cl-b256-r$r" "${args[@]}" ;;
+    N) run native "stream/native-$p-cl-b256-$r" "${args[@]}" ;;
+    L) run lightning_impl "stream/lightning-$p-cl-b256-$r" "${args[@]}" ;;
+    Ns) DDPBENCH_DDP_STREAM=side run native "stream/native-side-stream-$p-cl-b256-$r" "${args[@]}" ;;
+    Lc) DDPBENCH_DDP_STREAM=current run lightning_impl "stream/lightning-current-stream-$p-cl-b256-$r" "${args[@]}" ;;
   esac
 }
 
@@ -128,9 +128,9 @@ case $part in
     # with the other's (DDPBENCH_DDP_STREAM); bf16 in the order N L Ns Lc Lc Ns L N, so that
     # drift favours none, then one fp16 round.
     mkdir -p "$out/stream"
-    for k in N L Ns Lc; do stream_run "$k" bf16 1; done
-    for k in Lc Ns L N; do stream_run "$k" bf16 2; done
-    for k in N L Ns Lc; do stream_run "$k" fp16 1; done
+    for k in N L Ns Lc; do stream_run "$k" bf16 r1; done
+    for k in Lc Ns L N; do stream_run "$k" bf16 r2; done
+    for k in N L Ns Lc; do stream_run "$k" fp16 r1; done
     ;;
   stream-compile)
     # The same swap, compiled (default mode), order N L Lc Ns.
