@@ -81,7 +81,10 @@ class GpuActivityProbe:
         """`gpu_activity` fields, or None when nothing was profiled."""
         if not self.count or self._prof is None:
             return None
-        kernels = [e for e in self._prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        # GPU work only: with host activity on (traces), record_function ranges such as
+        # ProfilerStep#N and DistributedDataParallel.forward also appear on the GPU timeline.
+        kernels = [e for e in self._prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
         intervals = [(e.time_range.start, e.time_range.end) for e in kernels]  # microseconds
         busy_ms = merged_length(intervals) / 1e3
         kernel_ms = sum(e.time_range.elapsed_us() for e in kernels) / 1e3

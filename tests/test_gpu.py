@@ -60,6 +60,8 @@ def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
     switches = {"DDPBENCH_TRACE": str(trace), **({"DDPBENCH_DDP_STREAM": stream} if stream else {})}
     proc = run_module(module, [*SMALL, "--output", str(tmp_path / "r.json")], env=clean_env(**switches), timeout=600)
     assert proc.returncode == 0, proc.stderr
+    activity = load_result(tmp_path / "r.json").gpu_activity  # GPU work only, no annotated ranges
+    assert 0 < activity.gpu_ms_per_step < activity.wall_ms_per_step and activity.gpu_busy_fraction < 1
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("cat") == "kernel" for e in events) and any(e.get("cat") == "cpu_op" for e in events)
     marks = sorted(e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
