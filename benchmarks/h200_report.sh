@@ -17,6 +17,15 @@ report defaults $d/native-defaults-r{1,2}.json $d/lightning-defaults-r{1,2}.json
 for p in fp32 tf32 fp16; do
   report "$p-cl-b256" "$d/native-$p-cl-b256.json" "$d/lightning-$p-cl-b256.json"
 done
+# Each runner with its own DDP stream and with the other's (the `stream` and `stream-compile` parts).
+s=$d/stream
+report stream-bf16-own $s/native-bf16-cl-b256-r{1,2}.json $s/lightning-bf16-cl-b256-r{1,2}.json
+report stream-bf16-both-current $s/native-bf16-cl-b256-r{1,2}.json $s/lightning-current-stream-bf16-cl-b256-r{1,2}.json
+report stream-bf16-both-side $s/native-side-stream-bf16-cl-b256-r{1,2}.json $s/lightning-bf16-cl-b256-r{1,2}.json
+report stream-fp16-own $s/native-fp16-cl-b256-r1.json $s/lightning-fp16-cl-b256-r1.json
+report stream-fp16-both-current $s/native-fp16-cl-b256-r1.json $s/lightning-current-stream-fp16-cl-b256-r1.json
+report stream-compile-own $s/native-bf16-cl-b256-compile.json $s/lightning-bf16-cl-b256-compile.json
+report stream-compile-both-current $s/native-bf16-cl-b256-compile.json $s/lightning-current-stream-bf16-cl-b256-compile.json
 # Where each runner's host time per step goes (cProfile dumps of the `host` part).
 "$PY" benchmarks/host_profile.py $d/pyprofile/native-bf16-cl-b256.pstats $d/pyprofile/lightning_impl-bf16-cl-b256.pstats \
   --top 25 > $d/host-profile-bf16-cl-b256.md
