@@ -57,5 +57,18 @@ def title_of(runs: Sequence[Run]) -> str:
     gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
     batch = (f"{first['batch_size_per_device']} images/GPU" if first["batch_mode"] == "fixed_per_device"
              else f"global batch {first['global_batch_size']}")
-    return (f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
-            f"channels_last {show(first['channels_last'])} · compile {show(first['compile'])}")
+    title = (f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
+             f"channels_last {show(first['channels_last'])} · compile {show(first['compile'])}")
+    return title + diagnostics_note(runs)
+
+
+def diagnostics_note(runs: Sequence[Run]) -> str:
+    """" · diagnostic: lightning DDPBENCH_X=v" when runs used diagnostic switches, else ""."""
+    used: dict[str, dict[str, str]] = {}
+    for run in runs:
+        environment = getattr(run.result, "environment", None)  # the originals' results have none
+        for key, value in ((environment.diagnostics or {}) if environment else {}).items():
+            used.setdefault(run.implementation, {})[key] = value
+    parts = [f"{impl} " + ", ".join(f"{k}={v}" for k, v in sorted(switches.items()))
+             for impl, switches in sorted(used.items())]
+    return " · diagnostic: " + "; ".join(parts) if parts else ""

@@ -175,6 +175,9 @@ def test_a_run_with_a_diagnostic_switch_is_warned_as_no_measurement(tmp_path: Pa
     report = report_of(capsys, write(tmp_path / "n.json", result), clean)
     assert report["warnings"] == ["n.json: ran with diagnostic switches (DDPBENCH_HOST_DELAY_US=2000):"
                                   " a diagnosis, not a measurement"]
+    # and the title (which heads the plot too) says so, per implementation
+    assert report["title"].endswith(" · compile no · diagnostic: native DDPBENCH_HOST_DELAY_US=2000")
+    assert "diagnostic" not in report_of(capsys, clean)["title"]
 
 
 def test_per_step_sigterm_sync_of_lightning_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
