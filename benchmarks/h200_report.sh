@@ -29,3 +29,11 @@ report stream-compile-both-current $s/native-bf16-cl-b256-compile.json $s/lightn
 # Where each runner's host time per step goes (cProfile dumps of the `host` part).
 "$PY" benchmarks/host_profile.py $d/pyprofile/native-bf16-cl-b256.pstats $d/pyprofile/lightning_impl-bf16-cl-b256.pstats \
   --top 25 > $d/host-profile-bf16-cl-b256.md
+# The traces' summaries (the `idle` and `stream-trace` parts wrote them first; ties now sort by name).
+t=$d/trace
+"$PY" benchmarks/trace_gaps.py $t/native-bf16-cl-b256.trace.json.gz $t/lightning_impl-bf16-cl-b256.trace.json.gz \
+  --top 15 > $t/trace-gaps-bf16-cl-b256.md
+"$PY" benchmarks/trace_gaps.py $t/native-fp16-cl-b256.trace.json.gz $t/lightning_impl-fp16-cl-b256.trace.json.gz \
+  --top 15 > $t/trace-gaps-fp16-cl-b256.md
+"$PY" benchmarks/trace_gaps.py $t/native-side-stream-bf16-cl-b256.trace.json.gz \
+  $t/lightning_impl-current-stream-bf16-cl-b256.trace.json.gz --top 15 > $t/trace-gaps-swapped-streams-bf16-cl-b256.md

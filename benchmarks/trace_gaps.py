@@ -172,6 +172,15 @@ def short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
+def ranked(summaries: list[Summary], times, top: int) -> list[str]:
+    """The `top` keys of times(summary) (key -> us), by their largest time per step in any trace."""
+    best: Counter = Counter()
+    for s in summaries:
+        for key, us in times(s).items():
+            best[key] = max(best[key], us / s.steps)
+    return [key for key, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+
+
 def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
     """Markdown tables, one column per trace."""
     names = [p.name.split(".")[0] for p in paths]
@@ -190,31 +199,19 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
 
     lines += ["", "## Host-late idle per step, by the outermost op around the late launch (ms, gaps)", "",
               head.rstrip("\n")]
-    whos = Counter()
-    for s in summaries:
-        for who, us in s.host_late.items():
-            whos[who] = max(whos[who], us / s.steps)
-    for who, _ in whos.most_common(top):
+    for who in ranked(summaries, lambda s: s.host_late, top):
         vals = [f"{s.host_late.get(who, 0) / s.steps / 1e3:.3f} ({s.host_late_gaps.get(who, 0) / s.steps:.1f})"
                 for s in summaries]
         lines.append(f"| {short(who)} | " + " | ".join(vals) + " |")
 
     lines += ["", "## Host-late idle per step, by the innermost op around the late launch (ms)", "",
               head.rstrip("\n")]
-    ops = Counter()
-    for s in summaries:
-        for op, us in s.host_late_ops.items():
-            ops[op] = max(ops[op], us / s.steps)
-    for op, _ in ops.most_common(top):
+    for op in ranked(summaries, lambda s: s.host_late_ops, top):
         lines.append(f"| {short(op, 90)} | " + " | ".join(f"{s.host_late_ops.get(op, 0) / s.steps / 1e3:.3f}"
                                                          for s in summaries) + " |")
 
     lines += ["", "## CUDA runtime and driver calls per step (count, host ms)", "", head.rstrip("\n")]
-    calls = Counter()
-    for s in summaries:
-        for name, (_, us) in s.runtime.items():
-            calls[name] = max(calls[name], us / s.steps)
-    for name, _ in calls.most_common(top):
+    for name in ranked(summaries, lambda s: {name: us for name, (_, us) in s.runtime.items()}, top):
         vals = []
         for s in summaries:
             count, us = s.runtime.get(name, (0, 0.0))
@@ -224,7 +221,7 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
     if len(summaries) == 2:
         a, b = summaries
         diff = {k: b.kernels.get(k, 0) / b.steps - a.kernels.get(k, 0) / a.steps for k in set(a.kernels) | set(b.kernels)}
-        changed = sorted(((k, d) for k, d in diff.items() if abs(d) >= 0.5), key=lambda kd: -abs(kd[1]))
+        changed = sorted(((k, d) for k, d in diff.items() if abs(d) >= 0.5), key=lambda kd: (-abs(kd[1]), kd[0]))
         lines += ["", f"## GPU work whose count per step differs ({names[1]} minus {names[0]})", ""]
         if changed:
             lines += ["| kernel | per step |", "|---|---:|"]
