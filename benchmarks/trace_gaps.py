@@ -116,23 +116,21 @@ class HostOps:
 def summarise(path: Path, gap_us: float = 1.0, top: int = 12) -> Summary:
     """Read one trace and split its GPU idle time."""
     events = load_events(path)
-    marks = [span(e) for e in events if e.get("cat") == "user_annotation" and
-             str(e.get("name", "")).startswith("ProfilerStep#")]
+    annotated = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
+    is_mark = [e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+               for e in annotated]
     gpu = sorted((span(e) for e in events if e.get("cat") in GPU_CATEGORIES), key=lambda s: s.start)
-    if not marks or not gpu:
+    if not any(is_mark) or not gpu:
         raise SystemExit(f"{path}: no ProfilerStep# marks or no GPU activity; is it a DDPBENCH_TRACE file "
                          "from a GPU run?")
-    launches = {s.correlation: s for s in (span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES)
-                if s.correlation is not None}
-    host = HostOps([span(e) for e in events if e.get("cat") in ("cpu_op", "user_annotation")
-                    and not str(e.get("name", "")).startswith("ProfilerStep#")])
+    calls = [span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES]  # runtime and driver calls
+    launches = {s.correlation: s for s in calls if s.correlation is not None}
+    host = HostOps([span(e) for e, mark in zip(annotated, is_mark) if not mark])
 
-    steps = len(marks)
-    summary = Summary(steps=steps, window_us=max(s.end for s in gpu) - gpu[0].start, busy_us=0.0)
-    for s in gpu:
-        summary.kernels[s.name] += 1
+    summary = Summary(steps=sum(is_mark), window_us=max(s.end for s in gpu) - gpu[0].start, busy_us=0.0,
+                      kernels=Counter(s.name for s in gpu))
     runtime: dict = defaultdict(lambda: [0, 0.0])
-    for s in (span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES):
+    for s in calls:
         entry = runtime[s.name]
         entry[0] += 1
         entry[1] += s.end - s.start
