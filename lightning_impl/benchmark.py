@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(problem)
         launch = launcher.detect(os.environ)
         launcher.validate(cfg, launch, os.environ)
-        workload.ddp_stream("current")  # a misspelt DDPBENCH_DDP_STREAM stops here, before any rank starts
+        workload.ddp_stream("side")  # a misspelt DDPBENCH_DDP_STREAM stops here, before any rank starts
         threads = workload.configure_threads(cfg.devices)
         prec = precision.resolve_precision(
             cfg.precision, cfg.accelerator, precision.local_bf16_support(cfg.accelerator, cfg.devices))
