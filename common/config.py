@@ -23,6 +23,11 @@ PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 SGD_IMPLEMENTATIONS = ("auto", "foreach", "fused", "for-loop")
+DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
+MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
+# BenchConfig field -> its option, for the diagnostic options (recorded in environment.diagnostics).
+DIAGNOSTIC_OPTIONS = {"ddp_stream": "--ddp-stream", "host_delay_us": "--host-delay-us",
+                      "pyprofile": "--pyprofile", "trace": "--trace"}
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
 # Smallest input each architecture family accepts (five stride-2 stages, or Inception's stem).
 MIN_IMAGE_SIZE = 32
@@ -61,6 +66,12 @@ class BenchConfig:
     broadcast_buffers: bool = True
     timeout: float = 300.0  # process-group timeout, seconds
     profile_steps: int = 5  # profiled steps after the timed region (GPU only; 0 = off)
+    barebones: bool = True  # Trainer(barebones=True); False turns its services on (Trainer arm only)
+    # Diagnostics: a run with any of these set is a diagnosis, not a measurement (DIAGNOSTIC_OPTIONS)
+    ddp_stream: str = "auto"  # auto | current | side: the stream DDP's wrapper is built on
+    host_delay_us: int = 0  # host spin at the start of every step, microseconds
+    pyprofile: Path | None = None  # cProfile stats of the timed steps (rank 0)
+    trace: Path | None = None  # Chrome trace of the profiled steps (rank 0, GPU only)
     output: Path | None = None
     overwrite_output: bool = False
     verbose: bool = False
@@ -96,8 +107,16 @@ class BenchConfig:
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict of every option (paths as strings)."""
         out = dataclasses.asdict(self)
-        out["output"] = str(self.output) if self.output is not None else None
+        for name in ("output", "pyprofile", "trace"):
+            out[name] = str(out[name]) if out[name] is not None else None
         return out
+
+    def diagnostics(self) -> dict[str, str]:
+        """{option: value} for each diagnostic option that differs from its default."""
+        default = BenchConfig()
+        return {flag: str(getattr(self, name)) for name, flag in DIAGNOSTIC_OPTIONS.items()
+                if getattr(self, name) != getattr(default, name)}
+
 
 
 class _Parser(argparse.ArgumentParser):
@@ -182,14 +201,52 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     ddp.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=d.broadcast_buffers,
                      help="broadcast BatchNorm buffers from rank 0 before each forward")
 
+    trainer = p.add_argument_group("Lightning Trainer")
+    trainer.add_argument("--barebones", action=argparse.BooleanOptionalAction, default=d.barebones,
+                         help="Trainer(barebones=True); --no-barebones turns on the progress bar, model"
+                              " summary, logger and checkpointing (Trainer only: native and Fabric refuse it)")
+
+    _add_diagnostic_options(p, d)
+
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, default=None, metavar="PATH",
                      help="JSON result written by global rank 0 (default: none; a summary is always printed)"
                           "%(default).0s")
-    out.add_argument("--overwrite-output", action="store_true", help="allow replacing an existing --output file")
+    out.add_argument("--overwrite-output", action="store_true",
+                     help="allow replacing existing --output, --pyprofile and --trace files")
     out.add_argument("--verbose", action="store_true",
                      help="tracebacks for errors, framework warnings and per-rank messages")
     return p
+
+
+def _microseconds(text: str) -> int:
+    """argparse type for --host-delay-us: a whole number of microseconds."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"takes whole microseconds, e.g. 2000 for 2 ms; got {text!r}")
+    return int(text)
+
+
+def _add_diagnostic_options(p: argparse.ArgumentParser, d: BenchConfig) -> None:
+    """The diagnostic options: each changes what a run does, to find out where time goes."""
+    diag = p.add_argument_group(
+        "diagnostics", "a run with any of these is a diagnosis, not a measurement: the result"
+        " lists them in environment.diagnostics and compare warns about it")
+    diag.add_argument("--ddp-stream", choices=DDP_STREAMS, default=d.ddp_stream,
+                      help="CUDA stream the DDP wrapper is built on: auto = the runner's own (native"
+                           " current; Fabric and Trainer side, as DDPStrategy does); current or side"
+                           " swaps one runner's choice for the other's")
+    diag.add_argument("--host-delay-us", type=_microseconds, default=d.host_delay_us, metavar="N",
+                      help="the host spins N microseconds at the start of every step, standing in for"
+                           " per-step framework work; 0 = off")
+    diag.add_argument("--pyprofile", type=Path, default=None, metavar="FILE",
+                      help="global rank 0 runs the timed steps under cProfile and writes the stats to FILE"
+                           " (read with python -m benchmarks.host_profile; slows every Python call)"
+                           " (default: none)%(default).0s")
+    diag.add_argument("--trace", type=Path, default=None, metavar="FILE",
+                      help="global rank 0 writes a Chrome trace (host and GPU) of the --profile-steps"
+                           " steps to FILE, .json or .json.gz (GPU only; read with"
+                           " python -m benchmarks.trace_gaps) (default: none)%(default).0s")
 
 
 def parse(argv: list[str] | None, prog: str) -> BenchConfig:
@@ -245,7 +302,33 @@ def validate(cfg: BenchConfig) -> None:
     if cfg.compile_mode != "default" and not cfg.compile:
         raise UsageError(f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile")
     _validate_arch(cfg.arch)
-    _validate_output(cfg.output, cfg.overwrite_output)
+    _validate_output(cfg.output, cfg.overwrite_output, cfg.pyprofile or cfg.trace)
+    validate_diagnostics(cfg)
+
+
+def validate_diagnostics(cfg: BenchConfig) -> None:
+    """The diagnostic options: a host delay in range, and per-run files checked like --output."""
+    if not 0 <= cfg.host_delay_us <= MAX_HOST_DELAY_US:
+        raise UsageError(f"--host-delay-us must be from 0 to {MAX_HOST_DELAY_US} (10 s),"
+                         f" got {cfg.host_delay_us}")
+    if cfg.trace is not None and cfg.accelerator != "gpu":
+        raise UsageError("--trace records the profiled steps, which run on GPUs only;"
+                         " drop --trace or use --accelerator gpu")
+    if cfg.trace is not None and cfg.profile_steps == 0:
+        raise UsageError("--trace records the --profile-steps steps; give --profile-steps 1 or more")
+    if cfg.pyprofile is not None:
+        _validate_file("--pyprofile", cfg.pyprofile, cfg.overwrite_output, example="rank0.pstats")
+    if cfg.trace is not None:
+        _validate_file("--trace", cfg.trace, cfg.overwrite_output, example="rank0.trace.json.gz")
+    files = {"--output": cfg.output, "--pyprofile": cfg.pyprofile, "--trace": cfg.trace}
+    seen: dict[Path, str] = {}
+    for flag, path in files.items():
+        if path is None:
+            continue
+        where = path.resolve()
+        if where in seen:
+            raise UsageError(f"{flag} {path} is the same file as {seen[where]}; give each its own path")
+        seen[where] = flag
 
 
 def _validate_arch(arch: str) -> None:
@@ -259,18 +342,23 @@ def _validate_arch(arch: str) -> None:
         raise UsageError(f"--arch {arch!r} is not a torchvision classification model{hint}")
 
 
-def _validate_output(output: Path | None, overwrite: bool) -> None:
+def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:
     """The result path must be writable, new (or --overwrite-output), and not a folder."""
     if output is None:
-        if overwrite:
-            raise UsageError("--overwrite-output needs --output PATH")
+        if overwrite and other_files is None:
+            raise UsageError("--overwrite-output needs --output PATH (or --pyprofile or --trace FILE)")
         return
-    if output.is_dir():
-        raise UsageError(f"--output {output} is a folder; give a file path such as {output / 'result.json'}")
-    parent = output.parent if str(output.parent) else Path(".")
+    _validate_file("--output", output, overwrite, example="result.json")
+
+
+def _validate_file(flag: str, path: Path, overwrite: bool, example: str = "FILE") -> None:
+    """A file a run writes: in a writable folder, not a folder, new unless --overwrite-output."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a folder; give a file path such as {path / example}")
+    parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise UsageError(f"--output folder {parent} does not exist; create it first (mkdir -p {parent})")
+        raise UsageError(f"{flag} folder {parent} does not exist; create it first (mkdir -p {parent})")
     if not os.access(parent, os.W_OK):
-        raise UsageError(f"--output folder {parent} is not writable")
-    if output.exists() and not overwrite:
-        raise UsageError(f"--output {output} already exists; choose another path or add --overwrite-output")
+        raise UsageError(f"{flag} folder {parent} is not writable")
+    if path.exists() and not overwrite:
+        raise UsageError(f"{flag} {path} already exists; choose another path or add --overwrite-output")

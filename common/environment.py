@@ -8,13 +8,15 @@ import os
 import platform
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import torch
 import torchvision
 
-from common.launcher import SELF_LAUNCH_VAR
+from common.config import BenchConfig
+from common.steps import FAULT_VAR
 
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,13 +109,18 @@ def software() -> dict[str, object]:
     }
 
 
-def diagnostics(env) -> dict[str, str] | None:
-    """The DDPBENCH_* diagnostic switches that were set (the self-launch marker is none)."""
-    return {k: v for k, v in sorted(env.items()) if k.startswith("DDPBENCH_") and k != SELF_LAUNCH_VAR} or None
+def diagnostics(cfg: BenchConfig, env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """{option: value} of the diagnostic options given, plus the test-only fault switch if set."""
+    env = os.environ if env is None else env
+    found = cfg.diagnostics()
+    if env.get(FAULT_VAR):
+        found[FAULT_VAR] = env[FAULT_VAR]
+    return found or None
 
 
 def environment(device: torch.device, gpu_names: list[str], hostnames: list[str], launcher: str,
-                slurm: dict[str, str] | None, started_utc: str, command: list[str]) -> dict[str, object]:
+                slurm: dict[str, str] | None, started_utc: str, command: list[str], *,
+                diagnostics: dict[str, str] | None) -> dict[str, object]:
     """The `environment` section of a result (called on rank 0 after gathering)."""
     commit, dirty = git_state()
     memory = None
@@ -135,5 +142,5 @@ def environment(device: torch.device, gpu_names: list[str], hostnames: list[str]
         "command": command,
         "started_utc": started_utc,
         "finished_utc": utc_now(),
-        "diagnostics": diagnostics(os.environ),
+        "diagnostics": diagnostics,
     }

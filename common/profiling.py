@@ -7,8 +7,8 @@ profiler adds a little host work per kernel launch, so in a host-bound run the b
 is a slight under-estimate; a fraction well under 1 still means the host sets the pace, and
 per-step framework cost then shows up directly in the step time.
 
-DDPBENCH_TRACE=FILE (a diagnostic) also records host activity in that window and writes a
-Chrome trace of rank 0 to FILE (open it in Perfetto; `benchmarks/trace_gaps.py` summarises it):
+`--trace FILE` (a diagnostic) also records host activity in that window and writes a Chrome
+trace of rank 0 to FILE (open it in Perfetto; `python -m benchmarks.trace_gaps` summarises it):
 where in a step the GPU waits, and on what. Each profiled step is marked `ProfilerStep#N`, as
 torch's own profiler schedule marks them. Host activity costs more profiler work per op, so
 that run's busy fraction is lower.
@@ -16,14 +16,29 @@ that run's busy fraction is lower.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from common.result import HOST_BOUND_BELOW
 
-TRACE_VAR = "DDPBENCH_TRACE"
+
+
+def write_atomically(path: Path, write: Callable[[str], object]) -> None:
+    """Call write(temporary path) beside `path`, then rename: no half-written or damaged file.
+
+    The temporary name keeps `path`'s ending, so a writer that compresses `.gz` still does.
+    """
+    partial = path.with_name(f".partial-{os.getpid()}-{path.name}")
+    try:
+        write(str(partial))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -44,7 +59,8 @@ def merged_length(intervals: list[tuple[float, float]]) -> float:
 class GpuActivityProbe:
     """Profiles steps first..first+count-1 on a GPU; `summary()` gives the result fields."""
 
-    def __init__(self, first_step: int, count: int, device: torch.device, trace_path: str | None = None) -> None:
+    def __init__(self, first_step: int, count: int, device: torch.device,
+                 trace_path: Path | None = None) -> None:
         self.first = first_step
         self.trace_path = trace_path  # a Chrome trace with host activity too (diagnostic)
         self.count = count  # 0 on CPU runs: planned_steps() plans profiled steps on GPUs only
@@ -75,7 +91,7 @@ class GpuActivityProbe:
             self._wall = time.perf_counter() - self._wall
             self._prof.__exit__(None, None, None)
             if self.trace_path:
-                self._prof.export_chrome_trace(self.trace_path)
+                write_atomically(self.trace_path, self._prof.export_chrome_trace)
 
     def summary(self) -> dict[str, object] | None:
         """`gpu_activity` fields, or None when nothing was profiled."""

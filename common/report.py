@@ -92,6 +92,7 @@ def build_result(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor,
     env = environment.environment(
         run.device, [r["device_name"] for r in records], [r["hostname"] for r in records],
         run.launcher, run.slurm, run.started_utc, run.command,
+        diagnostics=environment.diagnostics(cfg),
     )
     lightning = run.lightning
     return Result(

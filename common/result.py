@@ -144,8 +144,9 @@ class Environment(_Strict):
     command: list[str]
     started_utc: str
     finished_utc: str
-    # DDPBENCH_* diagnostic switches that were set (cProfile, host spin, trace, faults): such a
-    # run is a diagnosis, not a measurement. None when none was set (and in older files).
+    # Diagnostic options that were set, {option: value} (cProfile, host spin, trace, DDP stream;
+    # also the test-only DDPBENCH_FAULT): such a run is a diagnosis, not a measurement. None when
+    # none was set. Older files name the environment variables (DDPBENCH_X) the options replaced.
     diagnostics: dict[str, str] | None = None
 
 

@@ -7,13 +7,13 @@
 Steps 0..W-1 warm up, W..W+T-1 are timed, then P steps are profiled (GPU only). The fault
 switch exists for the failure tests: DDPBENCH_FAULT="rank=1,step=2,kind=raise|exit|kill|hang".
 
-DDPBENCH_PYPROFILE=FILE is a diagnostic: rank 0 runs the timed steps under cProfile and dumps
-the stats to FILE (`benchmarks/host_profile.py` compares two such files). cProfile slows every
-Python call, so that run's timings are not a measurement; its call counts and the split of host
-time between torch, the framework and the suite are what it is for.
+`--pyprofile FILE` is a diagnostic: global rank 0 runs the timed steps under cProfile and
+writes the stats to FILE (`python -m benchmarks.host_profile` compares two such files). cProfile
+slows every Python call, so that run's timings are not a measurement; its call counts and the
+split of host time between torch, the framework and the suite are what it is for.
 
-DDPBENCH_HOST_DELAY_US=N is a diagnostic too: the host spins N microseconds at the start of
-every step (inside the timed region, after the step boundary), standing in for a framework's
+`--host-delay-us N` is a diagnostic too: the host spins N microseconds at the start of every
+step (inside the timed region, after the step boundary), standing in for a framework's
 per-step host work. Whether it lengthens the step says whether the host sets the pace.
 """
 
@@ -29,12 +29,10 @@ from collections.abc import Callable
 import torch
 
 from common.config import BenchConfig
-from common.profiling import TRACE_VAR, GpuActivityProbe
+from common.profiling import GpuActivityProbe, write_atomically
 from common.timing import StepTimer
 
-FAULT_VAR = "DDPBENCH_FAULT"
-PYPROFILE_VAR = "DDPBENCH_PYPROFILE"
-HOST_DELAY_VAR = "DDPBENCH_HOST_DELAY_US"
+FAULT_VAR = "DDPBENCH_FAULT"  # test-only, so an environment variable rather than an option
 
 
 def spin(seconds: float) -> None:
@@ -83,16 +81,16 @@ class StepHooks:
         self.timer = StepTimer(cfg.warmup_steps, cfg.steps, device)
         self.total_steps = planned_steps(cfg)
         timed_end = cfg.warmup_steps + cfg.steps
-        trace = os.environ.get(TRACE_VAR) if rank == 0 else None
+        trace = cfg.trace if rank == 0 else None
         self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device, trace)
         self._warmup = cfg.warmup_steps
         self._rank = rank
         self._say = say
         self._fault = parse_fault(os.environ.get(FAULT_VAR), rank)
         self._timed_end = timed_end
-        self._pyprofile_path = os.environ.get(PYPROFILE_VAR) if rank == 0 and cfg.steps else None
+        self._pyprofile_path = cfg.pyprofile if rank == 0 else None
         self._pyprofile: cProfile.Profile | None = None
-        self._host_delay = float(os.environ.get(HOST_DELAY_VAR) or 0) / 1e6
+        self._host_delay = cfg.host_delay_us / 1e6
 
     def before_step(self, step: int) -> None:
         """Call before step `step` starts."""
@@ -112,7 +110,7 @@ class StepHooks:
         """Call after step `step` has been issued (optimizer step included)."""
         if self._pyprofile is not None and step == self._timed_end - 1:
             self._pyprofile.disable()
-            self._pyprofile.dump_stats(self._pyprofile_path)
+            write_atomically(self._pyprofile_path, self._pyprofile.dump_stats)
             self._pyprofile = None
         self.timer.after_step(step)
         self.probe.after_step(step)

@@ -63,7 +63,11 @@ def title_of(runs: Sequence[Run]) -> str:
 
 
 def diagnostics_note(runs: Sequence[Run]) -> str:
-    """" · diagnostic: lightning DDPBENCH_X=v" when runs used diagnostic switches, else ""."""
+    """" · diagnostic: lightning --host-delay-us=2000" when runs used diagnostic options, else "".
+
+    Option names read as a command line (`--option=value` is valid argparse); results written
+    before the options existed name the environment variables instead (DDPBENCH_X=v).
+    """
     used: dict[str, dict[str, str]] = {}
     for run in runs:
         environment = getattr(run.result, "environment", None)  # the originals' results have none

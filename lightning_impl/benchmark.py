@@ -44,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(problem)
         launch = launcher.detect(os.environ)
         launcher.validate(cfg, launch, os.environ)
-        workload.ddp_stream("side")  # a misspelt DDPBENCH_DDP_STREAM stops here, before any rank starts
         threads = workload.configure_threads(cfg.devices)
         prec = precision.resolve_precision(
             cfg.precision, cfg.accelerator, precision.local_bf16_support(cfg.accelerator, cfg.devices))
@@ -58,8 +57,8 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
     from lightning.pytorch.strategies import DDPStrategy
 
     strategy_class = DDPStrategy
-    if workload.ddp_stream(natural="side") == "current":
-        # Diagnostic (DDPBENCH_DDP_STREAM=current): build the wrapper on the current stream, as
+    if workload.ddp_stream(cfg, natural="side") == "current":
+        # Diagnostic (--ddp-stream current): build the wrapper on the current stream, as
         # native does, instead of DDPStrategy's side stream; everything else is Lightning's own.
         class CurrentStreamDDPStrategy(DDPStrategy):
             def _setup_model(self, model):

@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_usage_error(PROG, cfg.verbose):
         launch = launcher.detect(os.environ)
         launcher.validate(cfg, launch, os.environ)
-        workload.ddp_stream("current")  # a misspelt DDPBENCH_DDP_STREAM stops here, before any rank starts
         threads = workload.configure_threads(cfg.devices)
         prec = precision.resolve_precision(
             cfg.precision, cfg.accelerator, precision.local_bf16_support(cfg.accelerator, cfg.devices))
@@ -72,8 +71,8 @@ def build(cfg: config.BenchConfig, device: torch.device, prec: precision.Precisi
     """Model on its device inside DDP, the optimizer, and the gradient scaler for fp16."""
     model = workload.compile_model(cfg, workload.build_model(cfg)).to(device)
     # DDP: model wrapper -- the same keyword arguments Lightning's DDPStrategy receives, built
-    # on the current stream (Lightning uses a side stream; DDPBENCH_DDP_STREAM=side mirrors it)
-    with workload.ddp_construction_stream(device, natural="current"):
+    # on the current stream (Lightning uses a side stream; --ddp-stream side mirrors it)
+    with workload.ddp_construction_stream(device, cfg, natural="current"):
         ddp_model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, **workload.ddp_kwargs(cfg))
     optimizer = workload.build_optimizer(cfg, ddp_model.parameters())
