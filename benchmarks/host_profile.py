@@ -1,8 +1,8 @@
 """Where does each runner's host time per step go? Compares two cProfile dumps of the timed steps.
 
-    DDPBENCH_PYPROFILE=/tmp/native.pstats python -m native ARGS --output /tmp/n.json
-    DDPBENCH_PYPROFILE=/tmp/lightning.pstats python -m lightning_impl ARGS --output /tmp/l.json
-    python benchmarks/host_profile.py /tmp/native.pstats /tmp/lightning.pstats [--top 15]
+    python -m native ARGS --pyprofile /tmp/native.pstats --output /tmp/n.json
+    python -m lightning_impl ARGS --pyprofile /tmp/lightning.pstats --output /tmp/l.json
+    python -m benchmarks.host_profile /tmp/native.pstats /tmp/lightning.pstats [--top 15]
 
 Each dump covers exactly the timed steps of rank 0 (`common/steps.py`); the step count is read
 from the dump (calls of StepHooks.after_step). Per step it prints the Python calls and the host
@@ -47,7 +47,7 @@ def load(path: str) -> tuple[dict, int]:
     stats = pstats.Stats(path).stats  # (file, line, func) -> (primitive calls, calls, tottime, cumtime, callers)
     steps = [nc for (file, _, func), (_, nc, *_) in stats.items() if func == "after_step" and file.endswith("steps.py")]
     if not steps or steps[0] < 1:
-        raise SystemExit(f"{path}: no StepHooks.after_step calls; is it a DDPBENCH_PYPROFILE dump?")
+        raise SystemExit(f"{path}: no StepHooks.after_step calls; is it a --pyprofile dump?")
     return stats, steps[0]
 
 

@@ -1,8 +1,8 @@
 """Where and why does the GPU wait? Summarises one or two Chrome traces of the profiled steps.
 
-    DDPBENCH_TRACE=/tmp/native.trace.json python -m native ARGS --output /tmp/n.json
-    DDPBENCH_TRACE=/tmp/lightning.trace.json python -m lightning_impl ARGS --output /tmp/l.json
-    python benchmarks/trace_gaps.py /tmp/native.trace.json /tmp/lightning.trace.json [--top 12]
+    python -m native ARGS --trace /tmp/native.trace.json.gz --output /tmp/n.json
+    python -m lightning_impl ARGS --trace /tmp/lightning.trace.json.gz --output /tmp/l.json
+    python -m benchmarks.trace_gaps /tmp/native.trace.json.gz /tmp/lightning.trace.json.gz [--top 12]
 
 A trace (`common/profiling.py`) covers rank 0's profiled steps, each marked `ProfilerStep#N`.
 Per step this prints the GPU's busy and idle time and splits every gap between kernels by who
@@ -72,7 +72,7 @@ def load_events(path: Path) -> list[dict]:
         raise SystemExit(f"{path}: not a readable Chrome trace ({exc})") from None
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
-        raise SystemExit(f"{path}: no traceEvents list; is it a DDPBENCH_TRACE file?")
+        raise SystemExit(f"{path}: no traceEvents list; is it a --trace file?")
     return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
 
 
@@ -121,7 +121,7 @@ def summarise(path: Path, gap_us: float = 1.0, top: int = 12) -> Summary:
                for e in annotated]
     gpu = sorted((span(e) for e in events if e.get("cat") in GPU_CATEGORIES), key=lambda s: s.start)
     if not any(is_mark) or not gpu:
-        raise SystemExit(f"{path}: no ProfilerStep# marks or no GPU activity; is it a DDPBENCH_TRACE file "
+        raise SystemExit(f"{path}: no ProfilerStep# marks or no GPU activity; is it a --trace file "
                          "from a GPU run?")
     calls = [span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES]  # runtime and driver calls
     launches = {s.correlation: s for s in calls if s.correlation is not None}
@@ -238,7 +238,7 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("traces", nargs="+", type=Path, help="one or two DDPBENCH_TRACE files (.json or .json.gz)")
+    parser.add_argument("traces", nargs="+", type=Path, help="one or two --trace files (.json or .json.gz)")
     parser.add_argument("--top", type=int, default=12, help="rows per table (default 12)")
     parser.add_argument("--gap-us", type=float, default=1.0,
                         help="shorter gaps count as queued, never as host late (default 1 us)")

@@ -102,3 +102,63 @@ def test_verbose_adds_the_traceback():
     proc = run_module("native", ["--verbose"], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=120)
     assert proc.returncode == 2
     assert "Traceback" in proc.stderr and "use --accelerator cpu" in proc.stderr
+
+
+# --- the Trainer-services switch and the diagnostic options -------------------------------------
+
+def test_barebones_is_the_default_and_no_barebones_turns_it_off():
+    assert parse([]).barebones and not parse(["--no-barebones"]).barebones
+
+
+def test_diagnostic_options_default_off_and_are_recorded_as_options(tmp_path):
+    assert parse([]).diagnostics() == {}
+    dump = str(tmp_path / "p.pstats")
+    cfg = parse(["--ddp-stream", "side", "--host-delay-us", "2000", "--pyprofile", dump])
+    assert cfg.diagnostics() == {"--ddp-stream": "side", "--host-delay-us": "2000",
+                                 "--pyprofile": dump}
+    recorded = cfg.as_dict()
+    assert (recorded["ddp_stream"], recorded["host_delay_us"], recorded["trace"]) == ("side", 2000, None)
+    assert recorded["pyprofile"] == dump  # JSON-ready: a string, not a Path
+
+
+DIAGNOSTIC_BAD = [
+    (["--host-delay-us", "1ms"], r"--host-delay-us: takes whole microseconds, e\.g\. 2000 for 2 ms; got '1ms'"),
+    (["--host-delay-us", "-5"], "takes whole microseconds"),
+    (["--host-delay-us", "10000001"], r"--host-delay-us must be from 0 to 10000000 \(10 s\), got 10000001"),
+    (["--ddp-stream", "sideways"], r"argument --ddp-stream: invalid choice: 'sideways'"),
+    (["--accelerator", "cpu", "--trace", "t.json"], "--trace records the profiled steps, which run on GPUs only"),
+    (["--trace", "t.json", "--profile-steps", "0"], "give --profile-steps 1 or more"),
+    (["--pyprofile", "nope/p.pstats"], "--pyprofile folder nope does not exist; create it first"),
+    (["--trace", "nope/t.json"], "--trace folder nope does not exist"),
+    (["--pyprofile", "same.json", "--output", "same.json"], "--pyprofile same.json is the same file as --output"),
+    (["--pyprofile", "x", "--trace", "./x"], "--trace x is the same file as --pyprofile"),
+    (["--barebones=no"], "ignored explicit argument"),
+]
+
+
+@pytest.mark.parametrize("argv,message", DIAGNOSTIC_BAD, ids=[" ".join(a) for a, _ in DIAGNOSTIC_BAD])
+def test_bad_diagnostic_option_exits_2_with_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths: a fresh folder with nothing in it
+    test_bad_option_exits_2_with_one_line(argv, message, capsys)
+
+
+@pytest.mark.parametrize("flag", ["--pyprofile", "--trace"])
+def test_diagnostic_files_are_checked_like_output(flag, tmp_path, capsys):
+    existing = tmp_path / "old"
+    existing.write_text("keep")
+    for path, expected in [(tmp_path, "is a folder"), (existing, "already exists; choose another")]:
+        with pytest.raises(SystemExit) as exc:
+            parse([flag, str(path)])
+        assert exc.value.code == 2 and expected in capsys.readouterr().err
+    assert existing.read_text() == "keep"
+    assert getattr(parse([flag, str(existing), "--overwrite-output"]), flag[2:]) == existing
+
+
+def test_host_delay_is_checked_before_any_rank_starts(tmp_path):
+    """Subprocess: the mistake that used to fail inside a rank now stops at the parser."""
+    out = tmp_path / "r.json"
+    proc = run_module("native", ["--accelerator", "cpu", "--devices", "2", "--host-delay-us", "1ms",
+                                 "--output", str(out)], timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and not out.exists()
+    assert proc.stderr.strip() == ("native: error: argument --host-delay-us: takes whole"
+                                   " microseconds, e.g. 2000 for 2 ms; got '1ms' (see --help)")
