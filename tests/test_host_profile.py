@@ -1,4 +1,6 @@
-"""The cProfile diagnostic: DDPBENCH_PYPROFILE dumps exactly the timed steps, host_profile reads them."""
+"""The diagnostic options on 2 gloo ranks: --pyprofile dumps exactly the timed steps (read by
+benchmarks.host_profile), --host-delay-us spins inside every step, --ddp-stream swaps the
+construction stream; each is recorded, and none changes a single bit of the trained model."""
 
 from __future__ import annotations
 
@@ -7,43 +9,96 @@ import sys
 
 import pytest
 
-from common.result import load_result
-from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import host_profile  # noqa: E402
+from benchmarks import host_profile
+from common.result import Result, load_result
+from conftest import ROOT, TINY, lightning_installed, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow
+DELAY_US = 30_000  # 30 ms a step: a lower bound on every timed step time
 
 
-def profiled_run(module: str, tmp_path, steps: int):
-    dump = tmp_path / f"{module}.pstats"
-    args = [*TINY, "--devices", "1", "--steps", str(steps), "--output", str(tmp_path / f"{module}.json")]
-    proc = run_module(module, args, env=clean_env(DDPBENCH_PYPROFILE=str(dump)))
+def two_rank_run(module: str, folder, *options: str) -> Result:
+    out = folder / f"{module}.json"
+    proc = run_module(module, [*TINY, "--devices", "2", "--output", str(out), *options])
     assert proc.returncode == 0, proc.stderr
-    # the result says it was a diagnostic run, so compare can warn about it
-    assert load_result(tmp_path / f"{module}.json").environment.diagnostics == {"DDPBENCH_PYPROFILE": str(dump)}
-    return dump
+    return load_result(out)
 
 
-def test_native_dump_covers_the_timed_steps_only(tmp_path):
-    dump = profiled_run("native", tmp_path, steps=4)
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Result:
+    return two_rank_run("native", tmp_path_factory.mktemp("plain"))
+
+
+@pytest.fixture(scope="module")
+def diagnosed(tmp_path_factory):
+    """native with every CPU-capable diagnostic option at once (--trace needs a GPU)."""
+    folder = tmp_path_factory.mktemp("diag")
+    dump = folder / "native.pstats"
+    result = two_rank_run("native", folder, "--pyprofile", str(dump),
+                          "--host-delay-us", str(DELAY_US), "--ddp-stream", "side")
+    return result, dump
+
+
+@pytest.fixture(scope="module")
+def lightning_diagnosed(tmp_path_factory):
+    if not lightning_installed():
+        pytest.skip("Lightning extra not installed")
+    folder = tmp_path_factory.mktemp("ldiag")
+    dump = folder / "lightning_impl.pstats"
+    options = ["--pyprofile", str(dump), "--ddp-stream", "current"]
+    return two_rank_run("lightning_impl", folder, *options), dump
+
+
+def test_diagnostic_options_are_recorded_in_config_and_diagnostics(diagnosed, plain):
+    result, dump = diagnosed
+    assert result.environment.diagnostics == {
+        "--pyprofile": str(dump), "--host-delay-us": str(DELAY_US), "--ddp-stream": "side"}
+    config = result.config
+    assert (config["pyprofile"], config["host_delay_us"], config["ddp_stream"]) == (
+        str(dump), DELAY_US, "side")
+    assert plain.environment.diagnostics is None and plain.config["ddp_stream"] == "auto"
+
+
+def test_diagnostic_options_change_no_bit_of_the_model(diagnosed, plain):
+    result, _ = diagnosed
+    assert result.parameters_synchronized
+    assert [r.parameter_digest for r in result.ranks] == [r.parameter_digest for r in plain.ranks]
+    assert result.final_loss_mean == plain.final_loss_mean
+
+
+def test_host_delay_spins_inside_every_timed_step_on_every_rank(diagnosed):
+    result, _ = diagnosed
+    for rank in result.ranks:  # a spin of 30 ms cannot end sooner, and it is inside the step
+        assert len(rank.step_times_ms) == 3 and min(rank.step_times_ms) >= DELAY_US / 1000
+
+
+def test_native_dump_covers_the_timed_steps_only(diagnosed):
+    _, dump = diagnosed
     stats, steps = host_profile.load(str(dump))
-    assert steps == 4  # TINY warms up 2 steps; those are outside the dump
+    assert steps == 3  # TINY warms up 2 steps; those are outside the dump
     groups = host_profile.by_group(stats, steps)
     assert groups["torch C++ entry points"][0] > 100  # ResNet-50's ops, per step
     assert groups["this suite"][0] >= 1 and "Lightning" not in groups
     calls = {func: nc for (_, _, func), (_, nc, *_rest) in stats.items()}
-    assert calls["train_step"] == 4 and "build_model" not in calls
+    assert calls["train_step"] == 3 and "build_model" not in calls
 
 
 @needs_lightning
-def test_comparison_names_lightning_code_per_step(tmp_path):
-    native, lightning = profiled_run("native", tmp_path, 3), profiled_run("lightning_impl", tmp_path, 3)
+def test_lightning_runs_with_natives_ddp_stream_bit_identically(lightning_diagnosed, plain):
+    # On CPUs there are no streams; this proves the swapped construction path runs and is recorded.
+    # Which stream the gradients accumulate on is checked on a GPU (tests/test_gpu.py).
+    result, dump = lightning_diagnosed
+    assert result.environment.diagnostics == {"--pyprofile": str(dump), "--ddp-stream": "current"}
+    assert result.parameters_synchronized and result.parameter_digest == plain.parameter_digest
+
+
+@needs_lightning
+def test_comparison_names_lightning_code_per_step(diagnosed, lightning_diagnosed):
+    (_, native), (_, lightning) = diagnosed, lightning_diagnosed
     stats, steps = host_profile.load(str(lightning))
     assert steps == 3 and host_profile.by_group(stats, steps)["Lightning"][0] > 10
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_profile.py"), str(native), str(lightning),
-                          "--top", "5"], capture_output=True, text=True, check=True).stdout
+    command = [sys.executable, "-m", "benchmarks.host_profile", str(native), str(lightning), "--top", "5"]
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "| Lightning | 0 |" in out and "native: 3 steps, lightning: 3 steps" in out
     assert len([line for line in out.splitlines() if line.startswith("| `")]) == 5
 
@@ -56,15 +111,15 @@ def test_a_file_that_is_not_a_step_dump_is_refused(tmp_path):
         host_profile.load(str(dump))
 
 
-def test_host_delay_spins_inside_every_step(monkeypatch):
+def test_host_delay_option_reaches_the_step_hooks():
     import time
 
     import torch
 
     from common.config import BenchConfig
-    from common.steps import HOST_DELAY_VAR, StepHooks
-    monkeypatch.setenv(HOST_DELAY_VAR, "20000")  # 20 ms
-    hooks = StepHooks(BenchConfig(accelerator="cpu", warmup_steps=1, steps=2), torch.device("cpu"), 0, print)
+    from common.steps import StepHooks
+    cfg = BenchConfig(accelerator="cpu", warmup_steps=1, steps=2, host_delay_us=20_000)  # 20 ms
+    hooks = StepHooks(cfg, torch.device("cpu"), 0, print)
     for step in range(3):
         start = time.perf_counter()
         hooks.before_step(step)
@@ -72,16 +127,3 @@ def test_host_delay_spins_inside_every_step(monkeypatch):
         hooks.after_step(step)
     steps = hooks.timer.summary().step_times_ms
     assert len(steps) == 2 and min(steps) >= 20  # the spin is inside the timed step
-
-
-@pytest.mark.parametrize("module,stream", [("native", "side"),
-                                           pytest.param("lightning_impl", "current", marks=needs_lightning)])
-def test_each_runner_runs_with_the_others_ddp_stream(module, stream, tmp_path):
-    # On CPUs there are no streams; this proves the swapped construction path runs and is recorded.
-    # Which stream the gradients accumulate on is checked on a GPU (tests/test_gpu.py).
-    out = tmp_path / "r.json"
-    proc = run_module(module, [*TINY, "--devices", "2", "--output", str(out)],
-                      env=clean_env(DDPBENCH_DDP_STREAM=stream))
-    assert proc.returncode == 0, proc.stderr
-    r = load_result(out)
-    assert r.environment.diagnostics == {"DDPBENCH_DDP_STREAM": stream} and r.parameters_synchronized
