@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 
+from benchmarks import trace_gaps
 from common.result import load_result
 
-from conftest import ROOT, clean_env, needs_lightning, run_module
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import trace_gaps  # noqa: E402
+from conftest import clean_env, needs_lightning, run_module
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 SMALL = ["--devices", "1", "--batch-size-per-device", "16", "--image-size", "128", "--warmup-steps", "3",
@@ -57,8 +53,8 @@ def test_more_devices_than_gpus_is_refused(tmp_path):
 def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
     import json
     trace = tmp_path / "trace.json"
-    switches = {"DDPBENCH_TRACE": str(trace), **({"DDPBENCH_DDP_STREAM": stream} if stream else {})}
-    proc = run_module(module, [*SMALL, "--output", str(tmp_path / "r.json")], env=clean_env(**switches), timeout=600)
+    options = ["--trace", str(trace), *(["--ddp-stream", stream] if stream else [])]
+    proc = run_module(module, [*SMALL, *options, "--output", str(tmp_path / "r.json")], timeout=600)
     assert proc.returncode == 0, proc.stderr
     activity = load_result(tmp_path / "r.json").gpu_activity  # GPU work only, no annotated ranges
     assert 0 < activity.gpu_ms_per_step < activity.wall_ms_per_step and activity.gpu_busy_fraction < 1
@@ -70,7 +66,7 @@ def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
     s = trace_gaps.summarise(trace)
     assert s.steps == 2 and sum(s.kernels.values()) / s.steps > 10
     assert s.busy_us + sum(s.host_late.values()) + s.queued_us == pytest.approx(s.window_us, rel=1e-6)
-    # Built on a side stream (Lightning's own way, or native under the switch), DDP's AccumulateGrad
+    # Built on a side stream (Lightning's own way, or native with --ddp-stream side), DDP's AccumulateGrad
     # nodes run there: the GPU work uses two streams; built on the current stream, one (one rank: no NCCL kernels).
     natural = "current" if module == "native" else "side"
     streams = {e["args"]["stream"] for e in events if e.get("cat") == "kernel"}

@@ -1,4 +1,4 @@
-"""benchmarks/trace_gaps.py: GPU idle time split into host-late and queued gaps, on a hand-made trace."""
+"""benchmarks.trace_gaps: GPU idle time split into host-late and queued gaps, on a hand-made trace."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import trace_gaps  # noqa: E402
+from benchmarks import trace_gaps
 
 
 def x(cat, name, ts, dur, tid=1, corr=None):
@@ -82,8 +81,8 @@ def test_two_traces_report_the_kernels_that_differ(tmp_path):
     b = tmp_path / "lightning.trace.json.gz"
     with gzip.open(b, "wt") as f:
         json.dump(trace_events(extra_kernel=True), f)
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_gaps.py"), str(a), str(b)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.trace_gaps", str(a), str(b)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "| native | lightning |" in proc.stdout
     assert "| k5 | +0.5 |" in proc.stdout  # one extra kernel over two steps
@@ -92,7 +91,7 @@ def test_two_traces_report_the_kernels_that_differ(tmp_path):
 
 def test_a_file_that_is_not_a_trace_is_refused_in_one_line(tmp_path):
     bad = write(tmp_path / "r.json", {"implementation": "native"})
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_gaps.py"), str(bad)],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1 and "is it a DDPBENCH_TRACE file" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.trace_gaps", str(bad)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "is it a --trace file" in proc.stderr
     assert "Traceback" not in proc.stderr

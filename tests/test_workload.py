@@ -7,7 +7,6 @@ import torch
 
 from common import config, workload
 from common.checks import parameter_digest
-from common.errors import UsageError
 
 
 def small(*argv: str) -> config.BenchConfig:
@@ -61,23 +60,20 @@ def test_sgd_kernel_choice_reaches_the_optimizer():
     assert (group["lr"], group["momentum"], group["weight_decay"], group["foreach"]) == (0.1, 0.9, 0.01, False)
 
 
-def test_ddp_stream_is_each_runners_own_unless_the_diagnostic_switch_says_otherwise(monkeypatch):
-    monkeypatch.delenv(workload.DDP_STREAM_VAR, raising=False)
-    assert workload.ddp_stream("current") == "current" and workload.ddp_stream("side") == "side"
-    monkeypatch.setenv(workload.DDP_STREAM_VAR, "side")
-    assert workload.ddp_stream("current") == "side"
-    monkeypatch.setenv(workload.DDP_STREAM_VAR, "sideways")
-    with pytest.raises(UsageError, match="DDPBENCH_DDP_STREAM='sideways' is not one of current, side"):
-        workload.ddp_stream("current")
+def test_ddp_stream_is_each_runners_own_unless_the_option_says_otherwise():
+    auto = small()
+    assert workload.ddp_stream(auto, "current") == "current" and workload.ddp_stream(auto, "side") == "side"
+    assert workload.ddp_stream(small("--ddp-stream", "side"), "current") == "side"
+    assert workload.ddp_stream(small("--ddp-stream", "current"), "side") == "current"
 
 
-def test_a_side_stream_is_current_only_inside_the_construction_block_on_gpus(monkeypatch):
-    monkeypatch.setenv(workload.DDP_STREAM_VAR, "side")
-    with workload.ddp_construction_stream(torch.device("cpu"), natural="current"):
+def test_a_side_stream_is_current_only_inside_the_construction_block_on_gpus():
+    cfg = small("--ddp-stream", "side")
+    with workload.ddp_construction_stream(torch.device("cpu"), cfg, natural="current"):
         pass  # CPU runs have no streams: nothing to switch, and no error
     if torch.cuda.is_available():
         device = torch.device("cuda", 0)
         before = torch.cuda.current_stream(device)
-        with workload.ddp_construction_stream(device, natural="current"):
+        with workload.ddp_construction_stream(device, cfg, natural="current"):
             assert torch.cuda.current_stream(device) != before
         assert torch.cuda.current_stream(device) == before
