@@ -1,6 +1,6 @@
 """The smallest hand-written loop doing the runners' work, to check the harness costs nothing.
 
-    python -m benchmarks.minimal_loop --batch 256 --precision bf16 --channels-last --output minimal.json
+    python -m benchmarks.minimal_loop --batch 256 --precision bf16 --channels-last --output m.json
 
 Same model (torchvision, weights=None), same GPU-resident batch, same SGD, same autocast
 region and step order as both runners, optionally inside a one-rank DDP wrapper; no config

@@ -238,7 +238,8 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("traces", nargs="+", type=Path, help="one or two --trace files (.json or .json.gz)")
+    parser.add_argument("traces", nargs="+", type=Path,
+                        help="one or two --trace files (.json or .json.gz)")
     parser.add_argument("--top", type=int, default=12, help="rows per table (default 12)")
     parser.add_argument("--gap-us", type=float, default=1.0,
                         help="shorter gaps count as queued, never as host late (default 1 us)")

@@ -66,8 +66,8 @@ class BenchConfig:
     broadcast_buffers: bool = True
     timeout: float = 300.0  # process-group timeout, seconds
     profile_steps: int = 5  # profiled steps after the timed region (GPU only; 0 = off)
-    barebones: bool = True  # Trainer(barebones=True); False turns its services on (Trainer arm only)
-    # Diagnostics: a run with any of these set is a diagnosis, not a measurement (DIAGNOSTIC_OPTIONS)
+    barebones: bool = True  # Trainer(barebones=True); False: its services on (Trainer arm only)
+    # Diagnostics (DIAGNOSTIC_OPTIONS): a run with any of these is a diagnosis, not a measurement
     ddp_stream: str = "auto"  # auto | current | side: the stream DDP's wrapper is built on
     host_delay_us: int = 0  # host spin at the start of every step, microseconds
     pyprofile: Path | None = None  # cProfile stats of the timed steps (rank 0)
@@ -203,8 +203,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
     trainer = p.add_argument_group("Lightning Trainer")
     trainer.add_argument("--barebones", action=argparse.BooleanOptionalAction, default=d.barebones,
-                         help="Trainer(barebones=True); --no-barebones turns on the progress bar, model"
-                              " summary, logger and checkpointing (Trainer only: native and Fabric refuse it)")
+                         help="Trainer(barebones=True); --no-barebones turns on the progress bar,"
+                              " model summary, logger and checkpointing (Trainer only: native and"
+                              " Fabric refuse it)")
 
     _add_diagnostic_options(p, d)
 
@@ -233,12 +234,12 @@ def _add_diagnostic_options(p: argparse.ArgumentParser, d: BenchConfig) -> None:
         "diagnostics", "a run with any of these is a diagnosis, not a measurement: the result"
         " lists them in environment.diagnostics and compare warns about it")
     diag.add_argument("--ddp-stream", choices=DDP_STREAMS, default=d.ddp_stream,
-                      help="CUDA stream the DDP wrapper is built on: auto = the runner's own (native"
-                           " current; Fabric and Trainer side, as DDPStrategy does); current or side"
-                           " swaps one runner's choice for the other's")
+                      help="CUDA stream the DDP wrapper is built on: auto = the runner's own"
+                           " (native current; Fabric and Trainer side, as DDPStrategy does);"
+                           " current or side swaps one runner's choice for the other's")
     diag.add_argument("--host-delay-us", type=_microseconds, default=d.host_delay_us, metavar="N",
-                      help="the host spins N microseconds at the start of every step, standing in for"
-                           " per-step framework work; 0 = off")
+                      help="the host spins N microseconds at the start of every step, standing in"
+                           " for per-step framework work; 0 = off")
     diag.add_argument("--pyprofile", type=Path, default=None, metavar="FILE",
                       help="global rank 0 runs the timed steps under cProfile and writes the stats to FILE"
                            " (read with python -m benchmarks.host_profile; slows every Python call)"
