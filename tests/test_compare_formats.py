@@ -22,7 +22,7 @@ def pair(tmp_path: Path) -> list[str]:
 
 def output_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """stdout of a successful compare run."""
-    assert main([*argv, "--resamples", "1000"]) == 0, capsys.readouterr().err
+    assert main([*argv]) == 0, capsys.readouterr().err
     return capsys.readouterr().out
 
 
@@ -107,6 +107,6 @@ def test_help_describes_every_option() -> None:
     for action in parser._actions:
         assert action.help, f"{action.dest} has no help"
     text = parser.format_help()
-    for option in ("--format", "--output", "--overwrite-output", "--plot", "--allow-mismatch", "--resamples",
-                   "--seed", "--verbose"):
+    for option in ("--format", "--output", "--overwrite-output", "--plot", "--allow-mismatch", "--baseline",
+                   "--verbose"):
         assert option in text

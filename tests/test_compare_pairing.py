@@ -15,7 +15,7 @@ from compare_factory import constant_steps, make_result, write
 
 def report_of(capsys: pytest.CaptureFixture[str], *argv: Any) -> dict[str, Any]:
     """Run compare with --format json; the parsed report (fails on a non-zero exit)."""
-    assert main([*map(str, argv), "--format", "json", "--resamples", "1000"]) == 0, capsys.readouterr().err
+    assert main([*map(str, argv), "--format", "json"]) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
 
