@@ -182,7 +182,7 @@ def overhead_of(world: int, arm: str, baseline: str, arm_runs: Sequence[Run], ba
 def comparisons(present: Sequence[str], baseline: str) -> list[tuple[str, str]]:
     """(arm, baseline) pairs: each label vs the baseline, lightning vs fabric and
     lightning-services vs lightning when both are present (and not already compared)."""
-    pairs = [(label, baseline) for label in present if label != baseline]
+    pairs = [(label, baseline) for label in present if label != baseline] if baseline in present else []
     for arm, base in (("lightning", "fabric"), ("lightning-services", "lightning")):
         if arm in present and base in present and (arm, base) not in pairs and base != baseline:
             pairs.append((arm, base))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compare.load import Run, environment_of, show
+from compare.load import ORIGINAL_LABEL, Run, environment_of, show
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
@@ -77,7 +77,10 @@ def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:
     """Arm labels in order: the baseline first, then native, fabric, lightning, then as given."""
     order = {name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))}
     seen = list(dict.fromkeys(run.group for run in runs))
-    return sorted(seen, key=lambda label: (label != baseline, order.get(label, len(order)), seen.index(label)))
+    def rank(label: str) -> tuple[bool, int, bool, int]:
+        plain = label.removesuffix(f" {ORIGINAL_LABEL}")
+        return label != baseline, order.get(plain, len(order)), plain != label, seen.index(label)
+    return sorted(seen, key=rank)
 
 
 def group(runs: Sequence[Run], baseline: str | None = None) -> dict[tuple[str, int], list[Run]]:
