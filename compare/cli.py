@@ -116,7 +116,9 @@ def run(args: argparse.Namespace) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
     check_options(args)
     runs, manifest_baseline = load_inputs(args.files)
-    report = analyse(runs, allow_mismatch=args.allow_mismatch, baseline=args.baseline or manifest_baseline)
+    # A manifest's baseline whose runs all failed is no mistake of the user: fall back.
+    fallback = manifest_baseline if any(run.group == manifest_baseline for run in runs) else None
+    report = analyse(runs, allow_mismatch=args.allow_mismatch, baseline=args.baseline or fallback)
     text = render(report, args.format)
     if args.plot is not None:
         from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
