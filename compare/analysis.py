@@ -34,7 +34,8 @@ _MEDIAN_OF_RUNS = (
 _MAX_OF_RUNS = ("peak_allocated_gib", "peak_reserved_gib")
 # Original-script results record one wall-clock mean per run and no step times: a comparison
 # with them uses that mean for every run on both sides, so both sides measure the same thing.
-ESTIMATOR_WALL = "geometric mean of per-run wall-clock mean steps (original scripts record no step times)"
+ESTIMATOR_WALL = ("geometric mean of per-run wall-clock mean steps"
+                  " (original scripts record no step times)")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Overhead:
     arm: str
     baseline: str
     percent: float  # point estimate: arm_median_ms / baseline_median_ms - 1, in %
-    ci_low: float | None  # None (with half_width, min_detectable_percent) when no verdict is possible
+    ci_low: float | None  # None, like half_width and min_detectable_percent, without a verdict
     ci_high: float | None
     half_width: float | None  # percentage points
     verdict: str
@@ -161,19 +162,22 @@ def per_run_ms(runs: Sequence[Run], wall_clock: bool) -> list[float]:
     return [run.result.milliseconds_per_step if wall_clock else run.pace_median_ms for run in runs]
 
 
-def overhead_of(world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]) -> Overhead:
+def overhead_of(world: int, arm: str, baseline: str, arm_runs: Sequence[Run],
+                base_runs: Sequence[Run]) -> Overhead:
     """The arm's overhead over the baseline from the runs' per-run numbers (Welch on logs)."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
     iv = stats.run_level_interval(per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall))
-    jitter = [stats.step_jitter_percent(s) for s in (run.step_series_ms for run in (*arm_runs, *base_runs))
-              if s is not None and len(s) >= 2]
+    series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
+    jitter = [stats.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     return Overhead(
-        world_size=world, arm=arm, baseline=baseline, percent=iv.percent, ci_low=iv.ci_low, ci_high=iv.ci_high,
+        world_size=world, arm=arm, baseline=baseline, percent=iv.percent,
+        ci_low=iv.ci_low, ci_high=iv.ci_high,
         half_width=iv.half_width, verdict=stats.verdict_line(arm, baseline, iv),
         verdict_possible=iv.verdict_possible, significant=iv.significant,
         estimator=ESTIMATOR_WALL if wall else stats.ESTIMATOR, method=stats.METHOD,
         arm_runs=iv.arm_runs, baseline_runs=iv.baseline_runs, runs_needed=stats.MIN_RUNS,
-        min_detectable_percent=iv.min_detectable_percent, arm_median_ms=iv.arm_ms, baseline_median_ms=iv.baseline_ms,
+        min_detectable_percent=iv.min_detectable_percent,
+        arm_median_ms=iv.arm_ms, baseline_median_ms=iv.baseline_ms,
         min_percent=iv.min_percent, step_jitter_percent=stats.median(jitter) if jitter else None,
         numerics_identical=numerics_identical([*base_runs, *arm_runs]),
     )
@@ -182,25 +186,29 @@ def overhead_of(world: int, arm: str, baseline: str, arm_runs: Sequence[Run], ba
 def comparisons(present: Sequence[str], baseline: str) -> list[tuple[str, str]]:
     """(arm, baseline) pairs: each label vs the baseline, lightning vs fabric and
     lightning-services vs lightning when both are present (and not already compared)."""
-    pairs = [(label, baseline) for label in present if label != baseline] if baseline in present else []
+    pairs = [(label, baseline) for label in present if label != baseline]
+    pairs = pairs if baseline in present else []
     for arm, base in (("lightning", "fabric"), ("lightning-services", "lightning")):
         if arm in present and base in present and (arm, base) not in pairs and base != baseline:
             pairs.append((arm, base))
     return pairs
 
 
-def _scaling(cells: dict[tuple[str, int], list[Run]], overhead: dict[tuple[str, int], Overhead]) -> list[ScalingRow]:
+def _scaling(cells: dict[tuple[str, int], list[Run]],
+             overhead: dict[tuple[str, int], Overhead]) -> list[ScalingRow]:
     """Speed-up and efficiency per arm measured at several world sizes; overhead vs the baseline."""
     rows = []
     for label in dict.fromkeys(label for label, _ in cells):
         sizes = sorted(world for lab, world in cells if lab == label)
         if len(sizes) < 2:
             continue
-        throughputs = [stats.median([run.throughput for run in cells[(label, world)]]) for world in sizes]
+        throughputs = [stats.median([run.throughput for run in cells[(label, world)]])
+                       for world in sizes]
         for point in stats.scaling_points(sizes, throughputs):
             o = overhead.get((label, point.world_size))
-            rows.append(ScalingRow(label, point.world_size, point.throughput, point.speedup, point.efficiency,
-                                   o.percent if o else None, o.ci_low if o else None, o.ci_high if o else None))
+            rows.append(ScalingRow(label, point.world_size, point.throughput, point.speedup,
+                                   point.efficiency, o.percent if o else None,
+                                   o.ci_low if o else None, o.ci_high if o else None))
     return rows
 
 
@@ -224,11 +232,13 @@ def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:
             for (impl, world), runs in cells.items()}
 
 
-def analyse(runs: Sequence[Run], allow_mismatch: bool = False, baseline: str | None = None) -> Report:
+def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
+            baseline: str | None = None) -> Report:
     """Check, group and compare the runs; WorkloadMismatch lists every differing field."""
     present = labels(runs, baseline)
     if baseline is not None and baseline not in present:
-        raise CompareError(f"--baseline {baseline}: no run has that label; the labels are {', '.join(present)}")
+        raise CompareError(f"--baseline {baseline}: no run has that label;"
+                           f" the labels are {', '.join(present)}")
     base = baseline or ("native" if "native" in present else present[0])
     warnings: list[str] = []
     mismatches = workload_differences(runs)
@@ -245,7 +255,8 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False, baseline: str | N
     overhead: list[Overhead] = []
     pairs = []
     for world in worlds:
-        for arm, against in comparisons([label for label in labels(runs, base) if (label, world) in cells], base):
+        here = [label for label in labels(runs, base) if (label, world) in cells]
+        for arm, against in comparisons(here, base):
             o = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
             overhead.append(o)
             pairs.append({"world_size": world, "arm": arm, "baseline": against,
@@ -254,16 +265,17 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False, baseline: str | N
                           "numerics_identical": o.numerics_identical})
     vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
-    table = [_aggregate(label, world, rs, vs_base[(label, world)].numerics_identical
-                        if (label, world) in vs_base else "-") for (label, world), rs in cells.items()]
+    same = {key: o.numerics_identical for key, o in vs_base.items()}
+    table = [_aggregate(label, world, rs, same.get((label, world), "-"))
+             for (label, world), rs in cells.items()]
     steady = steady_states(runs)
     run_table = [_run_row(run, vs_base.get((run.group, run.world_size)),
-                          vs_base[(run.group, run.world_size)].numerics_identical
-                          if (run.group, run.world_size) in vs_base else "-", state)
+                          same.get((run.group, run.world_size), "-"), state)
                  for run, state in zip(runs, steady)]
     run_warnings, notes = run_flags(runs)
     return Report(
-        title=title_of(runs), header=header_rows(runs, base), table=table, run_table=run_table, pairs=pairs,
+        title=title_of(runs), header=header_rows(runs, base), table=table, run_table=run_table,
+        pairs=pairs,
         overhead=overhead, scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
         scaling=_scaling(cells, vs_base), slow_ranks=slow_ranks(runs), steady_state=steady,
         warnings=warnings + run_warnings + steady_state_warnings(steady),

@@ -139,7 +139,8 @@ def manifest_runs(folder: Path) -> tuple[list[tuple[Path, str]], str | None]:
     where = folder / MANIFEST
     runs = manifest.get("runs")
     if not isinstance(runs, list):
-        raise ResultError(f"{where}: not an experiment manifest: field runs is missing or not a list")
+        raise ResultError(f"{where}: not an experiment manifest: field runs is missing"
+                          " or not a list")
     found = []
     for i, entry in enumerate(runs):
         if not isinstance(entry, dict):
@@ -148,7 +149,8 @@ def manifest_runs(folder: Path) -> tuple[list[tuple[Path, str]], str | None]:
             continue
         result, label = entry.get("result"), entry.get("label")
         if not isinstance(result, str) or not isinstance(label, str) or not label:
-            raise ResultError(f"{where}: field runs.{i}: a run with status ok needs a result path and a label")
+            raise ResultError(f"{where}: field runs.{i}: a run with status ok needs a result"
+                              " path and a label")
         found.append((folder / result, label))
     baseline = manifest.get("baseline")
     return found, baseline if isinstance(baseline, str) else None
@@ -187,7 +189,8 @@ def _load(entries: Sequence[tuple[Path, str]]) -> list[Run]:
         seen[key] = path
         result = load_result(path)
         _check_usable(path, result)
-        runs.append(Run(path=path, result=result, workload=workload_of(result), arm=label or arm_of(result)))
+        runs.append(Run(path=path, result=result, workload=workload_of(result),
+                        arm=label or arm_of(result)))
     # A sweep holds native-r1.json in every devices-<n>/ folder: name those by folder too.
     names = [r.path.name for r in runs]
     return [Run(path=r.path, result=r.result, workload=r.workload, arm=r.arm,
@@ -223,8 +226,8 @@ def _check_summary(path: Path, result: Result) -> None:
     ]
     for rank in result.ranks:
         own = StepStats.of(list(rank.step_times_ms))  # finite: the pooled summary was
-        checks += [(f"ranks.{rank.rank}.step_time_ms.{name}", getattr(rank.step_time_ms, name), getattr(own, name))
-                   for name in ("median", "p5", "p95", "min", "max")]
+        checks += [(f"ranks.{rank.rank}.step_time_ms.{name}", getattr(rank.step_time_ms, name),
+                    getattr(own, name)) for name in ("median", "p5", "p95", "min", "max")]
     for name, recorded, expected in checks:
         if not (math.isfinite(expected) and _close(recorded, expected)):
             raise ResultError(f"{path}: field {name} is {recorded:g} but the per-rank step times give"

@@ -159,7 +159,9 @@ class RunLevelInterval:
     @property
     def significant(self) -> bool:
         """True when the whole interval lies on one side of zero."""
-        return self.verdict_possible and (self.ci_low > 0 or self.ci_high < 0)  # type: ignore[operator]
+        if self.ci_low is None or self.ci_high is None:
+            return False
+        return self.ci_low > 0 or self.ci_high < 0
 
 
 def _pct(log_ratio: float) -> float:
@@ -215,15 +217,17 @@ def _sides(arm: str, baseline: str, iv: RunLevelInterval) -> str:
 
 
 def verdict_line(arm: str, baseline: str, iv: RunLevelInterval) -> str:
-    """One sentence: slower/faster only when the interval excludes zero; no verdict below MIN_RUNS."""
+    """One sentence: slower/faster only when the interval excludes zero; none below MIN_RUNS."""
     if not iv.verdict_possible:
-        more = [f"{MIN_RUNS - n} more {name}" for name, n in ((arm, iv.arm_runs), (baseline, iv.baseline_runs))
-                if n < MIN_RUNS]
-        return (f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({_sides(arm, baseline, iv)});"
+        counts = ((arm, iv.arm_runs), (baseline, iv.baseline_runs))
+        more = [f"{MIN_RUNS - n} more {name}" for name, n in counts if n < MIN_RUNS]
+        return (f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}%"
+                f" ({_sides(arm, baseline, iv)});"
                 f" no verdict possible: the interval needs at least {MIN_RUNS} runs a side"
                 f" (run {' and '.join(more)})")
-    facts = (f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, {_sides(arm, baseline, iv)},"
-             f" half-width {iv.half_width:.2f} pp, smallest detectable {iv.min_detectable_percent:.2f}%")
+    facts = (f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%,"
+             f" {_sides(arm, baseline, iv)}, half-width {iv.half_width:.2f} pp,"
+             f" smallest detectable {iv.min_detectable_percent:.2f}%")
     if iv.ci_low > 0:  # type: ignore[operator]
         return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
     if iv.ci_high < 0:  # type: ignore[operator]
