@@ -176,9 +176,10 @@ def run_level_interval(base: Sequence[float], arm: Sequence[float],
     """
     if len(base) == 0 or len(arm) == 0:
         raise ValueError("run-level interval needs runs on both sides")
-    lb, la = np.log(np.asarray(base, dtype=float)), np.log(np.asarray(arm, dtype=float))
-    if not (np.all(np.isfinite(lb)) and np.all(np.isfinite(la))):
+    xb, xa = np.asarray(base, dtype=float), np.asarray(arm, dtype=float)
+    if not all(np.all(np.isfinite(x) & (x > 0)) for x in (xb, xa)):
         raise ValueError("per-run medians must be positive and finite")
+    lb, la = np.log(xb), np.log(xa)
     diff = float(la.mean() - lb.mean())
     common = dict(percent=_pct(diff), baseline_runs=len(base), arm_runs=len(arm),
                   baseline_ms=float(math.exp(lb.mean())), arm_ms=float(math.exp(la.mean())),
