@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
-IMPLEMENTATIONS = ("native", "lightning")
+IMPLEMENTATIONS = ("native", "fabric", "lightning")
 
 
 class ResultError(Exception):
@@ -154,7 +154,7 @@ class Result(_Strict):
     """One run of one implementation: configuration, measurements, checks, provenance."""
 
     schema_version: Literal[1]
-    implementation: Literal["native", "lightning"]
+    implementation: Literal["native", "fabric", "lightning"]
     # --- the original scripts' fields, same names and meanings ---
     model: str
     data: str
@@ -268,6 +268,8 @@ def read_json(path: Path) -> dict[str, Any]:
         data = json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as error:
         raise ResultError(f"{path}: not valid JSON ({error}); truncated or corrupted?") from None
+    except RecursionError:  # e.g. 100,000 nested brackets: no result is nested that deep
+        raise ResultError(f"{path}: not a result: JSON nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ResultError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data

@@ -1,6 +1,10 @@
-"""Turn loaded runs into one `Report`: header, tables, overhead with CI, scaling, slow ranks, steady state.
+"""Turn loaded runs into one `Report`: header, tables, overheads with CIs, scaling, flags.
 
-    report = analyse(runs, allow_mismatch=False)   # WorkloadMismatch when the runs differ
+    report = analyse(runs, baseline="native")   # WorkloadMismatch when the runs differ
+
+Runs are grouped by arm label (load.Run.group). Each other label is compared with the
+baseline, and lightning with fabric, lightning-services with lightning where both exist;
+each comparison's interval comes from one number per run (stats.run_level_interval).
 
 Everything the formats and the plot show is computed here once; `report.py` and `plot.py`
 only lay it out.
@@ -13,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.result import IMPLEMENTATIONS, OriginalResult
+from common.result import OriginalResult
 from compare import stats
-from compare.errors import WorkloadMismatch
+from compare.errors import CompareError, WorkloadMismatch
 from compare.flags import SlowRank, SteadyState, run_flags, slow_ranks, steady_state_warnings, steady_states
 from compare.header import HeaderRow, header_rows, title_of
-from compare.load import ORIGINAL_LABEL, Run
+from compare.load import Run
 from compare.numerics import numerics_identical, numerics_notes
-from compare.pairing import environment_differences, group, scaling_mode, unpaired, workload_differences
+from compare.pairing import environment_differences, group, labels, scaling_mode, unpaired, workload_differences
 
 # Aggregation over repeats in one table row: medians of the runs' values, except memory (max).
 _MEDIAN_OF_RUNS = (
@@ -28,26 +32,37 @@ _MEDIAN_OF_RUNS = (
     "images_per_second", "warmup_seconds", "first_step_seconds",
 )
 _MAX_OF_RUNS = ("peak_allocated_gib", "peak_reserved_gib")
-METHOD_NONE = "none (original-script result: one wall-clock mean, no per-step times)"
-# Below this many repeats on a side, the bootstrap over repeats can only draw a handful of
-# distinct medians (2 repeats: 3), so its interval is coarse.
-FEW_REPEATS = 3
+# Original-script results record one wall-clock mean per run and no step times: a comparison
+# with them uses that mean for every run on both sides, so both sides measure the same thing.
+ESTIMATOR_WALL = ("geometric mean of per-run wall-clock mean steps"
+                  " (original scripts record no step times)")
 
 
 @dataclass(frozen=True)
 class Overhead:
-    """Lightning's median step time against native's at one world size."""
+    """An arm's step time against a baseline's at one world size, from one number per run."""
 
     world_size: int
-    percent: float
-    ci_low: float | None
+    arm: str
+    baseline: str
+    percent: float  # point estimate: arm_median_ms / baseline_median_ms - 1, in %
+    ci_low: float | None  # None, like half_width and min_detectable_percent, without a verdict
     ci_high: float | None
-    method: str
+    half_width: float | None  # percentage points
     verdict: str
-    native_median_ms: float
-    lightning_median_ms: float
-    native_runs: int
-    lightning_runs: int
+    verdict_possible: bool
+    significant: bool
+    estimator: str
+    method: str
+    arm_runs: int
+    baseline_runs: int
+    runs_needed: int  # runs a side the method needs for an interval
+    min_detectable_percent: float | None  # at 80% power, from the same variance estimate
+    arm_median_ms: float  # geometric mean over runs of each run's median step
+    baseline_median_ms: float
+    min_percent: float  # robust estimate: minimum arm run / minimum baseline run - 1, in %
+    step_jitter_percent: float | None  # descriptive only: median over runs of (p95 - p5) / median
+    numerics_identical: str
 
 
 @dataclass(frozen=True)
@@ -80,12 +95,16 @@ class Report:
     steady_state: list[SteadyState] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    samples_ms: dict[str, list[float]] = field(default_factory=dict)  # "impl@N" -> step times, for plots
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)  # "label@N" -> step times, for plots
+    baseline: str = "native"
+    labels: list[str] = field(default_factory=list)  # arm labels, baseline first
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (no NaN: missing values are None)."""
         return {
             "title": self.title,
+            "baseline": self.baseline,
+            "labels": self.labels,
             "header": [dataclasses.asdict(row) for row in self.header],
             "runs": self.run_table,
             "table": self.table,
@@ -97,11 +116,6 @@ class Report:
             "warnings": self.warnings,
             "notes": self.notes,
         }
-
-
-def cell_label(implementation: str, runs: Sequence[Run]) -> str:
-    """'native', or 'native (original script)' when any run of the cell is one."""
-    return f"{implementation} {ORIGINAL_LABEL}" if any(run.original for run in runs) else implementation
 
 
 def run_values(run: Run) -> dict[str, Any]:
@@ -128,10 +142,10 @@ def run_values(run: Run) -> dict[str, Any]:
     }
 
 
-def _aggregate(implementation: str, world: int, runs: Sequence[Run], numerics: str) -> dict[str, Any]:
-    """One table row for the repeats of one implementation at one world size."""
+def _aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> dict[str, Any]:
+    """One table row for the repeats of one arm at one world size."""
     values = [run_values(run) for run in runs]
-    row: dict[str, Any] = {"implementation": cell_label(implementation, runs), "world_size": world, "runs": len(runs)}
+    row: dict[str, Any] = {"implementation": label, "world_size": world, "runs": len(runs)}
     for key in _MEDIAN_OF_RUNS:
         present = [v[key] for v in values if v[key] is not None]
         row[key] = stats.median(present) if present else None
@@ -143,64 +157,65 @@ def _aggregate(implementation: str, world: int, runs: Sequence[Run], numerics: s
     return row
 
 
-def method_steps(blocks: Sequence[int]) -> str:
-    """How the CI over steps was obtained, with the block length(s) used."""
-    lengths = sorted(set(blocks))
-    steps = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
-    return f"moving-block bootstrap over steps (slowest rank per step; blocks of {steps} steps)"
+def per_run_ms(runs: Sequence[Run], wall_clock: bool) -> list[float]:
+    """One number per run: its median pace, or its wall-clock mean step (for originals)."""
+    return [run.result.milliseconds_per_step if wall_clock else run.pace_median_ms for run in runs]
 
 
-def method_repeats(native_runs: int, lightning_runs: int) -> str:
-    """How the CI over repeats was obtained, flagged as rough when a side has few repeats."""
-    rough = ": rough with so few" if min(native_runs, lightning_runs) < FEW_REPEATS else ""
-    return f"bootstrap over repeats (each run's median step; {native_runs} native, {lightning_runs} lightning{rough})"
-
-
-def overhead_at(world: int, native: Sequence[Run], lightning: Sequence[Run], resamples: int, seed: int) -> Overhead:
-    """Lightning overhead at one world size, its CI, and how the CI was obtained."""
-    # Original results have no step series: the CI over steps needs every run's.
-    series_n = [s for s in (run.step_series_ms for run in native) if s is not None]
-    series_l = [s for s in (run.step_series_ms for run in lightning) if s is not None]
-    ci: tuple[float, float] | None = None
-    if len(native) >= 2 and len(lightning) >= 2:
-        # Repeats carry run-to-run noise (placement, clocks) that steps within one run do not.
-        xs, ys = [r.pace_median_ms for r in native], [r.pace_median_ms for r in lightning]
-        method = method_repeats(len(native), len(lightning))
-        ci = stats.bootstrap_overhead_ci(xs, ys, resamples=resamples, seed=seed)
-    elif len(series_n) == len(native) and len(series_l) == len(lightning):
-        xs, ys = [t for s in series_n for t in s], [t for s in series_l for t in s]
-        method = method_steps([stats.block_length(len(s)) for s in series_n + series_l])
-        ci = stats.block_bootstrap_overhead_ci(series_n, series_l, resamples=resamples, seed=seed)
-    else:
-        xs, ys, method = [r.pace_median_ms for r in native], [r.pace_median_ms for r in lightning], METHOD_NONE
-    percent = stats.overhead_percent(xs, ys)
-    words = stats.point_only_verdict(percent) if ci is None else stats.verdict(percent, *ci)
+def overhead_of(world: int, arm: str, baseline: str, arm_runs: Sequence[Run],
+                base_runs: Sequence[Run]) -> Overhead:
+    """The arm's overhead over the baseline from the runs' per-run numbers (Welch on logs)."""
+    wall = any(run.original for run in (*arm_runs, *base_runs))
+    iv = stats.run_level_interval(per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall))
+    series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
+    jitter = [stats.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     return Overhead(
-        world_size=world, percent=percent, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
-        method=method, verdict=words, native_median_ms=stats.median(xs), lightning_median_ms=stats.median(ys),
-        native_runs=len(native), lightning_runs=len(lightning),
+        world_size=world, arm=arm, baseline=baseline, percent=iv.percent,
+        ci_low=iv.ci_low, ci_high=iv.ci_high,
+        half_width=iv.half_width, verdict=stats.verdict_line(arm, baseline, iv),
+        verdict_possible=iv.verdict_possible, significant=iv.significant,
+        estimator=ESTIMATOR_WALL if wall else stats.ESTIMATOR, method=stats.METHOD,
+        arm_runs=iv.arm_runs, baseline_runs=iv.baseline_runs, runs_needed=stats.MIN_RUNS,
+        min_detectable_percent=iv.min_detectable_percent,
+        arm_median_ms=iv.arm_ms, baseline_median_ms=iv.baseline_ms,
+        min_percent=iv.min_percent, step_jitter_percent=stats.median(jitter) if jitter else None,
+        numerics_identical=numerics_identical([*base_runs, *arm_runs]),
     )
 
 
-def _scaling(cells: dict[tuple[str, int], list[Run]], overhead: dict[int, Overhead]) -> list[ScalingRow]:
-    """Speed-up and efficiency per implementation that was measured at several world sizes."""
+def comparisons(present: Sequence[str], baseline: str) -> list[tuple[str, str]]:
+    """(arm, baseline) pairs: each label vs the baseline, lightning vs fabric and
+    lightning-services vs lightning when both are present (and not already compared)."""
+    pairs = [(label, baseline) for label in present if label != baseline]
+    pairs = pairs if baseline in present else []
+    for arm, base in (("lightning", "fabric"), ("lightning-services", "lightning")):
+        if arm in present and base in present and (arm, base) not in pairs and base != baseline:
+            pairs.append((arm, base))
+    return pairs
+
+
+def _scaling(cells: dict[tuple[str, int], list[Run]],
+             overhead: dict[tuple[str, int], Overhead]) -> list[ScalingRow]:
+    """Speed-up and efficiency per arm measured at several world sizes; overhead vs the baseline."""
     rows = []
-    for impl in IMPLEMENTATIONS:
-        sizes = sorted(world for i, world in cells if i == impl)
+    for label in dict.fromkeys(label for label, _ in cells):
+        sizes = sorted(world for lab, world in cells if lab == label)
         if len(sizes) < 2:
             continue
-        throughputs = [stats.median([run.throughput for run in cells[(impl, world)]]) for world in sizes]
+        throughputs = [stats.median([run.throughput for run in cells[(label, world)]])
+                       for world in sizes]
         for point in stats.scaling_points(sizes, throughputs):
-            o = overhead.get(point.world_size)
-            rows.append(ScalingRow(impl, point.world_size, point.throughput, point.speedup, point.efficiency,
-                                   o.percent if o else None, o.ci_low if o else None, o.ci_high if o else None))
+            o = overhead.get((label, point.world_size))
+            rows.append(ScalingRow(label, point.world_size, point.throughput, point.speedup,
+                                   point.efficiency, o.percent if o else None,
+                                   o.ci_low if o else None, o.ci_high if o else None))
     return rows
 
 
 def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState) -> dict[str, Any]:
-    """One csv/json row: the run's own measurements, its steady-state check and its world size's overhead."""
+    """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
     return {
-        "file": str(run.path), "label": run.label, "implementation": run.implementation,
+        "file": str(run.path), "label": run.label, "arm": run.group, "implementation": run.implementation,
         "original_script": run.original, "world_size": run.world_size, "runs": 1, **run_values(run),
         "first_half_median_ms": steady.first_half_median_ms, "second_half_median_ms": steady.second_half_median_ms,
         "steady_state_change_percent": steady.change_percent,
@@ -212,14 +227,19 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
 
 
 def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:
-    """Step times per cell for the distribution plot ("impl@N"; an original run adds its mean)."""
+    """Step times per cell for the distribution plot ("label@N"; an original run adds its mean)."""
     return {f"{impl}@{world}": [t for run in runs for t in (run.step_samples_ms or [run.median_ms])]
             for (impl, world), runs in cells.items()}
 
 
 def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
-            resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> Report:
-    """Check, pair and measure the runs; WorkloadMismatch lists every differing field."""
+            baseline: str | None = None) -> Report:
+    """Check, group and compare the runs; WorkloadMismatch lists every differing field."""
+    present = labels(runs, baseline)
+    if baseline is not None and baseline not in present:
+        raise CompareError(f"--baseline {baseline}: no run has that label;"
+                           f" the labels are {', '.join(present)}")
+    base = baseline or ("native" if "native" in present else present[0])
     warnings: list[str] = []
     mismatches = workload_differences(runs)
     if mismatches and not allow_mismatch:
@@ -229,27 +249,36 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
         )
     warnings += [f"workload differs (allowed by --allow-mismatch): {d.describe()}" for d in mismatches]
     warnings += [f"environment differs: {d.describe()}" for d in environment_differences(runs)]
-    cells = group(runs)
-    warnings += unpaired(cells)
+    cells = group(runs, base)
+    warnings += unpaired(cells, base)
     worlds = sorted({world for _, world in cells})
-    overhead: dict[int, Overhead] = {}
-    pairs, numerics = [], {}
+    overhead: list[Overhead] = []
+    pairs = []
     for world in worlds:
-        native, lightning = cells.get(("native", world), []), cells.get(("lightning", world), [])
-        if native and lightning:
-            overhead[world] = overhead_at(world, native, lightning, resamples, seed)
-            numerics[world] = numerics_identical([*native, *lightning])
-            pairs.append({"world_size": world, "native": [r.label for r in native],
-                          "lightning": [r.label for r in lightning], "numerics_identical": numerics[world]})
-    table = [_aggregate(impl, world, rs, numerics.get(world, "-")) for (impl, world), rs in cells.items()]
+        here = [label for label in labels(runs, base) if (label, world) in cells]
+        for arm, against in comparisons(here, base):
+            o = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
+            overhead.append(o)
+            pairs.append({"world_size": world, "arm": arm, "baseline": against,
+                          "arm_files": [r.label for r in cells[(arm, world)]],
+                          "baseline_files": [r.label for r in cells[(against, world)]],
+                          "numerics_identical": o.numerics_identical})
+    vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
+    numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
+    same = {key: o.numerics_identical for key, o in vs_base.items()}
+    table = [_aggregate(label, world, rs, same.get((label, world), "-"))
+             for (label, world), rs in cells.items()]
     steady = steady_states(runs)
-    run_table = [_run_row(run, overhead.get(run.world_size), numerics.get(run.world_size, "-"), state)
+    run_table = [_run_row(run, vs_base.get((run.group, run.world_size)),
+                          same.get((run.group, run.world_size), "-"), state)
                  for run, state in zip(runs, steady)]
     run_warnings, notes = run_flags(runs)
     return Report(
-        title=title_of(runs), header=header_rows(runs), table=table, run_table=run_table, pairs=pairs,
-        overhead=list(overhead.values()), scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
-        scaling=_scaling(cells, overhead), slow_ranks=slow_ranks(runs), steady_state=steady,
+        title=title_of(runs), header=header_rows(runs, base), table=table, run_table=run_table,
+        pairs=pairs,
+        overhead=overhead, scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
+        scaling=_scaling(cells, vs_base), slow_ranks=slow_ranks(runs), steady_state=steady,
         warnings=warnings + run_warnings + steady_state_warnings(steady),
-        notes=notes + numerics_notes(cells, numerics), samples_ms=_samples(cells),
+        notes=notes + numerics_notes(cells, numerics), samples_ms=_samples(cells), baseline=base,
+        labels=[label for label in labels(runs, base)],
     )

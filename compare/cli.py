@@ -1,6 +1,7 @@
 """The command line: read result files, print the comparison, optionally plot it.
 
     python -m compare results/native.json results/lightning.json --plot comparison.png
+    python -m compare out/my-experiment --format json     # a folder with manifest.json
 
 Exit status 0 on success, 2 for anything the user can fix (a bad or missing file, runs
 that measure different workloads, an output that exists): one line on stderr, no traceback
@@ -19,7 +20,7 @@ from common.result import ResultError
 from compare import stats
 from compare.analysis import analyse
 from compare.errors import CompareError
-from compare.load import load_runs
+from compare.load import load_inputs
 from compare.report import FORMATS, render
 
 PROG = "compare"
@@ -41,16 +42,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         description=(
-            "Compare benchmark results of native DDP and Lightning: configuration side by side, throughput,"
-            " step-time percentiles, Lightning's overhead with a bootstrap 95% CI, slow ranks and, over"
-            " several world sizes, scaling. Runs of one implementation and workload are repeats; runs may"
-            " differ in world size only. Accepts results of the original single-file scripts too."
+            "Compare benchmark results of several arms (native, fabric, lightning, lightning-services, or"
+            " the labels of an experiment folder): configuration side by side, throughput, step-time"
+            " percentiles, each arm's overhead over the baseline, slow ranks and, over several world sizes,"
+            " scaling. Runs of one arm label and workload are repeats; runs may differ in world size only."
+            " The unit of evidence is a run: each contributes its median step, and the overhead's"
+            f" {stats.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log per-run median; with"
+            f" fewer than {stats.MIN_RUNS} runs a side there is a point estimate and no verdict."
+            " Results of the original single-file scripts form their own group."
         ),
         epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure different"
                " workloads, or an output that exists (one line on stderr).",
         allow_abbrev=False,
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="result JSON files (any order)")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE|DIR",
+                   help="result JSON files (labelled by their arm) and/or experiment folders holding"
+                        " manifest.json (their runs with status ok, labelled by the manifest)")
+    p.add_argument("--baseline", metavar="LABEL",
+                   help="the arm every other arm is compared with (default: the manifest's baseline, else"
+                        " native, else the first label)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
                         " json: everything, machine-readable")
@@ -62,11 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
                         f" ({', '.join(PLOT_SUFFIXES)})")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs whose workloads differ beyond the world size (differences become warnings)")
-    p.add_argument("--resamples", type=int, default=stats.RESAMPLES, metavar="N",
-                   help="bootstrap resamples for the confidence interval (default %(default)s)")
-    p.add_argument("--seed", type=int, default=stats.SEED,
-                   help="seed of the bootstrap's random generator: same files and seed, same interval"
-                        " (default %(default)s)")
     p.add_argument("--verbose", action="store_true", help="print a traceback with any error")
     return p
 
@@ -84,10 +89,6 @@ def check_new_file(option: str, path: Path, overwrite: bool) -> None:
 
 def check_options(args: argparse.Namespace) -> None:
     """Reject option mistakes before reading any file."""
-    if args.resamples < 100:
-        raise CompareError(f"--resamples must be 100 or more, got {args.resamples}")
-    if args.seed < 0:
-        raise CompareError(f"--seed must be 0 or more, got {args.seed}")
     if args.overwrite_output and args.output is None and args.plot is None:
         raise CompareError("--overwrite-output needs --output PATH or --plot PATH")
     if args.output is not None:
@@ -114,8 +115,10 @@ def write_text(text: str, path: Path, overwrite: bool) -> None:
 def run(args: argparse.Namespace) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
     check_options(args)
-    runs = load_runs(args.files)
-    report = analyse(runs, allow_mismatch=args.allow_mismatch, resamples=args.resamples, seed=args.seed)
+    runs, manifest_baseline = load_inputs(args.files)
+    # A manifest's baseline whose runs all failed is no mistake of the user: fall back.
+    fallback = manifest_baseline if any(run.group == manifest_baseline for run in runs) else None
+    report = analyse(runs, allow_mismatch=args.allow_mismatch, baseline=args.baseline or fallback)
     text = render(report, args.format)
     if args.plot is not None:
         from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here

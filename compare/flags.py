@@ -52,7 +52,7 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
     if any(run.original for run in runs):
         notes.append(f"Results marked {ORIGINAL_LABEL} have no per-step times: their step time is the wall-clock"
                      " mean (milliseconds_per_step), their throughput is wall-clock, they have no p5/p95, warm-up"
-                     " or first-step time, and no CI over steps is available for them")
+                     " or first-step time; comparisons with them use every run's wall-clock mean on both sides")
     return warnings, notes
 
 
@@ -65,7 +65,7 @@ def slow_ranks(runs: Sequence[Run]) -> list[SlowRank]:
         ranks = run.result.ranks
         medians = [rank.step_time_ms.median for rank in ranks]
         for i in stats.slow_ranks(medians):
-            found.append(SlowRank(run.label, run.implementation, ranks[i].rank, ranks[i].hostname,
+            found.append(SlowRank(run.label, run.group, ranks[i].rank, ranks[i].hostname,
                                   medians[i], stats.median(medians)))
     return found
 
@@ -93,7 +93,7 @@ def steady_states(runs: Sequence[Run]) -> list[SteadyState]:
     for run in runs:
         series = run.step_series_ms
         halves = stats.halves_change(series) if series is not None and len(series) >= 2 else (None, None, None)
-        found.append(SteadyState(run.label, run.implementation, run.world_size, *halves))
+        found.append(SteadyState(run.label, run.group, run.world_size, *halves))
     return found
 
 

@@ -1,6 +1,6 @@
 """What was compared, before any number: configuration and environment side by side, a title.
 
-    rows = header_rows(runs)     # field | native | lightning, differing rows marked
+    rows = header_rows(runs)     # field | one column per arm label, differing rows marked
     title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.result import IMPLEMENTATIONS
 from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show
+from compare.pairing import labels
 
 # Header facts that differ between any two runs by nature: marking them would hide the real differences.
 _ALWAYS_DIFFERENT = frozenset({"file", "started (UTC)", "slurm job"})
@@ -18,16 +18,15 @@ _ALWAYS_DIFFERENT = frozenset({"file", "started (UTC)", "slurm job"})
 
 @dataclass(frozen=True)
 class HeaderRow:
-    """One configuration or environment fact of both implementations, side by side."""
+    """One configuration or environment fact of every arm, side by side (label -> values)."""
 
     field: str
-    native: str
-    lightning: str
+    values: dict[str, str]
     differs: bool
 
 
-def header_rows(runs: Sequence[Run]) -> list[HeaderRow]:
-    """Configuration and environment rows: each implementation's distinct values."""
+def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[HeaderRow]:
+    """Configuration and environment rows: each arm's distinct values."""
     facts = []
     for run in runs:
         config = {name: show(run.workload[name]) for name in WORKLOAD_FIELDS}
@@ -39,15 +38,15 @@ def header_rows(runs: Sequence[Run]) -> list[HeaderRow]:
     rows = []
     for name in names:
         per_impl = {
-            impl: list(dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.implementation == impl))
-            for impl in IMPLEMENTATIONS
+            label: list(dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.group == label))
+            for label in labels(runs, baseline)
         }
         if all(v == ["-"] or not v for v in per_impl.values()):
             continue  # recorded by no run: an empty row says nothing
         recorded = {value for values in per_impl.values() for value in values if value != "-"}
         cells = {impl: ", ".join(values) if values else "(no run)" for impl, values in per_impl.items()}
         differs = name not in _ALWAYS_DIFFERENT and len(recorded) > 1
-        rows.append(HeaderRow(name, cells["native"], cells["lightning"], differs=differs))
+        rows.append(HeaderRow(name, cells, differs=differs))
     return rows
 
 
@@ -72,7 +71,7 @@ def diagnostics_note(runs: Sequence[Run]) -> str:
     for run in runs:
         environment = getattr(run.result, "environment", None)  # the originals' results have none
         for key, value in ((environment.diagnostics or {}) if environment else {}).items():
-            used.setdefault(run.implementation, {})[key] = value
+            used.setdefault(run.group, {})[key] = value
     parts = [f"{impl} " + ", ".join(f"{k}={v}" for k, v in sorted(switches.items()))
              for impl, switches in sorted(used.items())]
     return " · diagnostic: " + "; ".join(parts) if parts else ""

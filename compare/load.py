@@ -1,30 +1,35 @@
-"""Load result files into `Run`s: label, implementation, workload key and environment facts.
+"""Load result files and experiment folders into `Run`s: arm label, workload key, environment.
 
+    runs, baseline = load_inputs([Path("out/exp1")])   # a folder with manifest.json
     runs = load_runs([Path("native.json"), Path("lightning.json")])   # ResultError names the file
 
-Results of the original single-file scripts (`OriginalResult`) are accepted: their workload
-key is filled in with the only values those scripts could run with, and they are labelled
-"(original script)" wherever they appear.
+A run's arm label groups it: the manifest's `label` for runs of an experiment folder (status
+"ok" only), else the implementation, plus "-services" for Lightning with barebones off.
+Results of the original single-file scripts (`OriginalResult`) are accepted as their own
+group, "native (original script)": their workload key is filled in with the only values those
+scripts could run with, and they are never pooled with the suite's runs.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.result import OriginalResult, Result, ResultError, load_result
+from common.result import OriginalResult, Result, ResultError, StepStats, load_result, read_json
 from compare import stats
 
 ORIGINAL_LABEL = "(original script)"
 
 # Everything that changes the measured work, in display order. Warm-up steps are left out
 # (they do not change the steady state the timed steps measure), and so is the requested
-# precision ("auto" and "bf16" run the same kernels once resolved). accelerator and
-# num_classes are beyond the brief's list: a CPU run or a different classifier head is
-# a different workload.
+# precision ("auto" and "bf16" run the same kernels once resolved), and so are the arm
+# and diagnostic options (barebones, ddp_stream, host_delay_us, pyprofile, trace): they are
+# what an experiment varies or diagnoses, not the work (diagnostic runs are warned about from
+# environment.diagnostics). A CPU run or a different classifier head is a different workload.
 WORKLOAD_FIELDS = (
     "arch", "image_size", "accelerator", "num_classes", "precision_resolved", "batch_mode",
     "batch_size_per_device", "global_batch_size", "world_size", "measured_steps",
@@ -35,7 +40,8 @@ WORKLOAD_FIELDS = (
 TOP_LEVEL_FIELDS = frozenset(
     {"precision_resolved", "batch_mode", "batch_size_per_device", "global_batch_size", "world_size", "measured_steps"}
 )
-# The original scripts had none of these options: they always ran like this (ORIGINAL.md).
+# The original scripts had none of these options: they always ran like this (their README,
+# summarised in the project's design notes).
 ORIGINAL_FIXED: dict[str, Any] = {
     "accelerator": "gpu", "num_classes": 1000, "compile": False, "compile_mode": None,
     "channels_last": False, "cudnn_benchmark": True, "sgd_impl": "auto", "bucket_cap_mb": 25.0,
@@ -51,11 +57,17 @@ class Run:
     result: Result | OriginalResult
     workload: dict[str, Any]
     name: str = ""  # how tables name the file; load_runs adds the folder when names collide
+    arm: str = ""  # the group label; arm_of(result) unless a manifest named it
 
     @property
     def implementation(self) -> str:
-        """native or lightning."""
+        """native, fabric or lightning."""
         return self.result.implementation
+
+    @property
+    def group(self) -> str:
+        """The arm label that groups this run with its repeats."""
+        return self.arm or arm_of(self.result)
 
     @property
     def original(self) -> bool:
@@ -108,23 +120,118 @@ class Run:
         return self.result.images_per_second_median
 
 
+def arm_of(result: Result | OriginalResult) -> str:
+    """The arm label of a result given as a file: implementation, '-services' for Lightning
+    with barebones off, ' (original script)' for the originals' flat results."""
+    if isinstance(result, OriginalResult):
+        return f"{result.implementation} {ORIGINAL_LABEL}"
+    if result.lightning is not None and not result.lightning.barebones:
+        return f"{result.implementation}-services"
+    return result.implementation
+
+
+MANIFEST = "manifest.json"
+
+
+def manifest_runs(folder: Path) -> tuple[list[tuple[Path, str]], str | None]:
+    """(result path, label) of every run with status "ok" in FOLDER/manifest.json, and its baseline."""
+    manifest = read_json(folder / MANIFEST)
+    where = folder / MANIFEST
+    runs = manifest.get("runs")
+    if not isinstance(runs, list):
+        raise ResultError(f"{where}: not an experiment manifest: field runs is missing"
+                          " or not a list")
+    found = []
+    for i, entry in enumerate(runs):
+        if not isinstance(entry, dict):
+            raise ResultError(f"{where}: field runs.{i}: not an object")
+        if entry.get("status") != "ok":
+            continue
+        result, label = entry.get("result"), entry.get("label")
+        if not isinstance(result, str) or not isinstance(label, str) or not label:
+            raise ResultError(f"{where}: field runs.{i}: a run with status ok needs a result"
+                              " path and a label")
+        found.append((folder / result, label))
+    baseline = manifest.get("baseline")
+    return found, baseline if isinstance(baseline, str) else None
+
+
+def load_inputs(paths: Sequence[Path]) -> tuple[list[Run], str | None]:
+    """Load files and experiment folders (holding manifest.json); the first manifest's baseline."""
+    entries: list[tuple[Path, str]] = []
+    baseline = None
+    for path in map(Path, paths):
+        if path.is_dir():
+            if not (path / MANIFEST).is_file():
+                raise ResultError(f"{path}: is a folder without {MANIFEST}; give result files or an"
+                                  " experiment folder")
+            found, base = manifest_runs(path)
+            entries += found
+            baseline = baseline or base
+        else:
+            entries.append((path, ""))
+    return _load(entries), baseline
+
+
 def load_runs(paths: Sequence[Path]) -> list[Run]:
     """Load and validate every file; ResultError (naming the file) for the first bad one."""
+    return _load([(Path(p), "") for p in paths])
+
+
+def _load(entries: Sequence[tuple[Path, str]]) -> list[Run]:
+    """Load (path, label) pairs; an empty label means arm_of(result)."""
     runs: list[Run] = []
     seen: dict[Path, Path] = {}
-    for path in map(Path, paths):
+    for path, label in entries:
         key = path.resolve()
         if key in seen:
             raise ResultError(f"{path}: given more than once (also as {seen[key]}); a repeat must be its own run")
         seen[key] = path
         result = load_result(path)
         _check_usable(path, result)
-        runs.append(Run(path=path, result=result, workload=workload_of(result)))
+        runs.append(Run(path=path, result=result, workload=workload_of(result),
+                        arm=label or arm_of(result)))
     # A sweep holds native-r1.json in every devices-<n>/ folder: name those by folder too.
     names = [r.path.name for r in runs]
-    return [Run(path=r.path, result=r.result, workload=r.workload,
+    return [Run(path=r.path, result=r.result, workload=r.workload, arm=r.arm,
                 name=f"{r.path.parent.name}/{r.path.name}" if names.count(r.path.name) > 1 else r.path.name)
             for r in runs]
+
+
+def _close(recorded: float, expected: float) -> bool:
+    """Equal up to float rounding of a summary (relative 1e-6)."""
+    return math.isclose(recorded, expected, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _check_summary(path: Path, result: Result) -> None:
+    """The summary fields must follow from the per-rank step times they summarise."""
+    try:
+        pooled = StepStats.of([t for rank in result.ranks for t in rank.step_times_ms])
+    except ValueError:  # pydantic: a mean or std that overflows to inf
+        raise ResultError(f"{path}: field ranks.*.step_times_ms: step times too large to summarise"
+                          " (their mean overflows)") from None
+    checks: list[tuple[str, float, float]] = [
+        (f"step_time_ms.{name}", getattr(result.step_time_ms, name), getattr(pooled, name))
+        for name in ("median", "p5", "p95", "min", "max", "mean")
+    ]
+    checks += [
+        ("images_per_second_median", result.images_per_second_median,
+         result.global_batch_size / pooled.median * 1e3),
+        ("images_per_second_per_device", result.images_per_second_per_device,
+         result.batch_size_per_device / pooled.median * 1e3),
+        ("milliseconds_per_step", result.milliseconds_per_step,
+         result.elapsed_seconds / result.measured_steps * 1e3),
+        ("images_per_second", result.images_per_second,
+         result.global_batch_size * result.measured_steps / result.elapsed_seconds),
+    ]
+    for rank in result.ranks:
+        own = StepStats.of(list(rank.step_times_ms))  # finite: the pooled summary was
+        checks += [(f"ranks.{rank.rank}.step_time_ms.{name}", getattr(rank.step_time_ms, name),
+                    getattr(own, name)) for name in ("median", "p5", "p95", "min", "max")]
+    for name, recorded, expected in checks:
+        if not (math.isfinite(expected) and _close(recorded, expected)):
+            raise ResultError(f"{path}: field {name} is {recorded:g} but the per-rank step times give"
+                              f" {expected:g}; the summary disagrees with the steps it summarises")
 
 
 def _check_usable(path: Path, result: Result | OriginalResult) -> None:
@@ -140,6 +247,7 @@ def _check_usable(path: Path, result: Result | OriginalResult) -> None:
                               f" for measured_steps {result.measured_steps}")
         if min(rank.step_times_ms) <= 0:
             raise ResultError(f"{path}: rank {rank.rank} has a step time <= 0 ms in step_times_ms")
+    _check_summary(path, result)
 
 
 def workload_of(result: Result | OriginalResult) -> dict[str, Any]:

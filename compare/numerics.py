@@ -1,7 +1,9 @@
 """Same numerics: do runs end with the same parameters and losses, and what a 'no' means.
 
     same = numerics_identical([*native, *lightning])          # 'yes', 'no' or 'n/a'
-    notes = numerics_notes(cells, {world: same})              # why a 'no' on a GPU is expected
+    notes = numerics_notes(cells, {(arm, baseline, world): same})   # why a 'no' on a GPU is expected
+
+These notes are about numerics (final parameters and losses), never about speed.
 
 On a GPU even two runs of one runner differ (cuDNN autotuning picks kernels by timing,
 atomic adds sum in any order), so a native/Lightning 'no' there says nothing about the
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from common.result import IMPLEMENTATIONS, OriginalResult
+from common.result import OriginalResult
 from compare.load import Run
 
 GPU_NOT_REPRODUCIBLE = ("GPU runs are not bitwise reproducible (cuDNN autotuning, atomic adds); bit-identity is"
@@ -31,30 +33,34 @@ def numerics_identical(runs: Sequence[Run]) -> str:
     return "yes" if len(digests) == 1 and len(losses) == 1 else "no"
 
 
-def _repeats_notes(world: int, cells: dict[tuple[str, int], list[Run]]) -> list[str]:
-    """What repeats of one implementation say about a native/Lightning 'no' at one world size."""
-    verdicts = {impl: numerics_identical(cells[(impl, world)]) for impl in IMPLEMENTATIONS
-                if len(cells[(impl, world)]) >= 2}
-    files = {impl: ", ".join(run.label for run in cells[(impl, world)]) for impl in verdicts}
-    differ = [f"{impl}: {files[impl]}" for impl, same in verdicts.items() if same == "no"]
-    agree = [f"{impl}: {files[impl]}" for impl, same in verdicts.items() if same == "yes"]
+def _repeats_notes(world: int, arm: str, baseline: str, cells: dict[tuple[str, int], list[Run]]) -> list[str]:
+    """What repeats of one arm say about an arm/baseline 'no' at one world size."""
+    verdicts = {label: numerics_identical(cells[(label, world)]) for label in (baseline, arm)
+                if len(cells[(label, world)]) >= 2}
+    files = {label: ", ".join(run.label for run in cells[(label, world)]) for label in verdicts}
+    differ = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "no"]
+    agree = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "yes"]
     notes = []
     if differ:
-        notes.append(f"at {world} GPU(s) repeats of one implementation differ from each other too"
-                     f" ({'; '.join(differ)}): the native/Lightning difference is run-to-run nondeterminism,"
-                     " no evidence of a framework difference")
+        notes.append(f"numerics (not speed), {arm} vs {baseline} at {world} GPU(s): repeats of one arm end with"
+                     f" different parameters too ({'; '.join(differ)}), so their final parameters differing is"
+                     " run-to-run nondeterminism, no evidence of a numerical difference between the arms; the"
+                     " speed verdict above is unaffected")
     if agree:
-        notes.append(f"at {world} GPU(s) repeats of one implementation are bit-identical ({'; '.join(agree)}), yet"
-                     " native and Lightning differ: worth a look")
+        notes.append(f"numerics (not speed), {arm} vs {baseline} at {world} GPU(s): repeats of one arm are"
+                     f" bit-identical ({'; '.join(agree)}), yet the two arms end with different parameters:"
+                     " worth a look")
     return notes
 
 
-def numerics_notes(cells: dict[tuple[str, int], list[Run]], numerics: dict[int, str]) -> list[str]:
-    """Notes for world sizes whose native and Lightning numerics differ."""
-    differ = [world for world, same in numerics.items() if same == "no"]
-    on_gpu = [world for world in differ
-              if any(run.workload["accelerator"] == "gpu" for impl in IMPLEMENTATIONS for run in cells[(impl, world)])]
+def numerics_notes(cells: dict[tuple[str, int], list[Run]], numerics: dict[tuple[str, str, int], str]) -> list[str]:
+    """Notes for comparisons (arm, baseline, world size) whose numerics differ."""
+    differ = [key for key, same in numerics.items() if same == "no"]
+    on_gpu = sorted({world for arm, base, world in differ
+                     if any(run.workload["accelerator"] == "gpu" for label in (arm, base)
+                            for run in cells[(label, world)])})
     notes = []
     if on_gpu:
-        notes.append(f"same numerics N/L is 'no' at {', '.join(map(str, on_gpu))} GPU(s): {GPU_NOT_REPRODUCIBLE}")
-    return notes + [note for world in differ for note in _repeats_notes(world, cells)]
+        notes.append(f"numerics (not speed): the arms end with different parameters at {', '.join(map(str, on_gpu))}"
+                     f" GPU(s): {GPU_NOT_REPRODUCIBLE}")
+    return notes + [note for arm, base, world in differ for note in _repeats_notes(world, arm, base, cells)]

@@ -1,9 +1,9 @@
 """Group runs into cells (implementation x world size) and find what differs between runs.
 
     problems = workload_differences(runs)    # [] when nothing but the world size varies
-    cells = group(runs)                      # {("native", 2): [run, run], ("lightning", 2): [run]}
+    cells = group(runs, "native")            # {("native", 2): [run, run], ("lightning", 2): [run]}
 
-Runs of one implementation and workload are repeats. A run may differ from the others in
+Runs of one arm label and workload are repeats. A run may differ from the others in
 its world size only (a scaling sweep); the batch field that follows from the world size
 (the global batch under weak scaling, the per-device batch under strong scaling) may differ
 with it. Any other difference is reported field by field.
@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from common.result import IMPLEMENTATIONS
-from compare.load import Run, environment_of, show
+from compare.load import ORIGINAL_LABEL, Run, environment_of, show
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
@@ -25,7 +24,7 @@ WARN_ENVIRONMENT = ("pytorch", "lightning", "cuda", "cudnn", "nccl", "gpu", "dri
 
 @dataclass(frozen=True)
 class Difference:
-    """One field whose values differ between runs: implementation -> its distinct values."""
+    """One field whose values differ between runs: arm label -> its distinct values."""
 
     field: str
     values: dict[str, list[str]]
@@ -52,10 +51,10 @@ def _differences(
         counted = [(run, value) for run, value in counted if not (skip_missing and value == "-")]
         if len({value for _, value in counted}) < 2:
             continue
-        values: dict[str, list[str]] = {impl: [] for impl in IMPLEMENTATIONS}
+        values: dict[str, list[str]] = {label: [] for label in labels(runs)}
         for run, value in counted:
-            if value not in values[run.implementation]:
-                values[run.implementation].append(value)
+            if value not in values[run.group]:
+                values[run.group].append(value)
         found.append(Difference(name, values))
     return found
 
@@ -74,26 +73,35 @@ def environment_differences(runs: Sequence[Run]) -> list[Difference]:
     return _differences(runs, facts, WARN_ENVIRONMENT, skip_missing=True)
 
 
-def group(runs: Sequence[Run]) -> dict[tuple[str, int], list[Run]]:
-    """Runs by (implementation, world size), native first, world sizes ascending."""
+def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:
+    """Arm labels in order: the baseline first, then native, fabric, lightning, then as given."""
+    order = {name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))}
+    seen = list(dict.fromkeys(run.group for run in runs))
+    def rank(label: str) -> tuple[bool, int, bool, int]:
+        plain = label.removesuffix(f" {ORIGINAL_LABEL}")
+        return label != baseline, order.get(plain, len(order)), plain != label, seen.index(label)
+    return sorted(seen, key=rank)
+
+
+def group(runs: Sequence[Run], baseline: str | None = None) -> dict[tuple[str, int], list[Run]]:
+    """Runs by (arm label, world size), in labels() order, world sizes ascending."""
     cells: dict[tuple[str, int], list[Run]] = {}
     for run in runs:
-        cells.setdefault((run.implementation, run.world_size), []).append(run)
-    order = {impl: i for i, impl in enumerate(IMPLEMENTATIONS)}
+        cells.setdefault((run.group, run.world_size), []).append(run)
+    order = {label: i for i, label in enumerate(labels(runs, baseline))}
     return dict(sorted(cells.items(), key=lambda item: (order[item[0][0]], item[0][1])))
 
 
-def unpaired(cells: dict[tuple[str, int], list[Run]]) -> list[str]:
-    """Warnings for world sizes measured by one implementation while the other was given too."""
-    present = {impl for impl, _ in cells}
-    if len(present) < 2:
+def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str) -> list[str]:
+    """Warnings for world sizes an arm measured without the baseline (not compared there)."""
+    if len({label for label, _ in cells}) < 2:
         return []
     warnings = []
-    for impl, world in cells:
-        other = next(i for i in IMPLEMENTATIONS if i != impl)
-        if (other, world) not in cells:
-            files = ", ".join(run.label for run in cells[(impl, world)])
-            warnings.append(f"{impl} at {world} GPU(s) ({files}) has no {other} run at that size: not paired")
+    for label, world in cells:
+        if label != baseline and (baseline, world) not in cells:
+            files = ", ".join(run.label for run in cells[(label, world)])
+            warnings.append(f"{label} at {world} GPU(s) ({files}) has no {baseline} run at that size:"
+                            " not compared with the baseline")
     return warnings
 
 

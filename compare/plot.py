@@ -14,29 +14,34 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from common.result import IMPLEMENTATIONS
 from compare.analysis import Report
 
-COLORS = {"native": "tab:blue", "lightning": "tab:orange"}
+PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 DPI = 120
 
 
-def _label(report: Report, implementation: str) -> str:
-    """The implementation's table label (marks original-script results)."""
-    return next((row["implementation"] for row in report.table if row["implementation"].startswith(implementation)),
-                implementation)
+def _color(report: Report, label: str) -> str:
+    """One colour per arm label, in the report's label order."""
+    order = report.labels or list(dict.fromkeys(row["implementation"] for row in report.table))
+    return PALETTE[order.index(label) % len(PALETTE)] if label in order else "tab:gray"
+
+
+def _labels(report: Report) -> list[str]:
+    return report.labels or list(dict.fromkeys(row["implementation"] for row in report.table))
 
 
 def _throughput(ax: Axes, report: Report) -> None:
-    """(1) Global throughput bars, native beside lightning, per world size."""
+    """(1) Global throughput bars, one per arm side by side, per world size."""
     worlds = sorted({row["world_size"] for row in report.table})
-    width = 0.38
-    for offset, impl in zip((-width / 2, width / 2), IMPLEMENTATIONS):
-        rows = {row["world_size"]: row for row in report.table if row["implementation"].startswith(impl)}
+    names = _labels(report)
+    width = 0.8 / max(len(names), 1)
+    for k, label in enumerate(names):
+        offset = (k - (len(names) - 1) / 2) * width
+        rows = {row["world_size"]: row for row in report.table if row["implementation"] == label}
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
         ys = [rows[w]["images_per_second_median"] for w in worlds if w in rows]
         if xs:
-            bars = ax.bar(xs, ys, width, color=COLORS[impl], label=_label(report, impl))
+            bars = ax.bar(xs, ys, width, color=_color(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
     ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
     ax.set_xlabel("GPUs")
@@ -48,52 +53,53 @@ def _throughput(ax: Axes, report: Report) -> None:
 def _distributions(ax: Axes, report: Report) -> None:
     """(2) Step-time box plots per implementation and world size (a dot where only a mean exists)."""
     for i, (key, samples) in enumerate(report.samples_ms.items()):
-        impl = key.split("@")[0]
+        label = key.rsplit("@", 1)[0]
         if len(samples) > 1:
             box = ax.boxplot([samples], positions=[i], widths=0.6, patch_artist=True, showfliers=True)
-            box["boxes"][0].set_facecolor(COLORS[impl])
+            box["boxes"][0].set_facecolor(_color(report, label))
             box["boxes"][0].set_alpha(0.6)
         else:
-            ax.plot([i], samples, "D", color=COLORS[impl])
-    labels = {f"{row['implementation'].split()[0]}@{row['world_size']}": row["implementation"] for row in report.table}
+            ax.plot([i], samples, "D", color=_color(report, label))
     ax.set_xticks(range(len(report.samples_ms)),
-                  [f"{labels[k].replace(' (', chr(10) + '(')}\n{k.split('@')[1]} GPU(s)" for k in report.samples_ms],
-                  fontsize=8)
+                  [f"{k.rsplit('@', 1)[0].replace(' (', chr(10) + '(')}\n{k.rsplit('@', 1)[1]} GPU(s)"
+                   for k in report.samples_ms], fontsize=8)
     ax.set_xlim(-0.7, len(report.samples_ms) - 0.3)
     ax.set_ylabel("step time (ms; lower is better)")
     ax.set_title("Step times (all ranks; ◆ = wall-clock mean only)")
 
 
 def _overhead(ax: Axes, report: Report) -> None:
-    """(3) Lightning overhead per world size with its 95% CI as error bars."""
+    """(3) Each comparison's overhead with its 95% CI as error bars (a grey dot: no verdict)."""
     for i, o in enumerate(report.overhead):
         if o.ci_low is None or o.ci_high is None:
             ax.plot([i], [o.percent], "o", color="tab:gray")
-            ax.annotate("no CI", (i, o.percent), textcoords="offset points", xytext=(6, 4), fontsize=8)
+            ax.annotate(f"no verdict ({o.arm_runs}/{o.baseline_runs} runs)", (i, o.percent),
+                        textcoords="offset points", xytext=(6, 4), fontsize=8)
         else:
             ax.errorbar([i], [o.percent], yerr=[[o.percent - o.ci_low], [o.ci_high - o.percent]],
-                        fmt="o", color="tab:red", capsize=6)
+                        fmt="o", color=_color(report, o.arm), capsize=6)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(report.overhead)), [str(o.world_size) for o in report.overhead])
+    ax.set_xticks(range(len(report.overhead)),
+                  [f"{o.arm}\nvs {o.baseline}\n{o.world_size} GPU(s)" for o in report.overhead], fontsize=7)
     ax.set_xlim(-0.7, max(len(report.overhead), 1) - 0.3)
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("Lightning overhead (% of native median step; lower is better)")
-    ax.set_title("Overhead with 95% CI")
+    ax.set_ylabel("overhead (% of the baseline's step; lower is better)")
+    ax.set_title("Overhead with 95% CI over runs")
 
 
 def _scaling(ax: Axes, report: Report) -> None:
     """(4) Throughput (solid) and efficiency (dashed, right axis) against GPU count."""
     right = ax.twinx()
-    for impl in IMPLEMENTATIONS:
-        rows = [s for s in report.scaling if s.implementation == impl]
+    for label in _labels(report):
+        rows = [s for s in report.scaling if s.implementation == label]
         if not rows:
             continue
         worlds = [s.world_size for s in rows]
-        ax.plot(worlds, [s.throughput for s in rows], "o-", color=COLORS[impl], label=f"{_label(report, impl)} img/s")
+        color = _color(report, label)
+        ax.plot(worlds, [s.throughput for s in rows], "o-", color=color, label=f"{label} img/s")
         ideal = [rows[0].throughput * w / worlds[0] for w in worlds]
-        ax.plot(worlds, ideal, ":", color=COLORS[impl], alpha=0.6, label=f"{impl} linear")
-        right.plot(worlds, [s.efficiency * 100 for s in rows], "s--", color=COLORS[impl], alpha=0.7,
-                   label=f"{impl} efficiency")
+        ax.plot(worlds, ideal, ":", color=color, alpha=0.6, label=f"{label} linear")
+        right.plot(worlds, [s.efficiency * 100 for s in rows], "s--", color=color, alpha=0.7,
+                   label=f"{label} efficiency")
     ax.set_xticks(sorted({s.world_size for s in report.scaling}))
     ax.set_xlabel("GPUs")
     ax.set_ylabel("throughput (images/s, global; higher is better)")

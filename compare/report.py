@@ -23,18 +23,18 @@ LEGEND = "↑ higher is better, ↓ lower is better"
 
 # (key in the table rows, header, number format). Split in two so the text fits a terminal.
 SPEED_COLUMNS = (
-    ("implementation", "implementation", ""), ("world_size", "GPUs", "d"), ("runs", "runs", "d"),
+    ("implementation", "arm", ""), ("world_size", "GPUs", "d"), ("runs", "runs", "d"),
     ("images_per_second_median", "img/s ↑", ".1f"), ("images_per_second_per_device", "img/s/GPU ↑", ".1f"),
     ("step_median_ms", "median ms ↓", ".2f"), ("step_p5_ms", "p5 ms ↓", ".2f"),
     ("step_p95_ms", "p95 ms ↓", ".2f"),
     ("images_per_second", "wall-clock img/s ↑", ".1f"),
 )
 COST_COLUMNS = (
-    ("implementation", "implementation", ""), ("world_size", "GPUs", "d"),
+    ("implementation", "arm", ""), ("world_size", "GPUs", "d"),
     ("warmup_seconds", "warm-up s ↓", ".2f"), ("first_step_seconds", "first step s ↓", ".3f"),
     ("peak_allocated_gib", "peak alloc GiB ↓", ".2f"), ("peak_reserved_gib", "peak reserved GiB ↓", ".2f"),
     ("parameters_synchronized", "params synced (want yes)", ""),
-    ("numerics_identical", "same numerics N/L (want yes on CPU)", ""),
+    ("numerics_identical", "same numerics as baseline (want yes on CPU)", ""),
 )
 
 
@@ -71,25 +71,32 @@ def _columns(report: Report, columns: tuple[tuple[str, str, str], ...]) -> tuple
 
 def sections(report: Report) -> list[Section]:
     """The report's blocks in reading order: what was compared before any number."""
+    names = report.labels or sorted({label for r in report.header for label in r.values})
     out = [Section("Configuration and environment (* = values differ between runs)",
-                   ["*", "field", "native", "lightning"],
-                   [["*" if r.differs else "", r.field, r.native, r.lightning] for r in report.header])]
+                   ["*", "field", *names],
+                   [["*" if r.differs else "", r.field, *(r.values.get(n, "(no run)") for n in names)]
+                    for r in report.header])]
     if report.warnings:
         out.append(Section("Warnings", lines=[f"! {w}" for w in report.warnings]))
     out.append(Section(f"Speed ({LEGEND})", *_columns(report, SPEED_COLUMNS)))
     out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
     if report.overhead:
         out.append(Section(
-            "Lightning overhead: (median step Lightning / median step native - 1) x 100; a step's time is its"
-            " slowest rank's (↓ lower is better)",
-            ["GPUs", "overhead % ↓", "95% CI %", "native ms", "lightning ms", "runs N/L", "CI method"],
-            [[cell(o.world_size), f"{o.percent:+.2f}", _ci(o.ci_low, o.ci_high), f"{o.native_median_ms:.2f}",
-              f"{o.lightning_median_ms:.2f}", f"{o.native_runs}/{o.lightning_runs}", o.method]
-             for o in report.overhead],
-            [f"{o.world_size} GPU(s): {o.verdict}" for o in report.overhead]))
+            "Overhead: arm vs baseline, (geometric mean of per-run median steps, arm / baseline - 1) x 100;"
+            " one number per run, a step's time its slowest rank's (↓ lower is better)",
+            ["GPUs", "arm vs baseline", "overhead % ↓", "95% CI %", "± pp", "detectable %", "runs",
+             "min-run % ↓", "step jitter %"],
+            [[cell(o.world_size), f"{o.arm} vs {o.baseline}", f"{o.percent:+.2f}", _ci(o.ci_low, o.ci_high),
+              cell(o.half_width, ".2f"), cell(o.min_detectable_percent, ".2f"), f"{o.arm_runs}/{o.baseline_runs}",
+              f"{o.min_percent:+.2f}", cell(o.step_jitter_percent, ".1f")] for o in report.overhead],
+            [f"{o.world_size} GPU(s): {o.verdict}" for o in report.overhead] + [
+                f"estimator: {report.overhead[0].estimator}; interval: {report.overhead[0].method}"
+                f" ({stats.CONFIDENCE:.0%}, at least {stats.MIN_RUNS} runs a side); detectable = the smallest"
+                f" overhead these runs would detect with {stats.POWER:.0%} power; min-run % = the robust"
+                f" estimate from the fastest run of each side ({stats.ROBUST_ESTIMATOR}), no interval;"
+                " step jitter = (p95 - p5) / median within a run, descriptive only"]))
     else:
-        missing = "not computed: no world size has both a native and a lightning run"
-        out.append(Section("Lightning overhead", lines=[missing]))
+        out.append(Section("Overhead", lines=["not computed: no world size has runs of two arms"]))
     out.append(_steady_state_section(report))
     rule = (f"rule: a rank is slow when its median step time exceeds the median of the ranks' medians by more than"
             f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median); needs 3+ ranks")
@@ -123,7 +130,7 @@ def _scaling_section(report: Report) -> Section:
     }[report.scaling_mode or "mixed"]
     rows = [[s.implementation, cell(s.world_size), f"{s.throughput:.1f}", f"{s.speedup:.3f}", f"{s.efficiency:.1%}",
              cell(s.overhead_percent, "+.2f"), _ci(s.overhead_ci_low, s.overhead_ci_high)] for s in report.scaling]
-    headers = ["implementation", "GPUs", "img/s ↑", "speed-up ↑", "efficiency ↑", "Lightning overhead % ↓",
+    headers = ["arm", "GPUs", "img/s ↑", "speed-up ↑", "efficiency ↑", f"overhead vs {report.baseline} % ↓",
                "95% CI %"]
     return Section(f"Scaling: {mode}", headers, rows)
 

@@ -22,7 +22,7 @@ def pair(tmp_path: Path) -> list[str]:
 
 def output_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """stdout of a successful compare run."""
-    assert main([*argv, "--resamples", "1000"]) == 0, capsys.readouterr().err
+    assert main([*argv]) == 0, capsys.readouterr().err
     return capsys.readouterr().out
 
 
@@ -30,10 +30,10 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
     pair: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = output_of(capsys, *pair)
-    assert text.index("Configuration and environment") < text.index("Speed") < text.index("Lightning overhead")
+    assert text.index("Configuration and environment") < text.index("Speed") < text.index("Overhead: arm vs")
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
-    assert "2 GPU(s): Lightning is" in text
-    assert text.index("Lightning overhead") < text.index("Steady state: first vs second half of timed steps")
+    assert "2 GPU(s): lightning vs native: point estimate +" in text and "no verdict possible" in text
+    assert text.index("Overhead: arm vs") < text.index("Steady state: first vs second half of timed steps")
 
 
 def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
@@ -41,7 +41,9 @@ def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
 ) -> None:
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
     assert {"runs", "pairs", "overhead", "scaling", "warnings"} <= report.keys()
-    assert {"percent", "ci_low", "ci_high", "method", "verdict"} <= report["overhead"][0].keys()
+    assert {"world_size", "arm", "baseline", "percent", "ci_low", "ci_high", "half_width", "verdict",
+            "verdict_possible", "significant", "estimator", "method", "arm_runs", "baseline_runs", "runs_needed",
+            "min_detectable_percent", "arm_median_ms", "baseline_median_ms", "min_percent"} <= report["overhead"][0].keys()
     assert [s["file"] for s in report["steady_state"]] == ["n.json", "l.json"]
     assert {"first_half_median_ms", "second_half_median_ms", "change_percent"} <= report["steady_state"][0].keys()
 
@@ -55,7 +57,7 @@ def test_csv_parses_to_one_row_per_run(pair: list[str], capsys: pytest.CaptureFi
 
 def test_markdown_tables_have_a_header_separator_row(pair: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     lines = output_of(capsys, *pair, "--format", "markdown").splitlines()
-    header = lines.index("| implementation | GPUs | runs | img/s ↑ | img/s/GPU ↑ | median ms ↓ | p5 ms ↓ |"
+    header = lines.index("| arm | GPUs | runs | img/s ↑ | img/s/GPU ↑ | median ms ↓ | p5 ms ↓ |"
                          " p95 ms ↓ | wall-clock img/s ↑ |")
     assert lines[header + 1] == "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     steady = lines.index("## Steady state: first vs second half of timed steps")
@@ -107,6 +109,6 @@ def test_help_describes_every_option() -> None:
     for action in parser._actions:
         assert action.help, f"{action.dest} has no help"
     text = parser.format_help()
-    for option in ("--format", "--output", "--overwrite-output", "--plot", "--allow-mismatch", "--resamples",
-                   "--seed", "--verbose"):
+    for option in ("--format", "--output", "--overwrite-output", "--plot", "--allow-mismatch", "--baseline",
+                   "--verbose"):
         assert option in text

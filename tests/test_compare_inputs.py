@@ -126,13 +126,14 @@ def test_original_script_results_compare_and_are_labelled_everywhere(
     assert main(files) == 0
     text = capsys.readouterr().out
     assert "native (original script)" in text and "lightning (original script)" in text
-    assert "no CI over steps is available" in text
+    assert "wall-clock mean on both sides" in text and "no verdict possible" in text
     steady = text[text.index("Steady state: first vs second half"):].splitlines()
     assert steady[3].split() == ["native-h200-b256.json", "(original", "script)", "-", "-", "-"]
     assert main([*files, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     [overhead] = report["overhead"]
-    assert overhead["ci_low"] is None and overhead["method"].startswith("none")
+    assert overhead["ci_low"] is None and overhead["estimator"].startswith("geometric mean of per-run wall-clock")
+    assert (overhead["arm"], overhead["baseline"]) == ("lightning (original script)", "native (original script)")
     assert overhead["percent"] == pytest.approx((104.98112488000004 / 105.25984238000035 - 1) * 100)
     assert all(run["label"].endswith("(original script)") for run in report["runs"])
     assert report["pairs"][0]["numerics_identical"] == "no"  # their final losses differ
@@ -144,7 +145,8 @@ def test_original_result_pairs_with_a_result_of_this_suite(tmp_path: Path, capsy
     lt = write(tmp_path / "l.json", make_result("lightning", batch_size_per_device=256, steps=50))
     assert main([str(NATIVE_ORIGINAL), str(lt), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["overhead"][0]["method"].startswith("none")
+    assert report["overhead"][0]["estimator"].startswith("geometric mean of per-run wall-clock")
+    assert report["overhead"][0]["baseline"] == "native (original script)"
     assert report["table"][0]["implementation"] == "native (original script)"
 
 

@@ -15,7 +15,7 @@ from compare_factory import constant_steps, make_result, write
 
 def report_of(capsys: pytest.CaptureFixture[str], *argv: Any) -> dict[str, Any]:
     """Run compare with --format json; the parsed report (fails on a non-zero exit)."""
-    assert main([*map(str, argv), "--format", "json", "--resamples", "1000"]) == 0, capsys.readouterr().err
+    assert main([*map(str, argv), "--format", "json"]) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
 
@@ -29,15 +29,19 @@ def test_native_and_lightning_of_one_workload_are_paired(tmp_path: Path, capsys:
     n = write(tmp_path / "n.json", make_result("native", world_size=2, seed=1))
     lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, seed=2, median_ms=110.0))
     report = report_of(capsys, lt, n)  # order of files does not matter
-    assert report["pairs"] == [{"world_size": 2, "native": ["n.json"], "lightning": ["l.json"],
-                                "numerics_identical": "yes"}]
+    assert report["pairs"] == [{"world_size": 2, "arm": "lightning", "baseline": "native",
+                                "arm_files": ["l.json"], "baseline_files": ["n.json"], "numerics_identical": "yes"}]
     [overhead] = report["overhead"]
-    assert overhead["method"] == "moving-block bootstrap over steps (slowest rank per step; blocks of 4 steps)"
-    assert overhead["ci_low"] < 10 < overhead["ci_high"] and overhead["ci_low"] > 0
-    assert overhead["verdict"].startswith("Lightning is") and "slower" in overhead["verdict"]
+    # One run a side: a point estimate, no interval, no slower/faster sentence.
+    assert overhead["percent"] == pytest.approx(10.0, abs=1.0)
+    assert not overhead["verdict_possible"] and not overhead["significant"]
+    assert overhead["ci_low"] is overhead["ci_high"] is overhead["half_width"] is None
+    assert overhead["min_detectable_percent"] is None and overhead["runs_needed"] == 2
+    assert "no verdict possible" in overhead["verdict"] and "run 1 more lightning and 1 more native" in overhead["verdict"]
+    assert "slower" not in overhead["verdict"] and "faster" not in overhead["verdict"]
 
 
-def test_repeats_are_one_row_and_switch_the_ci_to_bootstrap_over_repeats(
+def test_repeats_are_one_row_and_give_a_run_level_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = [write(tmp_path / f"n{i}.json", make_result("native", median_ms=100.0 + i, seed=i)) for i in range(3)]
@@ -47,27 +51,33 @@ def test_repeats_are_one_row_and_switch_the_ci_to_bootstrap_over_repeats(
     assert [(row["implementation"], row["runs"]) for row in report["table"]] == [("native", 3), ("lightning", 3)]
     assert len(report["runs"]) == 6
     [overhead] = report["overhead"]
-    assert overhead["method"] == "bootstrap over repeats (each run's median step; 3 native, 3 lightning)"
-    assert overhead["native_runs"] == overhead["lightning_runs"] == 3
+    assert overhead["method"] == "Welch t-interval on mean log per-run median (one number per run)"
+    assert overhead["estimator"] == "geometric mean of per-run median steps"
+    assert overhead["arm_runs"] == overhead["baseline_runs"] == 3
+    # medians about 100, 101, 102 against 105, 106, 107: about +5%, interval excluding 0
+    assert overhead["verdict_possible"] and overhead["significant"] and 0 < overhead["ci_low"] < 5 < overhead["ci_high"]
+    assert overhead["half_width"] == pytest.approx((overhead["ci_high"] - overhead["ci_low"]) / 2)
+    assert overhead["verdict"].startswith(f"lightning is {overhead['percent']:.2f}% slower than native (95% CI")
+    assert "3 runs a side" in overhead["verdict"] and "smallest detectable" in overhead["verdict"]
 
 
-def test_two_repeats_a_side_are_called_rough_in_the_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    files = [write(tmp_path / f"{impl}{i}.json", make_result(impl, seed=i)) for impl in ("native", "lightning")
-             for i in range(2)]
+def test_two_runs_a_side_are_the_fewest_that_give_an_interval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = [write(tmp_path / f"{impl}{i}.json", make_result(impl, seed=i + (9 if impl == "lightning" else 0)))
+             for impl in ("native", "lightning") for i in range(2)]
     [overhead] = report_of(capsys, *files)["overhead"]
-    assert overhead["method"] == ("bootstrap over repeats (each run's median step; 2 native, 2 lightning:"
-                                  " rough with so few)")
+    assert overhead["verdict_possible"] and overhead["ci_low"] < overhead["percent"] < overhead["ci_high"]
+    assert overhead["min_detectable_percent"] > 0
 
 
-def test_one_repeat_on_a_side_bootstraps_the_steps_of_every_run(
+def test_one_run_on_a_side_gives_no_verdict_however_many_steps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    n = write(tmp_path / "n.json", make_result("native", steps=27, seed=1))
-    ls = [write(tmp_path / f"l{i}.json", make_result("lightning", steps=27, seed=2 + i, median_ms=110.0))
-          for i in range(2)]
+    n = write(tmp_path / "n.json", make_result("native", steps=400, seed=1))
+    ls = [write(tmp_path / f"l{i}.json", make_result("lightning", steps=400, seed=2 + i, median_ms=110.0))
+          for i in range(3)]
     [overhead] = report_of(capsys, n, *ls)["overhead"]
-    assert overhead["method"] == "moving-block bootstrap over steps (slowest rank per step; blocks of 3 steps)"
-    assert 0 < overhead["ci_low"] < 10 < overhead["ci_high"]
+    assert not overhead["verdict_possible"] and overhead["ci_low"] is None
+    assert overhead["verdict"].endswith("(run 1 more native)")
 
 
 def test_overhead_over_steps_follows_the_slowest_rank_of_each_step(
@@ -80,7 +90,7 @@ def test_overhead_over_steps_follows_the_slowest_rank_of_each_step(
     lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, step_times=turns))
     [overhead] = report_of(capsys, n, lt)["overhead"]
     assert overhead["percent"] == pytest.approx(20.0)
-    assert overhead["lightning_median_ms"] == pytest.approx(120.0)
+    assert overhead["arm_median_ms"] == pytest.approx(120.0)
 
 
 def test_workload_mismatch_exits_2_listing_every_differing_field(
@@ -145,7 +155,9 @@ def test_unpaired_world_size_is_warned_not_dropped(tmp_path: Path, capsys: pytes
     l1 = write(tmp_path / "l1.json", make_result("lightning", world_size=1))
     report = report_of(capsys, n1, n2, l1)
     assert [row["world_size"] for row in report["table"]] == [1, 2, 1]
-    assert any(w.startswith("native at 2 GPU(s) (n2.json) has no lightning run") for w in report["warnings"])
+    report = report_of(capsys, n1, l1, write(tmp_path / "l2.json", make_result("lightning", world_size=2)))
+    assert any(w.startswith("lightning at 2 GPU(s) (l2.json) has no native run at that size")
+               for w in report["warnings"])
 
 
 def test_one_rank_twenty_percent_slower_is_flagged_with_its_host(
@@ -232,17 +244,20 @@ def test_different_numerics_on_gpu_are_explained_and_repeats_that_differ_too_are
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notes = report_of(capsys, *_numerics_pair(tmp_path, "gpu", repeat_digest="ef" * 32))["notes"]
-    assert f"same numerics N/L is 'no' at 1 GPU(s): {GPU_NOT_REPRODUCIBLE}" in notes
-    assert ("at 1 GPU(s) repeats of one implementation differ from each other too (native: n1.json, n2.json): the"
-            " native/Lightning difference is run-to-run nondeterminism, no evidence of a framework difference") in notes
+    assert ("numerics (not speed): the arms end with different parameters at 1 GPU(s):"
+            f" {GPU_NOT_REPRODUCIBLE}") in notes
+    assert any(note.startswith("numerics (not speed), lightning vs native at 1 GPU(s): repeats of one arm end with"
+                               " different parameters too (native: n1.json, n2.json)")
+               and "no evidence of a numerical difference" in note and "speed verdict above is unaffected" in note
+               for note in notes)
 
 
 def test_repeats_that_agree_while_native_and_lightning_differ_are_pointed_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notes = report_of(capsys, *_numerics_pair(tmp_path, "gpu", repeat_digest="ab" * 32))["notes"]
-    assert any(note.startswith("at 1 GPU(s) repeats of one implementation are bit-identical (native: n1.json,"
-                               " n2.json), yet native and Lightning differ") for note in notes)
+    assert any(note.startswith("numerics (not speed), lightning vs native at 1 GPU(s): repeats of one arm are"
+                               " bit-identical (native: n1.json, n2.json)") for note in notes)
 
 
 def test_different_numerics_on_cpu_get_no_gpu_excuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

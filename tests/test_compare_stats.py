@@ -8,96 +8,73 @@ import pytest
 from compare import stats
 
 
-def _normal(seed: int, center: float, n: int = 400, spread: float = 0.02) -> list[float]:
-    """n step times around `center` with relative std `spread`."""
-    return list(np.random.default_rng(seed).normal(center, center * spread, n))
+@pytest.mark.parametrize(("p", "df", "expected"), [
+    (0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 4, 2.7764), (0.975, 10, 2.2281), (0.975, 1000, 1.9623),
+    (0.8, 1, 1.3764), (0.8, 4, 0.9410), (0.8, 30, 0.8538)
+])
+def test_t_quantiles_match_the_tables(p: float, df: float, expected: float) -> None:
+    assert stats.t_quantile(p, df) == pytest.approx(expected, abs=2e-4)
 
 
-def test_overhead_percent_is_the_ratio_of_medians_minus_one() -> None:
-    assert stats.overhead_percent([100.0, 100.0, 200.0], [110.0, 110.0, 0.0]) == pytest.approx(10.0)
+def test_run_level_interval_is_welch_on_log_medians() -> None:
+    base, arm = [100.0, 102.0, 98.0], [110.0, 112.0, 108.0]
+    iv = stats.run_level_interval(base, arm)
+    lb, la = np.log(base), np.log(arm)
+    se = np.sqrt(lb.var(ddof=1) / 3 + la.var(ddof=1) / 3)
+    diff = la.mean() - lb.mean()
+    assert iv.percent == pytest.approx(np.expm1(diff) * 100)
+    assert iv.df == pytest.approx(4.0, rel=2e-2)  # near-equal log variances, 3 a side: df ~ 4
+    t = stats.t_quantile(0.975, iv.df)
+    assert (iv.ci_low, iv.ci_high) == pytest.approx((np.expm1(diff - t * se) * 100, np.expm1(diff + t * se) * 100))
+    assert iv.min_detectable_percent == pytest.approx(np.expm1((t + stats.t_quantile(0.8, iv.df)) * se) * 100)
+    assert iv.min_percent == pytest.approx((108 / 98 - 1) * 100)
+    assert iv.significant and stats.verdict_line("lightning", "native", iv).startswith(
+        f"lightning is {iv.percent:.2f}% slower than native (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side")
 
 
-def _iid_ci(native: list[float], lightning: list[float]) -> tuple[float, float]:
-    """The i.i.d. bootstrap: every step an independent sample."""
-    return stats.bootstrap_overhead_ci(native, lightning)
+def test_an_interval_around_zero_says_no_difference() -> None:
+    iv = stats.run_level_interval([100.0, 103.0, 97.0], [101.0, 98.0, 102.0])
+    assert iv.ci_low < 0 < iv.ci_high and not iv.significant
+    assert stats.verdict_line("native-b", "native", iv).startswith("No difference detectable between native-b and native")
 
 
-def _block_ci(native: list[float], lightning: list[float]) -> tuple[float, float]:
-    """The moving-block bootstrap over one run's step series per side."""
-    return stats.block_bootstrap_overhead_ci([native], [lightning])
+def test_faster_arm_is_called_faster() -> None:
+    iv = stats.run_level_interval([100.0, 101.0, 99.0], [90.0, 91.0, 89.0])
+    assert stats.verdict_line("fabric", "native", iv).startswith(f"fabric is {-iv.percent:.2f}% faster than native")
 
 
-def _drifting(seed: int, center: float, n: int = 400, phi: float = 0.95, spread: float = 0.01) -> list[float]:
-    """n step times around `center` that wander slowly: AR(1) noise with coefficient phi."""
-    shocks = np.random.default_rng(seed).normal(0.0, 1.0, n)
-    noise = np.empty(n)
-    noise[0] = shocks[0]
-    for i in range(1, n):
-        noise[i] = phi * noise[i - 1] + shocks[i]
-    return list(center * (1.0 + spread * noise))
+def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
+    iv = stats.run_level_interval([100.0], [110.0, 111.0])
+    assert iv.percent == pytest.approx((np.sqrt(110.0 * 111.0) / 100 - 1) * 100)
+    assert not iv.verdict_possible and not iv.significant
+    assert iv.ci_low is iv.ci_high is iv.half_width is iv.min_detectable_percent is None
+    words = stats.verdict_line("lightning", "native", iv)
+    assert "no verdict possible" in words and words.endswith("(run 1 more native)")
+    assert "slower" not in words and "faster" not in words
 
 
-BOOTSTRAPS = pytest.mark.parametrize("ci_of", [_iid_ci, _block_ci], ids=["iid", "blocks"])
+def test_identical_runs_give_a_zero_width_interval_not_an_error() -> None:
+    iv = stats.run_level_interval([100.0, 100.0], [100.0, 100.0])
+    assert iv.ci_low == iv.ci_high == 0.0 and not iv.significant
 
 
-@BOOTSTRAPS
-def test_clear_ten_percent_difference_is_called_slower_with_ci_containing_ten(ci_of) -> None:
-    native, lightning = _normal(1, 100.0), _normal(2, 110.0)
-    percent = stats.overhead_percent(native, lightning)
-    low, high = ci_of(native, lightning)
-    assert 0 < low < 10 < high
-    assert high - low < 2  # 400 steps of 2% noise pin it down tightly
-    assert stats.verdict(percent, low, high).startswith(f"Lightning is {percent:.2f}% slower than native (95% CI")
+def test_run_level_interval_needs_positive_numbers_on_both_sides() -> None:
+    with pytest.raises(ValueError, match="runs on both sides"):
+        stats.run_level_interval([], [1.0])
+    with pytest.raises(ValueError, match="positive and finite"):
+        stats.run_level_interval([0.0, 1.0], [1.0, 1.0])
 
 
-@BOOTSTRAPS
-def test_clear_difference_the_other_way_is_called_faster(ci_of) -> None:
-    native, lightning = _normal(1, 100.0), _normal(2, 95.0)
-    percent = stats.overhead_percent(native, lightning)
-    low, high = ci_of(native, lightning)
-    assert low < -5 < high < 0
-    assert stats.verdict(percent, low, high).startswith(f"Lightning is {-percent:.2f}% faster than native")
+def test_adaptive_rule_waits_for_the_minimum_runs_and_the_target() -> None:
+    few = stats.run_level_interval([100.0, 100.1], [100.0, 100.1])
+    assert not stats.enough_runs(few, target_half_width=100.0)  # 2 < MIN_ADAPTIVE_RUNS
+    many = stats.run_level_interval([100.0, 100.2, 99.8, 100.1, 99.9], [100.0, 100.2, 99.8, 100.1, 99.9])
+    assert stats.enough_runs(many, target_half_width=1.0)
+    assert not stats.enough_runs(many, target_half_width=0.01)
 
 
-@BOOTSTRAPS
-def test_identical_distributions_give_no_difference_detectable(ci_of) -> None:
-    native, lightning = _normal(1, 100.0), _normal(2, 100.0)
-    low, high = ci_of(native, lightning)
-    assert low < 0 < high
-    words = stats.verdict(stats.overhead_percent(native, lightning), low, high)
-    assert words.startswith("No difference detectable at this noise level (95% CI")
-
-
-def test_slow_drift_widens_the_block_interval_beyond_the_iid_one() -> None:
-    native, lightning = _drifting(2, 100.0), _drifting(3, 100.0)  # one process, drifting slowly
-    iid_low, iid_high = _iid_ci(native, lightning)
-    low, high = _block_ci(native, lightning)
-    assert high - low > 1.5 * (iid_high - iid_low)
-    assert low < 0 < high
-    assert iid_low > 0  # with these seeds the i.i.d. bootstrap sees a difference that is not there
-
-
-def test_several_runs_on_one_side_pool_their_resampled_series() -> None:
-    native = [_normal(1, 100.0, 200), _normal(2, 100.0, 200)]
-    lightning = [_normal(3, 110.0, 400)]
-    low, high = stats.block_bootstrap_overhead_ci(native, lightning)
-    assert 0 < low < 10 < high < 12
-
-
-@pytest.mark.parametrize(("steps", "block"), [(1, 1), (2, 2), (8, 2), (9, 3), (27, 3), (28, 4), (50, 4), (400, 8)])
-def test_block_length_is_the_cube_root_of_the_steps_rounded_up(steps: int, block: int) -> None:
-    assert stats.block_length(steps) == block
-
-
-def test_block_length_of_no_steps_is_refused() -> None:
-    with pytest.raises(ValueError, match="empty series"):
-        stats.block_length(0)
-
-
-def test_block_of_one_step_is_the_iid_bootstrap() -> None:
-    native, lightning = _normal(1, 100.0, 50), _normal(2, 103.0, 50)
-    assert stats.bootstrap_overhead_ci(native, lightning, block=1) == stats.bootstrap_overhead_ci(native, lightning)
-    assert stats.bootstrap_overhead_ci(native, lightning, block=4) == _block_ci(native, lightning)
+def test_step_jitter_is_the_p5_to_p95_spread_over_the_median() -> None:
+    assert stats.step_jitter_percent([float(x) for x in range(100, 201)]) == pytest.approx(90 / 150 * 100)
 
 
 def test_step_series_is_the_slowest_rank_at_each_step() -> None:
@@ -120,24 +97,6 @@ def test_halves_change_leaves_out_the_middle_step_of_an_odd_series() -> None:
 def test_halves_of_one_step_are_refused() -> None:
     with pytest.raises(ValueError, match="2 steps or more"):
         stats.halves_change([10.0])
-
-
-def test_bootstrap_with_a_fixed_seed_gives_the_same_interval_twice() -> None:
-    native, lightning = _normal(1, 100.0, 50), _normal(2, 103.0, 50)
-    assert stats.bootstrap_overhead_ci(native, lightning) == stats.bootstrap_overhead_ci(native, lightning)
-
-
-def test_bootstrap_of_many_samples_runs_in_bounded_chunks() -> None:
-    native, lightning = _normal(1, 100.0, 20_000), _normal(2, 101.0, 20_000)
-    low, high = stats.bootstrap_overhead_ci(native, lightning, resamples=500)
-    assert 0.8 < low < 1.0 < high < 1.2
-
-
-def test_bootstrap_without_samples_is_refused() -> None:
-    with pytest.raises(ValueError, match="samples on both sides"):
-        stats.bootstrap_overhead_ci([], [1.0])
-    with pytest.raises(ValueError, match="samples on both sides"):
-        stats.block_bootstrap_overhead_ci([[1.0]], [[]])
 
 
 def test_one_rank_twenty_percent_slower_is_flagged() -> None:
