@@ -275,6 +275,9 @@ class Experiment:
                       f" {record['status']} in {record['seconds']:.1f} s"
                       + ("" if record["status"] == "ok" else
                          f" (exit status {record['exit_status']}, log {record['log']})"), flush=True)
+                if record["status"] != "ok" and record["exit_status"] != EXIT_USAGE:
+                    tail = (s.out / record["log"]).read_text(errors="replace").splitlines()[-5:]
+                    print("\n".join(f"    {line}" for line in tail), flush=True)
                 if record["exit_status"] == EXIT_USAGE:
                     lines = (s.out / record["log"]).read_text(errors="replace").strip().splitlines()
                     print(lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
