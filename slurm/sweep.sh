@@ -19,8 +19,8 @@
 #   -- OPTIONS       runner options for every run
 # Other variables of slurm/common.sh (PYTHON, PRECISION, STEPS, ...) pass through to the jobs.
 #
-# Prints the job ids and the sweep folder: <folder>/devices-<n>/ holds each paired job's
-# results, logs and report; <folder>/report.txt, report.md and scaling.png compare them all.
+# Prints the job ids and the sweep folder: <folder>/devices-<n>/ is each paired job's
+# experiment folder (results/, logs/, manifest.json, report; docs/experiments.md); <folder>/report.txt, report.md and scaling.png compare them all.
 set -euo pipefail
 
 PROG=sweep.sh
@@ -87,13 +87,13 @@ ids=()
 printf '%-14s %s\n' "sweep folder" "$outdir"
 for g in "${counts[@]}"; do
   dir=$outdir/devices-$g
-  # The job's log goes into its folder, so that folder must exist before the job starts.
-  mkdir -p "$dir"
+  # The job's log sits beside its folder (the experiment wants the folder new or empty);
+  # pair.sbatch copies it into the folder as job.out at the end.
   # Tasks per node, GPUs per node, DEVICES and NODES all come from g and nodes; a CPU sweep
   # asks for no GPU (--gpus-per-node=0 overrides the #SBATCH line).
   id=$(OUTDIR=$dir DEVICES=$g NODES=$nodes sbatch --parsable \
     --job-name="sweep-$mode-$g" --nodes="$nodes" --ntasks-per-node="$g" \
-    --gpus-per-node="$(( cpu ? 0 : g ))" --output="$dir/job.out" \
+    --gpus-per-node="$(( cpu ? 0 : g ))" --output="$outdir/devices-$g.out" \
     ${sbatch_args[@]+"${sbatch_args[@]}"} "$ROOT/slurm/pair.sbatch" \
     ${runner_args[@]+"${runner_args[@]}"})
   id=${id%%;*}  # --parsable prints "id" or "id;cluster"
@@ -125,10 +125,10 @@ while line=$(scontrol show job -o "$final" 2>/dev/null); do
       reason=${reason#Reason=}
       # DependencyNeverSatisfied: a paired job failed (the others may still be running).
       [[ $reason != DependencyNeverSatisfied ]] || reason="a paired job failed"
-      echo "$PROG: compare job $final ended $state ($reason); see the job.out files under $outdir" >&2
+      echo "$PROG: compare job $final ended $state ($reason); see the .out files under $outdir" >&2
       exit 1 ;;
   esac
 done
 if [[ -s $outdir/report.txt ]]; then echo "$PROG: done: $outdir"; exit 0; fi
-echo "$PROG: compare job $final is gone and $outdir/report.txt was not written; see the job.out files under $outdir" >&2
+echo "$PROG: compare job $final is gone and $outdir/report.txt was not written; see the .out files under $outdir" >&2
 exit 1

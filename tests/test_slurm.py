@@ -9,6 +9,7 @@ slurm/common.sh with a made-up job environment and need nothing but bash.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -97,7 +98,7 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
     results = {}
     for impl in IMPLS:
         for k in (1, 2):
-            result = load_result(outdir / f"{impl}-r{k}.json")
+            result = load_result(outdir / "results" / f"{impl}-r{k}.json")
             assert result.implementation == impl
             assert result.world_size == 2
             assert result.environment.launcher == "slurm"
@@ -106,9 +107,9 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
             results[f"{impl}-r{k}"] = result
     by_start = sorted(results, key=lambda name: results[name].environment.started_utc)
     assert by_start == ["native-r1", "lightning-r1", "lightning-r2", "native-r2"]
-    rows = [line.split("\t") for line in (outdir / "runs.tsv").read_text().splitlines()[1:]]
-    assert [(r[0], r[2], r[3]) for r in rows] == [
-        ("1", "native", "0"), ("1", "lightning", "0"), ("2", "lightning", "0"), ("2", "native", "0")]
+    runs = json.loads((outdir / "manifest.json").read_text())["runs"]
+    assert [(r["block"], r["label"], r["exit_status"]) for r in runs] == [
+        (1, "native", 0), (1, "lightning", 0), (2, "lightning", 0), (2, "native", 0)]
 
     for report in ("report.txt", "report.md"):
         text = (outdir / report).read_text()
@@ -124,7 +125,7 @@ def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cl
     fake = tmp_path / "python"
     fake.write_text(
         "#!/usr/bin/env bash\n"
-        'if [[ " $* " == *"native-r2.json "* ]]; then echo "injected failure" >&2; exit 3; fi\n'
+        'if [[ " $* " == *"/native-r2.json "* ]]; then echo "injected failure" >&2; exit 3; fi\n'
         f'exec {shlex.quote(PYTHON)} "$@"\n')
     fake.chmod(0o755)
     outdir = tmp_path / "pair"
@@ -135,13 +136,12 @@ def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cl
     log = (tmp_path / "job.out").read_text()
 
     assert status == 1, f"{output}\n{log}"
-    assert "FAILED: native repeat 2, exit status 3" in log
+    assert "native r2: failed" in log and "exit status 3" in log
     assert "injected failure" in log
-    rows = {(r[2], r[0]): r[3] for r in
-            (line.split("\t") for line in (outdir / "runs.tsv").read_text().splitlines()[1:])}
-    assert rows == {("native", "1"): "0", ("lightning", "1"): "0", ("lightning", "2"): "0",
-                    ("native", "2"): "3"}
-    assert sorted(p.name for p in outdir.glob("*.json")) == [
+    rows = {(r["label"], r["repeat"]): r["exit_status"]
+            for r in json.loads((outdir / "manifest.json").read_text())["runs"]}
+    assert rows == {("native", 1): 0, ("lightning", 1): 0, ("lightning", 2): 0, ("native", 2): 3}
+    assert sorted(p.name for p in (outdir / "results").glob("*.json")) == [
         "lightning-r1.json", "lightning-r2.json", "native-r1.json"]
     assert "native-r1.json" in (outdir / "report.txt").read_text()  # compared what finished
 
@@ -206,7 +206,7 @@ def test_sweep_waits_for_its_compare_job_and_reports_world_sizes_1_and_2(slurm_c
     assert len(jobs) == 3 and jobs[-1][1].startswith(f"compare after {jobs[0][0]} {jobs[1][0]}"), out
     for devices in (1, 2):
         for impl in IMPLS:
-            result = load_result(outdir / f"devices-{devices}" / f"{impl}-r1.json")
+            result = load_result(outdir / f"devices-{devices}" / "results" / f"{impl}-r1.json")
             assert result.world_size == devices
             assert result.environment.launcher == "slurm"
     report = (outdir / "report.txt").read_text()

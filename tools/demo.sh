@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# make demo: native, Lightning, then compare, on this machine.
-#   GPUs present: every visible GPU, bf16, channels_last, 256 images per device: settings
-#   where the GPU, not the host, sets the pace (see README, "What the numbers measure").
-#   No GPU: 2 gloo ranks on a small CPU configuration (under a minute on 2 cores).
-# The results, report and plot land in out/demo-<UTC time>/ (never overwriting anything).
+# make demo: a paired experiment (python -m experiment) of native and Lightning on this machine.
+#   GPUs present: every visible GPU, bf16, channels_last, 256 images per device (the GPU, not
+#   the host, sets the pace); adaptive: blocks until the overhead's 95% interval is within
+#   +-0.5 percentage points (from block 3), at most 5 minutes of blocks.
+#   No GPU: 2 gloo ranks on a small CPU configuration, 5 blocks (10 runs): 2 min 55 s on the
+#   2-core development machine, shared with other work at the time (about 15 s a run).
+# Results, logs, manifest, report and plot land in out/demo-<UTC time>/ (never overwriting).
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 out=out/demo-$(date -u +%Y%m%d-%H%M%S)
-mkdir -p "$out"
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)")
 if (( gpus > 0 )); then
+  plan=(--target-half-width 0.5 --budget-minutes 5)
   args=(--devices "$gpus" --batch-size-per-device 256 --precision bf16 --channels-last)
 else
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  plan=(--repeats 5)
   args=(--accelerator cpu --devices 2 --image-size 64 --batch-size-per-device 4 --warmup-steps 2 --steps 5)
 fi
-echo "demo: ${gpus} GPU(s); options: ${args[*]}; results in $out"
-"$PY" -m native "${args[@]}" --output "$out/native.json"
-"$PY" -m lightning_impl "${args[@]}" --output "$out/lightning.json"
-"$PY" -m compare "$out/native.json" "$out/lightning.json" --plot "$out/comparison.png" | tee "$out/report.txt"
-echo "demo: report $out/report.txt, plot $out/comparison.png"
+echo "demo: ${gpus} GPU(s); results in $out"
+exec "$PY" -m experiment --arms native,lightning "${plan[@]}" --out "$out" -- "${args[@]}"

@@ -1,0 +1,74 @@
+"""The arms an experiment can run, their labels and how each is started."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+# label -> (module, options the arm itself adds); CONTRACT.md's table.
+ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "native": ("native", ()),
+    "fabric": ("lightning_impl.fabric", ()),
+    "lightning": ("lightning_impl", ()),
+    "lightning-services": ("lightning_impl", ("--no-barebones",)),
+}
+DEFAULT_ARMS = ("native", "lightning")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of an experiment: a label, the runner it is, extra options for it alone."""
+
+    label: str
+    arm: str
+    options: tuple[str, ...] = ()
+
+    @property
+    def argv(self) -> list[str]:
+        """The runner's arguments after the interpreter, before the shared options."""
+        module, own = ARMS[self.arm]
+        return ["-m", module, *own, *self.options]
+
+
+def available(arm: str) -> bool:
+    """True when the arm's module is present (and Lightning, for Lightning's arms); no import."""
+    module = ARMS[arm][0]
+    top = module.split(".")[0]
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    if "." in module:
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        if not (folder / f"{module.split('.')[-1]}.py").is_file():
+            return False
+    return top != "lightning_impl" or importlib.util.find_spec("lightning") is not None
+
+
+def label_arms(names: list[str]) -> list[Arm]:
+    """Arms for names; a name listed again gets -b, -c, ... (A/A: native, native-b)."""
+    seen: dict[str, int] = {}
+    arms = []
+    for name in names:
+        count = seen.get(name, 0)
+        seen[name] = count + 1
+        label = name if count == 0 else f"{name}-{chr(ord('a') + count)}"
+        arms.append(Arm(label, name))
+    return arms
+
+
+def parse_arms(text: str) -> list[Arm]:
+    """--arms: comma-separated names, or `all`; raises ValueError with the one-line reason."""
+    if text == "all":
+        names = [a for a in ARMS if available(a)]
+    else:
+        names = [n.strip() for n in text.split(",")]
+        for name in names:
+            if name not in ARMS:
+                raise ValueError(f"--arms: unknown arm '{name}'; choose from {', '.join(ARMS)} or all")
+            if not available(name):
+                raise ValueError(f"--arms: arm '{name}' is not available here"
+                                 f" (module {ARMS[name][0]} or Lightning missing)")
+    if len(names) < 2:
+        raise ValueError("--arms needs at least two arms (the baseline first), e.g. native,lightning")
+    return label_arms(names)

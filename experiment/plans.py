@@ -1,0 +1,109 @@
+"""The H200 measurements as data: each plan is named by the question it answers.
+
+    python -m experiment --list-plans
+    python -m experiment --plan precisions -- --devices 1
+
+A plan with variants writes one experiment folder per variant (DIR/<variant>/). Options after
+`--` on the command line are added to every run of the plan. The minimal reference loop
+(benchmarks/minimal_loop.py) is not a runner and stays a command of its own (docs/experiments.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from experiment.arms import Arm
+
+B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
+COMPILED = ("--compile", "--warmup-steps", "20")
+N, L = Arm("native", "native"), Arm("lightning", "lightning")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One experiment of a plan: its subfolder name, options and (optionally) its own arms."""
+
+    name: str
+    options: tuple[str, ...] = ()
+    arms: tuple[Arm, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    run_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A named question, its arms (the first is the baseline), repeats and variants."""
+
+    name: str
+    question: str
+    arms: tuple[Arm, ...] = (N, L)
+    repeats: int = 3
+    options: tuple[str, ...] = ()
+    variants: tuple[Variant, ...] = (Variant(""),)
+    compare_options: tuple[str, ...] = ()
+
+
+def stream_arms() -> tuple[Arm, ...]:
+    """Each runner with its own DDP stream and with the other's: N L Ns Lc, then Lc Ns L N."""
+    return (N, L, Arm("native-side-stream", "native", ("--ddp-stream", "side")),
+            Arm("lightning-current-stream", "lightning", ("--ddp-stream", "current")))
+
+
+def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
+    """arm as it comes, then with a busy host spin of each delay (us) per step."""
+    return (arm, *(Arm(f"{arm.label}-host-delay-{us}", arm.arm, ("--host-delay-us", str(us)))
+                   for us in delays))
+
+
+PLANS: tuple[Plan, ...] = (
+    Plan("arms", "What does each arm cost against native at the GPU-bound setting?",
+         arms=(N, Arm("fabric", "fabric"), L, Arm("lightning-services", "lightning-services")),
+         options=B256),
+    Plan("a-a", "Does native against itself come out 'no difference' (the method's A/A check)?",
+         arms=(N, Arm("native-b", "native")), repeats=5, options=B256),
+    Plan("original-defaults", "What is Lightning's overhead at the original scripts' defaults"
+         " (32/GPU, NCHW, host-bound)?", repeats=10),
+    Plan("precisions", "Is Lightning's overhead the same at every precision?",
+         variants=tuple(Variant(p, ("--batch-size-per-device", "256", "--precision", p, "--channels-last"))
+                        for p in ("fp32", "tf32", "bf16", "fp16"))),
+    Plan("compile-modes", "Does torch.compile (and which mode) change Lightning's overhead?",
+         options=B256,
+         variants=(Variant("eager"), Variant("default", COMPILED),
+                   Variant("reduce-overhead", (*COMPILED, "--compile-mode", "reduce-overhead"),
+                           env={"TORCH_LOGS": "perf_hints"}),
+                   Variant("max-autotune", (*COMPILED, "--compile-mode", "max-autotune"),
+                           run_timeout=330))),
+    Plan("optimizer-kernels", "Do fused SGD and cuDNN autotuning change the step time or the overhead?",
+         options=B256,
+         variants=(Variant("fused", ("--sgd-impl", "fused")),
+                   Variant("compile-fused", (*COMPILED, "--sgd-impl", "fused")),
+                   Variant("no-cudnn-benchmark", ("--no-cudnn-benchmark",)))),
+    Plan("ddp-stream-swap", "Does the stream Lightning builds the DDP wrapper on explain its overhead?",
+         arms=stream_arms(), repeats=2, compare_options=("--allow-mismatch",),
+         variants=(Variant("bf16", B256),
+                   Variant("fp16", ("--batch-size-per-device", "256", "--precision", "fp16",
+                                    "--channels-last")),
+                   Variant("compile", (*B256, *COMPILED)))),
+    Plan("host-slack", "Does extra host work per step lengthen the step (is the step host-bound)?",
+         repeats=2, options=B256, compare_options=("--allow-mismatch",),
+         variants=(Variant("native", arms=delay_arms(N, (1000, 2000, 3000, 4000))),
+                   Variant("lightning", arms=delay_arms(L, (2000,))))),
+    Plan("host-profile", "Where does each runner's host time per step go (cProfile of the timed steps)?",
+         repeats=1, options=(*B256, "--pyprofile", "{out}/pyprofile/{run}.pstats")),
+    Plan("traces", "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
+         repeats=1, compare_options=("--allow-mismatch",),
+         options=("--batch-size-per-device", "256", "--channels-last", "--profile-steps", "3",
+                  "--trace", "{out}/traces/{run}.trace.json"),
+         variants=(Variant("bf16", ("--precision", "bf16")), Variant("fp16", ("--precision", "fp16")),
+                   Variant("swapped-streams-bf16", ("--precision", "bf16"),
+                           arms=stream_arms()[2:]))),
+)
+
+
+def find(name: str) -> Plan:
+    """The plan called name; ValueError listing the names otherwise."""
+    for plan in PLANS:
+        if plan.name == name:
+            return plan
+    raise ValueError(f"--plan: no plan '{name}'; choose from {', '.join(p.name for p in PLANS)}"
+                     " (--list-plans)")

@@ -1,0 +1,316 @@
+"""The experiment loop: ABBA blocks of fresh runs, the manifest after every run, the estimate."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from experiment import launch
+from experiment.arms import Arm
+
+PROG = "experiment"
+MANIFEST_VERSION = 1
+# Adaptive stopping looks at the half-width only after this many blocks: fewer runs a side
+# give intervals too unreliable to stop on (compare's simulation pins the coverage from 3).
+MIN_ADAPTIVE_BLOCKS = 3
+TERMINATE_GRACE_S = 30  # SIGTERM, then this long, then SIGKILL
+EXIT_USAGE = 2
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+PLACEHOLDERS = ("out", "label", "repeat", "run")
+
+
+def utc_now() -> str:
+    """The time now, ISO 8601 UTC to the second."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_placeholders(options: list[str]) -> None:
+    """ValueError naming a {placeholder} that is not one of PLACEHOLDERS."""
+    for opt in options:
+        for name in PLACEHOLDER.findall(opt):
+            if name not in PLACEHOLDERS:
+                raise ValueError(f"runner option '{opt}': unknown placeholder {{{name}}};"
+                                 f" use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+
+
+def expand(options: list[str], out: Path, label: str, repeat: int) -> list[str]:
+    """Options with {out}, {label}, {repeat}, {run} (= LABEL-rK) filled in for one run."""
+    values = {"out": str(out), "label": label, "repeat": str(repeat), "run": f"{label}-r{repeat}"}
+    return [PLACEHOLDER.sub(lambda m: values[m.group(1)], opt) for opt in options]
+
+
+@dataclass
+class Settings:
+    """One experiment, fully resolved (the CLI or a plan builds it)."""
+
+    out: Path
+    arms: list[Arm]
+    options: list[str]
+    repeats: int
+    python: str
+    launch: str
+    experiment: str | None = None
+    target_half_width: float | None = None
+    budget_minutes: float | None = None
+    run_timeout: float | None = None
+    compare_options: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+
+class Stopped(Exception):
+    """A signal asked us to stop (the exit status is 128 + signal number)."""
+
+
+class Experiment:
+    """Runs the blocks, writes the folder and prints progress."""
+
+    def __init__(self, s: Settings) -> None:
+        self.s = s
+        self.runs: list[dict] = []
+        self.current: subprocess.Popen | None = None
+        self.signal: int | None = None
+        self.start = time.monotonic()
+        self.created = utc_now()
+        self.compare_dir_ok: bool | None = None  # does this compare read a folder?
+        self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
+
+    # --- the folder -------------------------------------------------------------------
+    def write_manifest(self) -> None:
+        """manifest.json, replaced atomically (temp file + rename)."""
+        doc = {
+            "manifest_version": MANIFEST_VERSION, "experiment": self.s.experiment,
+            "created_utc": self.created, "command": self.s.command, "baseline": self.s.arms[0].label,
+            "arms": [{"label": a.label, "arm": a.arm, "argv": a.argv} for a in self.s.arms],
+            "runner_options": self.s.options, "runs": self.runs,
+        }
+        tmp = self.s.out / "manifest.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.s.out / "manifest.json")
+
+    # --- signals ----------------------------------------------------------------------
+    def on_signal(self, signum: int, _frame: object) -> None:
+        """Remember the signal and stop the running process group."""
+        self.signal = signum
+        self.stop_current()
+
+    def stop_current(self) -> None:
+        """SIGTERM to the running run's process group (srun forwards it to the ranks)."""
+        if self.current is not None and self.current.poll() is None:
+            try:
+                os.killpg(self.current.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, proc: subprocess.Popen, timeout: float | None) -> tuple[int, bool]:
+        """Wait for proc; (exit status, timed out). Past timeout: SIGTERM, grace, SIGKILL."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return proc.wait(timeout=0.2), False
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() > deadline:
+                    self.stop_current()
+                    try:
+                        proc.wait(timeout=TERMINATE_GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                    return 124, True
+
+    # --- one run ----------------------------------------------------------------------
+    def run_one(self, index: int, block: int, position: int, arm: Arm) -> dict:
+        """Start one run in a fresh process group, log it, record it."""
+        name = f"{arm.label}-r{block}"
+        result = self.s.out / "results" / f"{name}.json"
+        log = self.s.out / "logs" / f"{name}.log"
+        options = expand(self.s.options, self.s.out.resolve(), arm.label, block)
+        for opt in options:  # folders named under the experiment folder are made on demand
+            path = Path(opt)
+            if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
+                path.parent.mkdir(parents=True)
+        argv = [*arm.argv, *options, *self.extra, "--output", str(result.resolve())]
+        cmd = launch.command(self.s.python, argv, self.s.launch)
+        env = launch.srun_environment() if self.s.launch == "srun" else dict(os.environ)
+        env.update(self.s.env)
+        started, t0 = utc_now(), time.monotonic()
+        with open(log, "w", encoding="utf-8") as f:
+            self.current = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+            status, timed_out = self.wait(self.current, self.s.run_timeout)
+            self.current = None
+        if timed_out:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{PROG}: stopped after the run timeout of {self.s.run_timeout:g} s\n")
+        ok = status == 0 and result.is_file()
+        return {"index": index, "block": block, "position": position, "label": arm.label,
+                "arm": arm.arm, "repeat": block, "command": cmd,
+                "result": f"results/{name}.json" if ok else None, "log": f"logs/{name}.log",
+                "status": "ok" if ok else "failed", "exit_status": status,
+                "started_utc": started, "finished_utc": utc_now(),
+                "seconds": round(time.monotonic() - t0, 3)}
+
+    # --- compare ----------------------------------------------------------------------
+    def compare(self, *args: str) -> subprocess.CompletedProcess:
+        """python -m compare over this folder (or, for an older compare, its ok result files)."""
+        ok = [str(self.s.out / r["result"]) for r in self.runs if r["status"] == "ok"]
+        base = [self.s.python, "-m", "compare"]
+        tries = [[str(self.s.out)], ok] if self.compare_dir_ok is None else \
+            [[str(self.s.out)] if self.compare_dir_ok else ok]
+        proc = None
+        for inputs in tries:
+            proc = subprocess.run([*base, *inputs, *self.s.compare_options, *args],
+                                  capture_output=True, text=True)
+            if proc.returncode == 0:
+                if self.compare_dir_ok is None:
+                    self.compare_dir_ok = inputs == [str(self.s.out)]
+                break
+        assert proc is not None
+        return proc
+
+    def estimate(self) -> list[dict]:
+        """compare's overhead entries against the baseline (fields filled in for an older compare)."""
+        labels = {r["label"] for r in self.runs if r["status"] == "ok"}
+        if self.s.arms[0].label not in labels or len(labels) < 2:
+            return []
+        proc = self.compare("--format", "json")
+        if proc.returncode != 0:
+            return []
+        try:
+            entries = json.loads(proc.stdout).get("overhead") or []
+        except (json.JSONDecodeError, AttributeError):
+            return []
+        out = []
+        for e in entries:
+            e = dict(e)
+            e.setdefault("arm", "lightning")
+            e.setdefault("baseline", "native")
+            low, high = e.get("ci_low"), e.get("ci_high")
+            if e.get("half_width") is None and low is not None and high is not None:
+                e["half_width"] = (high - low) / 2
+            e.setdefault("verdict_possible", low is not None and high is not None)
+            if e["baseline"] == self.s.arms[0].label:
+                out.append(e)
+        return out
+
+    def describe(self, entries: list[dict]) -> str:
+        """The running estimate, one line per arm."""
+        if not entries:
+            return "    estimate: none yet (needs an ok run of the baseline and of another arm)"
+        lines = []
+        for e in entries:
+            head = f"    {e['arm']} vs {e['baseline']}: {e.get('percent', float('nan')):+.2f}%"
+            if e.get("verdict_possible") and e.get("half_width") is not None:
+                head += (f" (95% CI {e['ci_low']:+.2f}..{e['ci_high']:+.2f}, "
+                         f"half-width {e['half_width']:.2f} pp)")
+            else:
+                need = e.get("runs_needed")
+                head += " (no verdict yet" + (f"; needs {need} runs a side)" if need else ")")
+            lines.append(head)
+        return "\n".join(lines)
+
+    def target_reached(self, entries: list[dict]) -> bool:
+        """Every arm's interval is at most the target half-width."""
+        others = {a.label for a in self.s.arms[1:]}
+        have = {e["arm"] for e in entries if e.get("verdict_possible")
+                and e.get("half_width") is not None and e["half_width"] <= self.s.target_half_width}
+        return bool(entries) and others <= have
+
+    # --- the whole experiment ---------------------------------------------------------
+    def elapsed(self) -> str:
+        """Elapsed wall time as H:MM:SS."""
+        s = int(time.monotonic() - self.start)
+        return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+    def run(self) -> int:
+        """All blocks, then the reports; the exit status."""
+        (self.s.out / "results").mkdir(parents=True, exist_ok=True)
+        (self.s.out / "logs").mkdir(exist_ok=True)
+        old = {sig: signal.signal(sig, self.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self._run()
+        except Stopped:
+            self.write_manifest()
+            sig = self.signal or signal.SIGTERM
+            print(f"{PROG}: stopped by {signal.Signals(sig).name}; {len(self.runs)} run(s) recorded in"
+                  f" {self.s.out}", file=sys.stderr, flush=True)
+            return 128 + sig
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+    def _run(self) -> int:
+        s, arms = self.s, self.s.arms
+        self.write_manifest()
+        adaptive = s.target_half_width is not None
+        total = f"<={s.repeats * len(arms)}" if adaptive or s.budget_minutes else str(s.repeats * len(arms))
+        print(f"{PROG}: {', '.join(a.label for a in arms)}; {s.repeats} block(s)"
+              f"{' at most' if adaptive else ''}; options: {' '.join(s.options) or '(none)'};"
+              f" folder {s.out}", flush=True)
+        block_times: list[float] = []
+        reason = f"{s.repeats} block(s) done"
+        for block in range(1, s.repeats + 1):
+            if s.budget_minutes is not None and block_times:
+                mean = sum(block_times) / len(block_times)
+                if time.monotonic() - self.start + mean > s.budget_minutes * 60:
+                    reason = f"the budget of {s.budget_minutes:g} min would be exceeded by another block"
+                    break
+            t0 = time.monotonic()
+            order = arms if block % 2 else arms[::-1]  # ABBA: drift favours no arm
+            for position, arm in enumerate(order, 1):
+                record = self.run_one(len(self.runs) + 1, block, position, arm)
+                self.runs.append(record)
+                self.write_manifest()
+                if self.signal is not None:
+                    raise Stopped
+                print(f"[{record['index']}/{total} {self.elapsed()}] {arm.label} r{block}:"
+                      f" {record['status']} in {record['seconds']:.1f} s"
+                      + ("" if record["status"] == "ok" else
+                         f" (exit status {record['exit_status']}, log {record['log']})"), flush=True)
+                if record["status"] != "ok" and record["exit_status"] != EXIT_USAGE:
+                    tail = (s.out / record["log"]).read_text(errors="replace").splitlines()[-5:]
+                    print("\n".join(f"    {line}" for line in tail), flush=True)
+                if record["exit_status"] == EXIT_USAGE:
+                    lines = (s.out / record["log"]).read_text(errors="replace").strip().splitlines()
+                    print(lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
+                          file=sys.stderr, flush=True)
+                    return EXIT_USAGE
+                entries = self.estimate()
+                if self.signal is not None:
+                    raise Stopped
+                print(self.describe(entries), flush=True)
+            block_times.append(time.monotonic() - t0)
+            if adaptive and block >= MIN_ADAPTIVE_BLOCKS and self.target_reached(entries):
+                reason = f"half-width <= {s.target_half_width:g} pp after {block} block(s)"
+                break
+        print(f"{PROG}: stopped: {reason}", flush=True)
+        return self.finish()
+
+    def finish(self) -> int:
+        """report.txt, report.md and comparison.png from compare; the exit status."""
+        failed = [r for r in self.runs if r["status"] != "ok"]
+        status = 0
+        text = self.compare("--format", "text", "--output", str(self.s.out / "report.txt"),
+                            "--plot", str(self.s.out / "comparison.png"))
+        md = self.compare("--format", "markdown", "--output", str(self.s.out / "report.md"))
+        for proc in (text, md):
+            if proc.returncode != 0:
+                print(f"{PROG}: compare failed: {proc.stderr.strip()}", file=sys.stderr)
+                status = 1
+        if (self.s.out / "report.txt").is_file():
+            print((self.s.out / "report.txt").read_text(), end="")
+        if failed:
+            print(f"{PROG}: {len(failed)} run(s) failed: "
+                  + ", ".join(f"{r['label']} r{r['repeat']} (exit {r['exit_status']})" for r in failed),
+                  file=sys.stderr)
+            status = 1
+        print(f"{PROG}: {len(self.runs)} run(s) in {self.elapsed()}; folder {self.s.out}", flush=True)
+        return status

@@ -1,0 +1,37 @@
+"""A fake runner for tests/test_experiment.py: `python THIS -m MODULE ... --output PATH`.
+
+Writes a valid result (tests/compare_factory.py) without torch. Environment:
+FAKE_ORDER (file: append the run's name), FAKE_FAIL (run name that exits 3),
+FAKE_USAGE (run name that exits 2), FAKE_HANG (run name that sleeps), FAKE_OVERHEAD (% for
+lightning, default 2).
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_factory import make_result, write  # noqa: E402
+
+args = sys.argv[1:]
+module = args[1]
+out = Path(args[args.index("--output") + 1])
+name = out.stem
+print("fake runner:", " ".join(args), flush=True)
+if os.environ.get("FAKE_ORDER"):
+    with open(os.environ["FAKE_ORDER"], "a") as f:
+        f.write(name + "\n")
+if name == os.environ.get("FAKE_USAGE"):
+    print(f"{module}: error: --bogus is not an option", file=sys.stderr)
+    sys.exit(2)
+if name == os.environ.get("FAKE_FAIL"):
+    print("injected failure", file=sys.stderr)
+    sys.exit(3)
+if name == os.environ.get("FAKE_HANG"):
+    time.sleep(120)
+impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabric": "fabric"}[module]
+seed = abs(hash(name)) % 10000
+median = 100.0 * (1 + float(os.environ.get("FAKE_OVERHEAD", "2")) / 100 if impl == "lightning" else 1)
+median *= 1 + ((seed % 7) - 3) * 0.001  # run-to-run noise
+write(out, make_result(impl, median_ms=median, seed=seed))

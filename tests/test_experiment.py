@@ -1,0 +1,194 @@
+"""python -m experiment: ABBA order, the folder and manifest, failures, signals, plans.
+
+The fast tests substitute tests/experiment_fake_runner.py for the runners (the test-only
+DDPBENCH_EXPERIMENT_FAKE_RUNNER); one slow test runs the real runners on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, clean_env, needs_lightning
+from experiment import plans
+from experiment.run import MIN_ADAPTIVE_BLOCKS, expand
+
+FAKE = ROOT / "tests" / "experiment_fake_runner.py"
+
+
+def experiment(args: list[str], tmp_path: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """python -m experiment ARGS with the fake runner."""
+    e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"), **env)
+    return subprocess.run([sys.executable, "-m", "experiment", *args], cwd=ROOT, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--repeats", "3", "--out", str(out), "--", "--steps", "5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    order = (tmp_path / "order").read_text().split()
+    assert order == ["native-r1", "lightning-r1", "lightning-r2", "native-r2", "native-r3", "lightning-r3"]
+    m = manifest(out)
+    assert m["manifest_version"] == 1 and m["baseline"] == "native" and m["experiment"] is None
+    assert [a["label"] for a in m["arms"]] == ["native", "lightning"]
+    assert m["arms"][1]["argv"] == ["-m", "lightning_impl"]
+    assert m["runner_options"] == ["--steps", "5"]
+    assert [(r["block"], r["position"], r["label"]) for r in m["runs"]] == [
+        (1, 1, "native"), (1, 2, "lightning"), (2, 1, "lightning"), (2, 2, "native"),
+        (3, 1, "native"), (3, 2, "lightning")]
+    for r in m["runs"]:
+        assert r["status"] == "ok" and r["exit_status"] == 0
+        assert (out / r["result"]).is_file() and (out / r["log"]).is_file()
+        assert r["command"][-4:-2] == ["--steps", "5"]
+    assert "native" in (out / "report.txt").read_text()
+    assert (out / "report.md").is_file()
+    assert (out / "comparison.png").read_bytes().startswith(b"\x89PNG")
+    assert "[6/6 " in proc.stdout and "lightning vs native" in proc.stdout
+
+
+def test_a_failed_run_is_kept_the_others_go_on_and_the_exit_is_nonzero(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--repeats", "2", "--out", str(out)], tmp_path, FAKE_FAIL="lightning-r1")
+    assert proc.returncode == 1
+    runs = manifest(out)["runs"]
+    assert len(runs) == 4
+    failed = [r for r in runs if r["status"] == "failed"]
+    assert [(r["label"], r["repeat"], r["exit_status"], r["result"]) for r in failed] == [
+        ("lightning", 1, 3, None)]
+    assert "injected failure" in (out / "logs" / "lightning-r1.log").read_text()
+    assert "lightning r1 (exit 3)" in proc.stderr
+    assert (out / "report.txt").is_file()
+
+
+def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out)], tmp_path, FAKE_USAGE="native-r1")
+    assert proc.returncode == 2
+    assert proc.stderr == "native: error: --bogus is not an option\n"
+    assert [r["exit_status"] for r in manifest(out)["runs"]] == [2]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--arms", "native,bogus"], "unknown arm 'bogus'"),
+    (["--arms", "native"], "at least two arms"),
+    (["--repeats", "0"], "--repeats must be 1 or more"),
+    (["--target-half-width", "-1"], "--target-half-width must be a positive"),
+    (["--budget-minutes", "0"], "--budget-minutes must be positive"),
+    (["--plan", "nope"], "no plan 'nope'"),
+    (["--", "--output", "x.json"], "results go into the experiment folder"),
+    (["--", "--trace", "{nope}.json"], "unknown placeholder {nope}"),
+    (["--launch", "srun"], "srun"),
+])
+def test_user_mistakes_are_one_line_and_exit_2_before_any_run(tmp_path, args, message):
+    proc = experiment(["--out", str(tmp_path / "exp"), *args], tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "order").exists() and not (tmp_path / "exp").exists()
+
+
+def test_an_existing_folder_is_refused_and_left_alone(tmp_path):
+    out = tmp_path / "exp"
+    out.mkdir()
+    (out / "keep.json").write_text("{}")
+    proc = experiment(["--out", str(out)], tmp_path)
+    assert proc.returncode == 2 and "is not empty" in proc.stderr
+    assert [p.name for p in out.iterdir()] == ["keep.json"]
+
+
+def test_adaptive_mode_stops_at_the_minimum_blocks_once_the_target_is_met(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--target-half-width", "50", "--out", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(manifest(out)["runs"]) == 2 * MIN_ADAPTIVE_BLOCKS
+    assert f"after {MIN_ADAPTIVE_BLOCKS} block(s)" in proc.stdout
+
+
+def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
+    out = tmp_path / "exp"
+    env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-b-r1")
+    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--arms", "native,native", "--out", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "logs" / "native-b-r1.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    runs = manifest(out)["runs"]
+    assert [(r["label"], r["status"]) for r in runs] == [("native", "ok"), ("native-b", "failed")]
+    assert "stopped by SIGTERM" in err
+
+
+def test_placeholders_expand_per_run_into_the_folder():
+    assert expand(["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 2) == [
+        "--trace", "/d/traces/native-r2.json", "--x", "native:2"]
+
+
+def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
+    proc = experiment(["--list-plans"], tmp_path)
+    assert proc.returncode == 0
+    for plan in plans.PLANS:
+        assert f"{plan.name} " in proc.stdout and plan.question in proc.stdout
+    out = tmp_path / "plan"
+    proc = experiment(["--plan", "host-slack", "--variant", "lightning", "--repeats", "1", "--out", str(out)],
+                      tmp_path)
+    m = manifest(out / "lightning")
+    assert m["experiment"] == "host-slack/lightning"
+    assert m["arms"][1] == {"label": "lightning-host-delay-2000", "arm": "lightning",
+                            "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"]}
+
+
+def test_experiment_imports_neither_torch_nor_lightning():
+    code = ("import sys, runpy; sys.argv = ['experiment', '--list-plans'];\n"
+            "try: runpy.run_module('experiment', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_srun_launch_derives_devices_from_the_job(tmp_path):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    srun = bin_ / "srun"
+    srun.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/srun.args\n'
+                    'shift\nexec "$@"\n')
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    out = tmp_path / "exp"
+    proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, PATH=f"{bin_}:{os.environ['PATH']}",
+                      SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2", SLURM_NNODES="1")
+    assert proc.returncode == 0, proc.stderr
+    lines = (tmp_path / "srun.args").read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("--kill-on-bad-exit=1 ") for line in lines)
+    assert all("--devices 2 --num-nodes 1" in line for line in lines)
+    proc = experiment(["--repeats", "1", "--out", str(tmp_path / "e2"), "--", "--devices", "4"], tmp_path,
+                      PATH=f"{bin_}:{os.environ['PATH']}", SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2")
+    assert proc.returncode == 2 and "--devices 4 but the Slurm job has 2" in proc.stderr
+
+
+@pytest.mark.slow
+@needs_lightning
+def test_real_runners_on_cpu_two_repeats(tmp_path):
+    out = tmp_path / "exp"
+    proc = subprocess.run([sys.executable, "-m", "experiment", "--repeats", "2", "--out", str(out), "--",
+                           *TINY, "--devices", "2"], cwd=ROOT, env=clean_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in (out / "results").iterdir()) == [
+        "lightning-r1.json", "lightning-r2.json", "native-r1.json", "native-r2.json"]
+    assert "lightning" in (out / "report.txt").read_text()
