@@ -64,6 +64,9 @@ class BenchConfig:
     output: Path | None = None
     overwrite_output: bool = False
     verbose: bool = False
+    # SHIM (lesson helper, for its tests only; the diagnostics helper's version replaces it):
+    barebones: bool = True  # the Trainer arm's barebones mode; native and fabric refuse False
+    ddp_stream: str = "auto"  # diagnostic: auto | current | side
 
     @property
     def world_size(self) -> int:
@@ -189,6 +192,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     out.add_argument("--overwrite-output", action="store_true", help="allow replacing an existing --output file")
     out.add_argument("--verbose", action="store_true",
                      help="tracebacks for errors, framework warnings and per-rank messages")
+    # SHIM (lesson helper): the diagnostics helper's parser replaces these two options.
+    out.add_argument("--barebones", action=argparse.BooleanOptionalAction, default=d.barebones,
+                     help="Lightning Trainer only: barebones mode (--no-barebones: progress bar, model"
+                          " summary, CSV logger, checkpoint); native and fabric accept only the default")
+    out.add_argument("--ddp-stream", choices=("auto", "current", "side"), default=d.ddp_stream,
+                     help="diagnostic: the CUDA stream DDP is built on (auto = the runner's own)")
     return p
 
 

@@ -98,31 +98,23 @@ def ddp_kwargs(cfg: BenchConfig) -> dict[str, object]:
     return kwargs
 
 
-DDP_STREAM_VAR = "DDPBENCH_DDP_STREAM"
 DDP_STREAMS = ("current", "side")
 
 
-def ddp_stream(natural: str) -> str:
-    """The stream DDP is built on: DDPBENCH_DDP_STREAM if set, else the runner's own choice.
+# SHIM (lesson helper, for its tests only): the diagnostics helper's cfg-based API replaces it.
+def ddp_stream(cfg: BenchConfig, natural: str) -> str:
+    """The stream DDP is built on: --ddp-stream unless auto, else the runner's own (`natural`).
 
-    Lightning's DDPStrategy builds the wrapper under a fresh side stream ("side"); native builds
-    it on the current stream ("current"). DDP's reducer keeps every parameter's AccumulateGrad
-    node, and each node stays bound to the stream it was created on, so under "side" the
-    autograd engine runs every gradient accumulation on that stream, with an event record and a
-    stream wait per parameter. The switch (a diagnostic, recorded in the result) swaps one
-    runner's choice for the other's, to measure what that costs.
+    Lightning's DDPStrategy builds the wrapper under a fresh side stream ("side"); native on
+    the current stream ("current").
     """
-    value = os.environ.get(DDP_STREAM_VAR) or natural
-    if value not in DDP_STREAMS:
-        raise UsageError(f"{DDP_STREAM_VAR}={value!r} is not one of {', '.join(DDP_STREAMS)}; "
-                         f"set it to one of them or unset it")
-    return value
+    return natural if cfg.ddp_stream == "auto" else cfg.ddp_stream
 
 
 @contextlib.contextmanager
-def ddp_construction_stream(device: torch.device, natural: str) -> Iterator[None]:
+def ddp_construction_stream(device: torch.device, cfg: BenchConfig, natural: str) -> Iterator[None]:
     """Build DDP inside this: a fresh side CUDA stream under "side", else the current stream."""
-    if ddp_stream(natural) == "side" and device.type == "cuda":
+    if ddp_stream(cfg, natural) == "side" and device.type == "cuda":
         with torch.cuda.stream(torch.cuda.Stream(device)):
             yield
     else:
