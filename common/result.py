@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
-IMPLEMENTATIONS = ("native", "lightning")
+IMPLEMENTATIONS = ("native", "fabric", "lightning")
 
 
 class ResultError(Exception):
@@ -114,8 +114,9 @@ class LightningInfo(_Strict):
     """Lightning facts that change per-step behaviour (absent for native)."""
 
     version: str
-    barebones: bool
-    per_step_sigterm_sync: bool  # >= 2.5.2 and world size > 1: a broadcast + .item() every step
+    barebones: bool  # Trainer(barebones=...); true for Fabric, which has none of those services
+    # Trainer only, >= 2.5.2 and world size > 1: a broadcast + .item() every step (never Fabric)
+    per_step_sigterm_sync: bool
     autocast_cache_enabled: bool
 
 
@@ -153,7 +154,7 @@ class Result(_Strict):
     """One run of one implementation: configuration, measurements, checks, provenance."""
 
     schema_version: Literal[1]
-    implementation: Literal["native", "lightning"]
+    implementation: Literal["native", "fabric", "lightning"]
     # --- the original scripts' fields, same names and meanings ---
     model: str
     data: str
