@@ -184,7 +184,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         workarounds.stop_started_ranks(trainer.strategy)  # native: its launcher stops them
         if cfg.verbose:
             raise
-        return rank_failed(PROG, trainer.global_rank, error)
+        return rank_failed(PROG, trainer.global_rank, error)  # native: launch.rank
     finally:
         # DDP: teardown -- the Trainer ends the ranks it started; the group is left here, as native
         if dist.is_available() and dist.is_initialized():
