@@ -44,7 +44,7 @@ def test_original_scripts_flat_results_load():
     (lambda d: d.update(world_size="two"), r"field world_size"),
     (lambda d: d.update(schema_version=99), r"schema_version 99 is not supported"),
     (lambda d: d["ranks"][0].update(step_times_ms=[]), r"field ranks.0.step_times_ms"),
-    (lambda d: d.update(implementation="fabric"), r"field implementation"),
+    (lambda d: d.update(implementation="jax"), r"field implementation"),
     (lambda d: d.update(surprise=1), r"field surprise: Extra inputs are not permitted"),
 ])
 def test_malformed_results_name_file_and_field(tmp_path, mutate, message):
