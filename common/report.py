@@ -31,7 +31,7 @@ class RunFacts:
     """What a runner knows about its run that the Result needs (same for all ranks)."""
 
     cfg: BenchConfig
-    implementation: str  # native | lightning
+    implementation: str  # native | fabric | lightning
     precision: Precision
     device: torch.device
     rank: int

@@ -114,8 +114,9 @@ class LightningInfo(_Strict):
     """Lightning facts that change per-step behaviour (absent for native)."""
 
     version: str
-    barebones: bool
-    per_step_sigterm_sync: bool  # >= 2.5.2 and world size > 1: a broadcast + .item() every step
+    barebones: bool  # Trainer(barebones=...); true for Fabric, which has none of those services
+    # Trainer only, >= 2.5.2 and world size > 1: a broadcast + .item() every step (never Fabric)
+    per_step_sigterm_sync: bool
     autocast_cache_enabled: bool
 
 

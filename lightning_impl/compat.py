@@ -26,23 +26,40 @@ def require_lightning() -> ModuleType | None:
         return None
 
 
+def check_lightning(module: ModuleType | None) -> None:
+    """UsageError (exit 2, one line) when Lightning is missing or too old to compare exactly."""
+    from common.errors import UsageError
+
+    if module is None:
+        raise UsageError("Lightning is not installed; install the extra:"
+                         f" pip install '{LIGHTNING_EXTRA}'")
+    if problem := version_problem(module):
+        raise UsageError(problem)
+
+
 def version_problem(module: ModuleType) -> str | None:
     """Why this Lightning cannot be compared exactly with native, or None when it can."""
     found = Version(module.__version__)
     if found < MIN_VERSION:
-        return (f"Lightning {found} is older than {MIN_VERSION} (its autocast caches casts; native does not);"
+        return (f"Lightning {found} is older than {MIN_VERSION}"
+                " (its autocast caches casts; native does not);"
                 f" upgrade: pip install '{LIGHTNING_EXTRA}'")
     return None
 
 
-def lightning_facts(world_size: int) -> dict[str, object]:
-    """The `lightning` section of a result: version and its per-step behaviour."""
+def lightning_facts(world_size: int, trainer: bool = True,
+                    barebones: bool = True) -> dict[str, object]:
+    """The `lightning` section of a result: version and its per-step behaviour.
+
+    The per-step SIGTERM broadcast belongs to the Trainer's loop; Fabric (trainer=False) has no
+    loop of its own and no services, so it records no sync and barebones true.
+    """
     import lightning
 
     version = Version(lightning.__version__)
     return {
         "version": lightning.__version__,
-        "barebones": True,
-        "per_step_sigterm_sync": version >= SIGTERM_SYNC_SINCE and world_size > 1,
+        "barebones": barebones,
+        "per_step_sigterm_sync": trainer and version >= SIGTERM_SYNC_SINCE and world_size > 1,
         "autocast_cache_enabled": False,
     }

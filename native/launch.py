@@ -64,8 +64,8 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
     try:
         for rank in range(devices):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(devices),
-                       LOCAL_WORLD_SIZE=str(devices), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                       **{SELF_LAUNCH_VAR: "1"})
+                       LOCAL_WORLD_SIZE=str(devices), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), **{SELF_LAUNCH_VAR: "1"})
             procs.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
         rank_of = {p.pid: rank for rank, p in enumerate(procs)}
         running = set(rank_of)
@@ -82,7 +82,8 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
                 return code if code > 0 else 128 - code
         return 0
     except _Stop as stop:
-        print(f"{prog}: received {signal.Signals(stop.signum).name}; stopping all ranks", file=sys.stderr, flush=True)
+        name = signal.Signals(stop.signum).name
+        print(f"{prog}: received {name}; stopping all ranks", file=sys.stderr, flush=True)
         return 128 + stop.signum
     finally:
         stop_all(procs)  # every way out: failure, signal, or an error of our own
