@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from common.errors import USAGE_EXIT_CODE, UsageError
+from common.errors import USAGE_EXIT_CODE, UsageError, one_line
 from common.result import output_path_problem
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
@@ -107,7 +107,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) instead of usage + error."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
+        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr, flush=True)
         raise SystemExit(USAGE_EXIT_CODE)
 
 
