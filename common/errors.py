@@ -20,8 +20,8 @@ class UsageError(Exception):
 def one_line(text: str) -> str:
     """`text` with newlines and other control characters escaped, so an error stays one line
     whatever a path or a variable held (a file name may contain a newline)."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
+    return "".join(c if c.isprintable()
+                   else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in text)
 
 
 @contextlib.contextmanager

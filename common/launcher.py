@@ -85,7 +85,8 @@ def _master_addr(env: Mapping[str, str], default: str) -> str:
         return default
     addr = env["MASTER_ADDR"]
     if not addr or any(c.isspace() for c in addr):
-        raise UsageError(f"MASTER_ADDR={addr!r} is not a host name or address; set it to rank 0's host")
+        raise UsageError(f"MASTER_ADDR={addr!r} is not a host name or address;"
+                         " set it to rank 0's host")
     return addr
 
 

@@ -368,7 +368,8 @@ def write_atomically(path: Path, overwrite: bool, fill: Callable[[Path], None],
     if problem := output_path_problem(option, path, overwrite):
         raise OutputError(f"{problem}; nothing was written")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
+                                   dir=path.parent)
     except OSError as error:
         raise OutputError(_cannot_write(option, path, error)) from None
     try:
@@ -405,7 +406,8 @@ def _cannot_write(option: str, path: Path, error: OSError) -> str:
     why = _NO_ROOM.get(error.errno or 0) or error.strerror or str(error)
     fix = ("free some space or choose another" if error.errno in (errno.ENOSPC, errno.EDQUOT)
            else "choose another")
-    return f"cannot write {option} {path}: {why} ({name}); nothing was written there: {fix} {option}"
+    return (f"cannot write {option} {path}: {why} ({name}); nothing was written there:"
+            f" {fix} {option}")
 
 
 def write_result(result: Result, path: Path, overwrite: bool) -> None:
