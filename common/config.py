@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from common.errors import USAGE_EXIT_CODE, UsageError
+from common.errors import USAGE_EXIT_CODE, UsageError, one_line
+from common.result import output_path_problem
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
@@ -75,6 +76,8 @@ class BenchConfig:
     output: Path | None = None
     overwrite_output: bool = False
     verbose: bool = False
+    # Resource limit override (issue 16): allow more CPU ranks per node than CPUs.
+    oversubscribe_cpus: bool = False
 
     @property
     def world_size(self) -> int:
@@ -123,7 +126,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) instead of usage + error."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
+        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr, flush=True)
         raise SystemExit(USAGE_EXIT_CODE)
 
 
@@ -217,6 +220,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                      help="allow replacing existing --output, --pyprofile and --trace files")
     out.add_argument("--verbose", action="store_true",
                      help="tracebacks for errors, framework warnings and per-rank messages")
+    # Resource limit override (issue 16): its own block, so that the CPU check can be forced.
+    run.add_argument("--oversubscribe-cpus", action="store_true",
+                     help="allow more --accelerator cpu ranks on a node than CPUs they may use"
+                          " (the ranks then share CPUs, which distorts per-step times)")
     return p
 
 
@@ -264,13 +271,59 @@ def parse(argv: list[str] | None, prog: str) -> BenchConfig:
     return cfg
 
 
+# Largest value of a count or size option: beyond it torch's C++ sizes overflow (and no run
+# could finish); a mistake caught here instead of a traceback in every rank.
+MAX_COUNT = 2**31 - 1
+# --seed + global rank seeds torch's generators, which take values below 2**64.
+SEED_LIMIT = 2**64
+# The process-group timeout: at least a second (c10d counts milliseconds; less can never
+# complete a rendezvous) and at most a week (a collective that waits longer is a hang).
+TIMEOUT_RANGE = (1.0, 7 * 24 * 3600.0)
+
+
+def _show(value: float) -> str:
+    """A number as typed: ints exactly (%g would overflow on a huge one), floats by %g."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _finite(name: str, value: float) -> None:
+    """Floats come from argparse's float(), which accepts nan, inf and 1e999."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{name} must be a finite number, got {value}")
+
+
 def _positive(name: str, value: float) -> None:
+    _finite(name, value)
     if value <= 0:
-        raise UsageError(f"{name} must be positive, got {value:g}")
+        raise UsageError(f"{name} must be positive, got {_show(value)}")
+
+
+def _not_negative(name: str, value: float) -> None:
+    _finite(name, value)
+    if value < 0:
+        raise UsageError(f"{name} must be 0 or more, got {_show(value)}")
+
+
+def _at_most(name: str, value: float, limit: float) -> None:
+    if value > limit:
+        raise UsageError(f"{name} {_show(value)} is too large; use at most {_show(limit)}")
 
 
 def validate(cfg: BenchConfig) -> None:
-    """Checks that need only the options and the file system; raises UsageError."""
+    """Checks that need only the options and the file system; raises UsageError.
+
+    Every number is checked for kind (finite), sign and an upper bound, so that no value
+    that parses can fail later inside a rank. The resources of the machine (GPUs, CPUs)
+    and the launcher variables are checked by `common.launcher.validate`.
+    """
+    counts = {"--devices": cfg.devices, "--num-nodes": cfg.num_nodes, "--steps": cfg.steps,
+              "--num-classes": cfg.num_classes, "--image-size": cfg.image_size,
+              "--warmup-steps": cfg.warmup_steps, "--profile-steps": cfg.profile_steps,
+              "--batch-size-per-device": cfg.batch_size_per_device,
+              "--global-batch-size": cfg.global_batch_size}
+    for name, value in counts.items():
+        if value is not None:
+            _at_most(name, value, MAX_COUNT)
     _positive("--devices", cfg.devices)
     _positive("--num-nodes", cfg.num_nodes)
     if cfg.batch_size_per_device is not None:
@@ -279,20 +332,23 @@ def validate(cfg: BenchConfig) -> None:
         _positive("--global-batch-size", cfg.global_batch_size)
         cfg.per_device_batch()  # raises when it does not divide by devices x nodes
     _positive("--steps", cfg.steps)
-    if cfg.warmup_steps < 0:
-        raise UsageError(f"--warmup-steps must be 0 or more, got {cfg.warmup_steps}")
-    if cfg.profile_steps < 0:
-        raise UsageError(f"--profile-steps must be 0 or more, got {cfg.profile_steps}")
-    if cfg.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {cfg.seed}")
+    _not_negative("--warmup-steps", cfg.warmup_steps)
+    _not_negative("--profile-steps", cfg.profile_steps)
+    _not_negative("--seed", cfg.seed)
+    if cfg.seed + cfg.world_size > SEED_LIMIT:
+        raise UsageError(f"--seed {cfg.seed} is too large: rank r uses seed + r, which must stay"
+                         f" below 2**64; use at most {SEED_LIMIT - cfg.world_size}")
     _positive("--lr", cfg.lr)
-    if cfg.momentum < 0:
-        raise UsageError(f"--momentum must be 0 or more, got {cfg.momentum:g}")
-    if cfg.weight_decay < 0:
-        raise UsageError(f"--weight-decay must be 0 or more, got {cfg.weight_decay:g}")
+    _not_negative("--momentum", cfg.momentum)
+    _not_negative("--weight-decay", cfg.weight_decay)
     _positive("--num-classes", cfg.num_classes)
     _positive("--bucket-cap-mb", cfg.bucket_cap_mb)
-    _positive("--timeout", cfg.timeout)
+    _at_most("--bucket-cap-mb", cfg.bucket_cap_mb, MAX_COUNT)  # DDP turns it into bytes, an int64
+    _finite("--timeout", cfg.timeout)
+    low, high = TIMEOUT_RANGE
+    if not low <= cfg.timeout <= high:
+        raise UsageError(f"--timeout must be between {low:g} and {high:g} seconds (a week),"
+                         f" got {cfg.timeout:g}")
     min_size = MIN_IMAGE_SIZE_BY_ARCH.get(cfg.arch, MIN_IMAGE_SIZE)
     if cfg.image_size < min_size:
         raise UsageError(f"--image-size {cfg.image_size} is too small for {cfg.arch}; use {min_size} or more")
@@ -318,9 +374,9 @@ def validate_diagnostics(cfg: BenchConfig) -> None:
     if cfg.trace is not None and cfg.profile_steps == 0:
         raise UsageError("--trace records the --profile-steps steps; give --profile-steps 1 or more")
     if cfg.pyprofile is not None:
-        _validate_file("--pyprofile", cfg.pyprofile, cfg.overwrite_output, example="rank0.pstats")
+        _validate_file("--pyprofile", cfg.pyprofile, cfg.overwrite_output)
     if cfg.trace is not None:
-        _validate_file("--trace", cfg.trace, cfg.overwrite_output, example="rank0.trace.json.gz")
+        _validate_file("--trace", cfg.trace, cfg.overwrite_output)
     files = {"--output": cfg.output, "--pyprofile": cfg.pyprofile, "--trace": cfg.trace}
     seen: dict[Path, str] = {}
     for flag, path in files.items():
@@ -344,22 +400,19 @@ def _validate_arch(arch: str) -> None:
 
 
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:
-    """The result path must be writable, new (or --overwrite-output), and not a folder."""
+    """The result path: a regular file (new, or --overwrite-output) in a writable folder.
+
+    The policy (symbolic links and device nodes refused) is `common.result.output_path_problem`'s,
+    which compare's --output and --plot share; `write_result` checks again when it writes.
+    """
     if output is None:
         if overwrite and other_files is None:
             raise UsageError("--overwrite-output needs --output PATH (or --pyprofile or --trace FILE)")
         return
-    _validate_file("--output", output, overwrite, example="result.json")
+    _validate_file("--output", output, overwrite)
 
 
-def _validate_file(flag: str, path: Path, overwrite: bool, example: str = "FILE") -> None:
-    """A file a run writes: in a writable folder, not a folder, new unless --overwrite-output."""
-    if path.is_dir():
-        raise UsageError(f"{flag} {path} is a folder; give a file path such as {path / example}")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} folder {parent} does not exist; create it first (mkdir -p {parent})")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{flag} folder {parent} is not writable")
-    if path.exists() and not overwrite:
-        raise UsageError(f"{flag} {path} already exists; choose another path or add --overwrite-output")
+def _validate_file(flag: str, path: Path, overwrite: bool) -> None:
+    """A file a run writes (result, profile, trace): the one output-path policy."""
+    if problem := output_path_problem(flag, path, overwrite):
+        raise UsageError(problem)

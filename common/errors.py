@@ -17,6 +17,13 @@ class UsageError(Exception):
     """A mistake the user can fix: the message names the flag or variable and the fix."""
 
 
+def one_line(text: str) -> str:
+    """`text` with newlines and other control characters escaped, so an error stays one line
+    whatever a path or a variable held (a file name may contain a newline)."""
+    return "".join(c if c.isprintable()
+                   else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in text)
+
+
 @contextlib.contextmanager
 def exit_on_usage_error(prog: str, verbose: bool = False) -> Iterator[None]:
     """Turn a UsageError into one line on stderr and exit status 2 (a traceback too if verbose)."""
@@ -25,5 +32,5 @@ def exit_on_usage_error(prog: str, verbose: bool = False) -> Iterator[None]:
     except UsageError as error:
         if verbose:
             traceback.print_exc()
-        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr, flush=True)
         raise SystemExit(USAGE_EXIT_CODE) from None

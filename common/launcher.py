@@ -9,6 +9,7 @@ agree on what they were started by, and both reject the same mistakes.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,17 +60,42 @@ def first_host(nodelist: str) -> str:
 
 
 def slurm_master_port(env: Mapping[str, str]) -> int:
-    """MASTER_PORT, else 15000 + the last four digits of the job id (Lightning's rule)."""
+    """MASTER_PORT, else 15000 + the last four digits of the job id (Lightning's rule).
+
+    The derived port lies in 15000..24999, always a valid port; MASTER_PORT is range-checked.
+    """
     if "MASTER_PORT" in env:
-        return _int(env, "MASTER_PORT")
+        return _port(env, "MASTER_PORT")
     job_id = env.get("SLURM_JOB_ID")
     digits = "".join(c for c in (job_id or "") if c.isdigit())[-4:]
     return 15000 + int(digits) if digits else DEFAULT_MASTER_PORT
 
 
+def _port(env: Mapping[str, str], name: str) -> int:
+    """A TCP port from the environment: a whole number in 1..65535."""
+    port = _int(env, name)
+    if not 1 <= port <= 65535:
+        raise UsageError(f"{name}={env[name]!r} is not a TCP port; use a number in 1..65535")
+    return port
+
+
+def _master_addr(env: Mapping[str, str], default: str) -> str:
+    """MASTER_ADDR when set (it must name a host), else `default`."""
+    if "MASTER_ADDR" not in env:
+        return default
+    addr = env["MASTER_ADDR"]
+    if not addr or any(c.isspace() for c in addr):
+        raise UsageError(f"MASTER_ADDR={addr!r} is not a host name or address;"
+                         " set it to rank 0's host")
+    return addr
+
+
 def _int(env: Mapping[str, str], name: str) -> int:
     try:
-        return int(env[name])
+        text = env[name]
+        if not text.strip().lstrip("+-").isdigit():  # int() would also take "1_0" and " 1 "
+            raise ValueError(text)
+        return int(text)
     except KeyError:
         raise UsageError(f"{name} is not set; the launcher environment is incomplete") from None
     except ValueError:
@@ -90,8 +116,8 @@ def detect(env: Mapping[str, str]) -> Launch:
             local_rank=_int(env, "LOCAL_RANK"),
             world_size=_int(env, "WORLD_SIZE"),
             node_rank=_optional_int(env, "GROUP_RANK") or 0,
-            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-            master_port=_int(env, "MASTER_PORT"),
+            master_addr=_master_addr(env, "127.0.0.1"),
+            master_port=_port(env, "MASTER_PORT"),
             is_child=True,
         )
     if is_slurm(env):
@@ -103,7 +129,8 @@ def detect(env: Mapping[str, str]) -> Launch:
             local_rank=_int(env, "SLURM_LOCALID"),
             world_size=_int(env, "SLURM_NTASKS"),
             node_rank=_optional_int(env, "SLURM_NODEID") or 0,
-            master_addr=env.get("MASTER_ADDR") or first_host(env.get("SLURM_NODELIST", "127.0.0.1")),
+            master_addr=(_master_addr(env, "") if env.get("MASTER_ADDR")
+                         else first_host(env.get("SLURM_NODELIST", "127.0.0.1"))),
             master_port=slurm_master_port(env),
             is_child=True,
             slurm={k: env[k] for k in keys if k in env},
@@ -113,9 +140,15 @@ def detect(env: Mapping[str, str]) -> Launch:
 
 
 def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
-    """Reject launcher/option mismatches and missing GPUs before any process group exists."""
+    """Reject launcher/option mismatches, ranks out of range and missing GPUs or CPUs.
+
+    Runs in every process before any process group exists: in the self-launching parent
+    before it starts a rank, and under srun/torchrun in each rank, so that a bad variable
+    ends the rank with one line instead of a wait at the rendezvous.
+    """
     if launch.kind == "slurm":
         _validate_slurm(cfg, env)
+        _validate_slurm_ranks(cfg, launch, env)
     elif launch.kind == "torchrun":
         if launch.world_size != cfg.world_size:
             raise UsageError(
@@ -128,11 +161,137 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
             raise UsageError(
                 f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices}; make them agree"
             )
-    elif not launch.is_child and cfg.num_nodes > 1:
-        raise UsageError(
-            f"--num-nodes {cfg.num_nodes} needs a launcher on every node; start with srun or torchrun"
-        )
+        _validate_ranks(cfg, launch, env)
+    elif launch.is_child:  # a rank started by the runner itself: the same checks as torchrun's
+        _validate_ranks(cfg, launch, env)
+    else:
+        if cfg.num_nodes > 1:
+            raise UsageError(
+                f"--num-nodes {cfg.num_nodes} needs a launcher on every node; start with srun or torchrun"
+            )
+        _validate_plain(cfg, env)
+    _validate_cpus(cfg, launch, env)
     _validate_gpus(cfg)
+
+
+def _in_range(name: str, value: int, size: int, size_name: str) -> None:
+    """0 <= value < size, else a line saying the rank would never meet its peers."""
+    if not 0 <= value < size:
+        raise UsageError(
+            f"{name}={value} is outside 0..{size - 1} ({size_name}={size}); a rank outside the"
+            " world would wait at the rendezvous forever: fix the launcher's variables"
+        )
+
+
+def _validate_ranks(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
+    """torchrun-style variables: every rank in range, and RANK where torchrun would put it.
+
+    torchrun numbers ranks node after node (torch.distributed.elastic's _assign_worker_ranks:
+    base rank = GROUP_RANK x local world size), so with the same --devices on every node
+    RANK = GROUP_RANK x LOCAL_WORLD_SIZE + LOCAL_RANK; anything else was made by hand.
+    """
+    if launch.world_size < 1:
+        raise UsageError(f"WORLD_SIZE={launch.world_size} must be 1 or more")
+    _in_range("RANK", launch.rank, launch.world_size, "WORLD_SIZE")
+    local_world = _optional_int(env, "LOCAL_WORLD_SIZE")
+    if local_world is None:
+        local_world, local_name = cfg.devices, "--devices"
+    else:
+        local_name = "LOCAL_WORLD_SIZE"
+        if local_world < 1:
+            raise UsageError(f"LOCAL_WORLD_SIZE={local_world} must be 1 or more")
+    _in_range("LOCAL_RANK", launch.local_rank, local_world, local_name)
+    if "GROUP_RANK" in env:
+        _in_range("GROUP_RANK", launch.node_rank, cfg.num_nodes, "--num-nodes")
+    expected = launch.node_rank * local_world + launch.local_rank
+    if launch.rank != expected:
+        raise UsageError(
+            f"RANK={launch.rank} does not match GROUP_RANK={launch.node_rank} x {local_name}={local_world}"
+            f" + LOCAL_RANK={launch.local_rank} = {expected}; start the ranks with torchrun,"
+            " which sets these consistently"
+        )
+
+
+def _validate_slurm_ranks(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
+    """SLURM_PROCID, SLURM_LOCALID and SLURM_NODEID in range.
+
+    Not checked: how task ids map to nodes. srun's default block distribution numbers them
+    node after node, but `-m cyclic` deals them round-robin, and DDP works with either.
+    """
+    _in_range("SLURM_PROCID", launch.rank, launch.world_size, "SLURM_NTASKS")
+    _in_range("SLURM_LOCALID", launch.local_rank, cfg.devices, "tasks per node, --devices")
+    if "SLURM_NODEID" in env:
+        _in_range("SLURM_NODEID", launch.node_rank, cfg.num_nodes, "--num-nodes")
+
+
+# Set by Lightning's own launcher (_SubprocessScriptLauncher) for every rank it starts.
+_LIGHTNING_CHILD_VARS = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _validate_plain(cfg: BenchConfig, env: Mapping[str, str]) -> None:
+    """A plain start: the variables that Lightning's default environment reads, if present.
+
+    native ignores them, but Lightning does not: a LOCAL_RANK left in the shell makes it take
+    the process for a rank someone else started, and it waits for peers that never come.
+    Lightning's own children carry all of _LIGHTNING_CHILD_VARS and LOCAL_RANK 1..devices-1.
+    Both runners refuse the same, so they stay interchangeable.
+    """
+    if "MASTER_PORT" in env:
+        _port(env, "MASTER_PORT")
+    _master_addr(env, "")
+    for name in ("NODE_RANK", "GROUP_RANK"):
+        if name in env:
+            _in_range(name, _int(env, name), cfg.num_nodes, "--num-nodes")
+    if "LOCAL_RANK" in env:
+        local = _int(env, "LOCAL_RANK")
+        lightning_child = all(name in env for name in _LIGHTNING_CHILD_VARS)
+        if not (lightning_child and 1 <= local < cfg.devices):
+            raise UsageError(
+                f"LOCAL_RANK={env['LOCAL_RANK']} is set but neither torchrun nor srun started this"
+                " process; unset LOCAL_RANK (Lightning would take this process for a rank started"
+                " elsewhere and wait for the others)"
+            )
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity), which the ranks it starts inherit."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _validate_cpus(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
+    """--accelerator cpu: no more ranks on a node than CPUs for them, unless --oversubscribe-cpus.
+
+    What "CPUs for them" means depends on who starts the ranks:
+    - self-launched: the ranks inherit this process's CPU affinity (os.sched_getaffinity),
+      so that is the budget, checked before any rank starts;
+    - srun: the ranks already run, each possibly bound to its own CPUs (--cpu-bind), so one
+      task's affinity says nothing about the node; the budget is the job's CPUs on this
+      node, SLURM_CPUS_ON_NODE (else the node's CPUs). Every task refuses with the same line.
+    - torchrun: the ranks already run, possibly bound to a NUMA node each; the budget is
+      the node's CPUs (os.cpu_count()).
+    """
+    if cfg.accelerator != "cpu" or cfg.oversubscribe_cpus:
+        return
+    if launch.kind == "slurm" and "SLURM_CPUS_ON_NODE" in env:
+        cpus = _int(env, "SLURM_CPUS_ON_NODE")
+        where = f"the job has {cpus} CPU(s) on this node (SLURM_CPUS_ON_NODE)"
+        fix = "ask for more CPUs (--cpus-per-task), use fewer ranks"
+    elif launch.kind in ("slurm", "torchrun"):
+        cpus = os.cpu_count() or 1
+        where = f"this node has {cpus} CPU(s)"
+        fix = f"use --devices {cpus} or fewer"
+    else:
+        cpus = available_cpus()
+        where = f"this process may use {cpus} CPU(s) (its CPU affinity)"
+        fix = f"use --devices {cpus} or fewer"
+    if cfg.devices > cpus:
+        raise UsageError(
+            f"--accelerator cpu --devices {cfg.devices} runs {cfg.devices} ranks on this node but {where};"
+            f" {fix}, or add --oversubscribe-cpus to run them anyway (they then share CPUs,"
+            " which distorts the per-step times)"
+        )
 
 
 def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:

@@ -1,7 +1,7 @@
 """After the last step: gather every rank's measurements, build the Result, print, write.
 
     result = build_result(run, model, last_loss, timing, probe)   # every rank calls; rank 0 gets it
-    if result: print_summary(result); write_result(...)
+    if result: publish(result, cfg, title)   # the summary, then the file
 
 Both runners call this with the same arguments, so their results differ only in what the
 frameworks did, never in how it was measured or recorded.
@@ -19,7 +19,7 @@ from common import checks, environment
 from common.config import BenchConfig
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
-from common.result import SCHEMA_VERSION, Result, StepStats, write_result
+from common.result import SCHEMA_VERSION, OutputError, Result, StepStats, write_result
 from common.timing import Timing
 from common.workload import DATA_DESCRIPTION
 
@@ -191,10 +191,18 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
 
 
 def publish(result: Result, cfg: BenchConfig, title: str) -> None:
-    """Global rank 0: write the result when --output is given, then print the summary."""
-    if cfg.output is not None:
-        write_result(result, cfg.output, cfg.overwrite_output)
+    """Global rank 0: print the summary, then write the result when --output is given.
+
+    The summary comes first so that the log keeps the measurements even when the file cannot
+    be written (a full disk, a quota, a path that changed during the run): then OutputError
+    names the path, and the runner turns it into one failure line and a non-zero exit.
+    """
     print_summary(result, str(cfg.output) if cfg.output else None, title)
+    if cfg.output is not None:
+        try:
+            write_result(result, cfg.output, cfg.overwrite_output)
+        except OutputError as error:
+            raise OutputError(f"{error} (the summary above is this run's only record)") from None
 
 
 def rank_failed(prog: str, rank: int, error: BaseException) -> int:

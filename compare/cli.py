@@ -16,9 +16,9 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from common.result import ResultError
+from common.result import OutputError, ResultError, output_path_problem, write_atomically
 from compare import stats
-from compare.analysis import analyse
+from compare.analysis import Report, analyse
 from compare.errors import CompareError
 from compare.load import load_inputs
 from compare.report import FORMATS, render
@@ -77,14 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_new_file(option: str, path: Path, overwrite: bool) -> None:
-    """An output path must be a file in an existing folder, new unless overwriting is allowed."""
-    if path.is_dir():
-        raise CompareError(f"{option} {path} is a folder; give a file path")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise CompareError(f"{option} folder {parent} does not exist; create it first (mkdir -p {parent})")
-    if path.exists() and not overwrite:
-        raise CompareError(f"{option} {path} already exists; choose another path or add --overwrite-output")
+    """An output path must be a regular file (new unless overwriting) in an existing folder.
+
+    The runners' policy (`common.result.output_path_problem`): symbolic links, device nodes,
+    FIFOs and sockets are refused, never followed or replaced.
+    """
+    if problem := output_path_problem(option, path, overwrite):
+        raise CompareError(problem)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -102,14 +101,22 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def write_text(text: str, path: Path, overwrite: bool) -> None:
-    """Write the report; mode 'x' refuses a file that appeared since the check."""
+    """Write the report atomically, checking the path again (`common.result.write_atomically`)."""
     try:
-        with open(path, "w" if overwrite else "x", encoding="utf-8") as f:
-            f.write(text)
-    except FileExistsError:
-        raise CompareError(f"--output {path} already exists; choose another path or add --overwrite-output") from None
-    except OSError as error:
-        raise CompareError(f"--output {path}: cannot write ({error.strerror})") from None
+        write_atomically(path, overwrite, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except OutputError as error:
+        raise CompareError(str(error)) from None
+
+
+def write_plot(report: Report, path: Path, overwrite: bool) -> None:
+    """Draw the figure into a temp file of the same suffix (matplotlib picks the format from
+    it), then move it into place as the report is: same checks, never half a file."""
+    from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
+
+    try:
+        write_atomically(path, overwrite, lambda tmp: draw(report, tmp), option="--plot")
+    except OutputError as error:
+        raise CompareError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> None:
@@ -121,9 +128,7 @@ def run(args: argparse.Namespace) -> None:
     report = analyse(runs, allow_mismatch=args.allow_mismatch, baseline=args.baseline or fallback)
     text = render(report, args.format)
     if args.plot is not None:
-        from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
-
-        draw(report, args.plot)
+        write_plot(report, args.plot, args.overwrite_output)
         print(f"{PROG}: wrote plot {args.plot}", file=sys.stderr)
     if args.output is None:
         sys.stdout.write(text)

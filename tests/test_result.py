@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from common.result import Result, ResultError, load_result, write_result
+from common.result import OutputError, Result, ResultError, load_result, write_result
 
 from conftest import ROOT
 
@@ -68,7 +68,7 @@ def test_unreadable_json_is_named(tmp_path, text, message):
 def test_write_never_replaces_an_existing_file_without_overwrite(tmp_path):
     path = tmp_path / "r.json"
     path.write_text("precious")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(OutputError, match=rf"--output {path} already exists"):
         write_result(load_result(REAL), path, overwrite=False)
     assert path.read_text() == "precious"
     assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
