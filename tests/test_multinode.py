@@ -129,3 +129,35 @@ def test_a_node_killed_mid_run_ends_the_whole_job_without_a_result(cluster, tmp_
     assert not out.exists()
     time.sleep(2)
     assert job_processes(name) == []
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("arm", ARM_PARAMS)
+def test_torchrun_two_agents_c10d_rendezvous(tmp_path, arm):
+    out = tmp_path / "result.json"
+    port, run_id = free_port(), uuid.uuid4().hex[:8]
+    agents = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank",
+               str(node), "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+               f"127.0.0.1:{port}", "--rdzv-id", run_id, "-m", ARMS[arm], "--devices", "2",
+               "--num-nodes", "2", *TINY, "--output", str(out)]
+        agents.append(subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    try:
+        logs = [a.communicate(timeout=300)[0] for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert [a.returncode for a in agents] == [0, 0], "\n".join(logs)
+    result = load_result(out)
+    assert result.world_size == 4 and result.environment.launcher == "torchrun"
+    assert [r.local_rank for r in result.ranks] == [0, 1, 0, 1]
+    assert result.parameters_synchronized
