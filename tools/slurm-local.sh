@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# One-node Slurm cluster (Debian slurm-wlm + munge) for tests and CI, without systemd.
+# A Slurm cluster of K nodes on this one machine (Debian slurm-wlm + munge), for tests and
+# CI, without systemd.
 #
 #   tools/slurm-local.sh start|stop|status      (as root)
 #
+# Nodes n1..nK each run their own slurmd (`slurmd -N n<i>`, its own port, spool and pid
+# file), all at 127.0.0.1. Each slurmd runs in its own UTS namespace whose host name is its
+# node name, so a task on n2 sees `hostname` = n2, as on a real cluster; /etc/hosts maps
+# n1..nK to 127.0.0.1. `srun -N2 --ntasks-per-node=2 ...` then places two tasks on each of
+# n1 and n2 (SLURM_NODELIST=n[1-2]), and one-node jobs keep working unchanged.
+#
 # start is idempotent: it installs what is missing, (re)writes /etc/slurm/slurm.conf,
-# starts only the daemons that are not running and returns once the node is idle.
-# Files touched: /etc/slurm, /etc/munge, /run/munge and $SLURM_LOCAL_STATE.
+# starts only the daemons that are not running and returns once every node is idle.
+# Files touched: /etc/slurm, /etc/munge, /run/munge, /etc/hosts and $SLURM_LOCAL_STATE.
 #
 # Environment:
-#   SLURM_LOCAL_STATE  state, spool, logs, pid files   (default /var/tmp/slurm-local)
-#   SLURM_LOCAL_CPUS   CPUs the node advertises        (default max(4, nproc))
+#   SLURM_LOCAL_NODES  K, the number of nodes            (default 2)
+#   SLURM_LOCAL_STATE  state, spool, logs, pid files     (default /var/tmp/slurm-local)
+#   SLURM_LOCAL_CPUS   CPUs each node advertises         (default max(4, nproc))
 #   SLURM_LOCAL_MIN_JOB_AGE  seconds a finished job stays known (default 5)
 set -euo pipefail
 
@@ -20,19 +28,27 @@ CPUS=${SLURM_LOCAL_CPUS:-$(( NCPU > 4 ? NCPU : 4 ))}
 # it is below MinJobAge/2; 5 is the largest value that keeps it at 2 s and still
 # keeps finished jobs long enough for the poll to see their exit code.
 MIN_JOB_AGE=${SLURM_LOCAL_MIN_JOB_AGE:-5}
-NODE=$(hostname -s)
+K=${SLURM_LOCAL_NODES:-2}
+[[ $K =~ ^[1-9][0-9]?$ ]] || { echo "slurm-local: SLURM_LOCAL_NODES=$K: use 1..99" >&2; exit 2; }
+NODES=()
+for (( i = 1; i <= K; i++ )); do NODES+=("n$i"); done
+NODELIST=n[1-$K]
+(( K > 1 )) || NODELIST=n1
+CTLD_HOST=$(hostname -s)
+BASE_PORT=17001  # slurmd of n<i> listens on BASE_PORT + i - 1
 CONF=/etc/slurm/slurm.conf
 PIDS=$STATE/run
+HOSTS_TAG="# tools/slurm-local.sh"
 
 say() { echo "slurm-local: $*" >&2; }
 
-# pid_of NAME: print the pid recorded for daemon NAME if that process still runs
-# under that name (guards against stale pid files and recycled pids).
+# pid_of NAME: print the pid recorded in $PIDS/NAME.pid if that process still runs as the
+# daemon NAME names (slurmd-n2 -> slurmd; guards against stale files and recycled pids).
 pid_of() {
   local f=$PIDS/$1.pid pid
   [[ -s $f ]] || return 1
   pid=$(<"$f")
-  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/comm && $(</proc/"$pid"/comm) == "$1" ]] || return 1
+  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/comm && $(</proc/"$pid"/comm) == "${1%%-*}" ]] || return 1
   echo "$pid"
 }
 
@@ -56,24 +72,29 @@ ensure_packages() {
 
 # Write slurm.conf; returns 0 if its content changed.
 write_conf() {
-  local mem_mb override="" new
+  local mem_mb override="" new nodes="" i
   # Advertise a bit less memory than present: slurmd drains a node that has
-  # less RealMemory than configured.
+  # less RealMemory than configured. Every node sees the whole machine's memory.
   mem_mb=$(awk '/^MemTotal:/ { print int($2 / 1024 * 0.9) }' /proc/meminfo)
+  for (( i = 1; i <= K; i++ )); do
+    nodes+="NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$(( BASE_PORT + i - 1 ))"
+    nodes+=" CPUs=$CPUS RealMemory=$mem_mb State=UNKNOWN"$'\n'
+  done
   # Without config_overrides slurmd refuses to register more CPUs than it finds.
   if (( CPUS > NCPU )); then override="SlurmdParameters=config_overrides"; fi
   new=$(cat <<CONF
 # Written by tools/slurm-local.sh - changes are overwritten on the next start.
 ClusterName=local
-SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldHost=$CTLD_HOST(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
 StateSaveLocation=$STATE/ctld
-SlurmdSpoolDir=$STATE/spool
+# %n: the node name, so the slurmd of every node keeps its own files.
+SlurmdSpoolDir=$STATE/spool/%n
 SlurmctldPidFile=$PIDS/slurmctld.pid
-SlurmdPidFile=$PIDS/slurmd.pid
+SlurmdPidFile=$PIDS/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
-SlurmdLogFile=$STATE/log/slurmd.log
+SlurmdLogFile=$STATE/log/slurmd-%n.log
 # No cgroups (no systemd): track processes via /proc, no task binding.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -92,8 +113,7 @@ MinJobAge=$MIN_JOB_AGE
 KillWait=5
 InactiveLimit=0
 $override
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$mem_mb State=UNKNOWN
-PartitionName=local Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+${nodes}PartitionName=local Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP
 CONF
 )
   [[ -f $CONF && $(<"$CONF") == "$new" ]] && return 1
@@ -132,36 +152,87 @@ stop_daemon() {
   rm -f "$PIDS/$1.pid"
 }
 
-node_state() { sinfo -h -n "$NODE" -o %T 2>/dev/null; }
+# node_state NODE: its state as sinfo prints it (idle, idle*, down*, ...).
+node_state() { sinfo -h -n "$1" -o %T 2>/dev/null; }
 
 # Ready = slurmd has registered and the node takes jobs; "idle*" (trailing *)
 # means slurmctld still waits to hear from slurmd.
-node_ready() { [[ $(node_state) =~ ^(idle|mixed|allocated|completing)$ ]]; }
+node_ready() { [[ $(node_state "$1") =~ ^(idle|mixed|allocated|completing)$ ]]; }
 
-node_settle() {
-  node_ready && return 0
-  # A node left down/drained by an earlier run: put it back in service.
-  if [[ $(node_state) =~ ^(down|drain) ]]; then
-    scontrol update NodeName="$NODE" State=RESUME >/dev/null 2>&1 || true
+all_ready() {
+  local node
+  for node in "${NODES[@]}"; do node_ready "$node" || return 1; done
+}
+
+# all_settle: 0 once every node is ready; puts nodes left down/drained by an earlier
+# run back in service.
+all_settle() {
+  local node rc=0
+  for node in "${NODES[@]}"; do
+    node_ready "$node" && continue
+    rc=1
+    if [[ $(node_state "$node") =~ ^(down|drain) ]]; then
+      scontrol update NodeName="$node" State=RESUME >/dev/null 2>&1 || true
+    fi
+  done
+  return $rc
+}
+
+# ensure_hosts: n1..nK resolve to 127.0.0.1 (Lightning and the runners take MASTER_ADDR
+# from the first name of SLURM_NODELIST; gloo resolves each rank's host name).
+ensure_hosts() {
+  local line="127.0.0.1 ${NODES[*]} $HOSTS_TAG" rest
+  grep -qxF "$line" /etc/hosts && return 0
+  rest=$(grep -vF "$HOSTS_TAG" /etc/hosts || true)
+  # /etc/hosts may be a bind mount (containers): rewrite it in place, never replace it.
+  printf '%s\n%s\n' "$rest" "$line" >/etc/hosts
+}
+
+# start_slurmd NODE: slurmd for NODE in a UTS namespace whose host name is NODE, so its
+# tasks see the node's name as their host name (without one, every task would say this
+# machine's name and nothing could tell the nodes apart).
+start_slurmd() {
+  pid_of "slurmd-$1" >/dev/null && return 0
+  if unshare --uts true 2>/dev/null; then
+    # shellcheck disable=SC2016  # $1 is the inner shell's
+    unshare --uts sh -c 'hostname "$1" && exec slurmd -N "$1"' sh "$1"
+  else
+    say "no UTS namespace here: tasks on $1 will see host name $(hostname -s)"
+    slurmd -N "$1"
   fi
-  return 1
+}
+
+# stop_slurmds: every slurmd we started, for any node count (pid files slurmd-<node>.pid,
+# and slurmd.pid from the one-node version of this tool).
+stop_slurmds() {
+  local f
+  for f in "$PIDS"/slurmd*.pid; do
+    [[ -e $f ]] || continue
+    f=${f##*/}
+    stop_daemon "${f%.pid}"
+  done
 }
 
 start() {
+  local node
   ensure_packages
   mkdir -p "$STATE"/{ctld,spool,log,run}
+  ensure_hosts
   if write_conf; then
-    # Running daemons would keep the old node definition.
-    stop_daemon slurmd; stop_daemon slurmctld
+    # Running daemons would keep the old node definitions.
+    stop_slurmds; stop_daemon slurmctld
   fi
   start_munge
   pid_of slurmctld >/dev/null || slurmctld
   retry 120 ctld_up \
     || { say "slurmctld not up; see $STATE/log/slurmctld.log"; return 1; }
-  pid_of slurmd >/dev/null || slurmd
-  retry 240 node_settle \
-    || { say "node $NODE not idle (state: $(node_state || true)); see $STATE/log"; sinfo -R >&2; return 1; }
-  sinfo
+  for node in "${NODES[@]}"; do start_slurmd "$node"; done
+  retry 240 all_settle || {
+    say "nodes not all idle; see $STATE/log"
+    sinfo -N >&2; sinfo -R >&2
+    return 1
+  }
+  sinfo -N
 }
 
 stop() {
@@ -170,18 +241,18 @@ stop() {
     squeue -h -o %i | xargs -r scancel 2>/dev/null || true
     retry 40 queue_empty || true
   fi
-  stop_daemon slurmd
+  stop_slurmds
   stop_daemon slurmctld
   stop_daemon munged   # only if we started it (pid file in $PIDS)
 }
 
 status() {
   local d rc=0
-  for d in munged slurmctld slurmd; do
-    printf '%-9s %s\n' "$d" "$(pid_of "$d" || echo 'not running (or not started by us)')"
+  for d in munged slurmctld "${NODES[@]/#/slurmd-}"; do
+    printf '%-11s %s\n' "$d" "$(pid_of "$d" || echo 'not running (or not started by us)')"
   done
-  sinfo 2>/dev/null || rc=1
-  node_ready || rc=1
+  sinfo -N 2>/dev/null || rc=1
+  all_ready || rc=1
   return $rc
 }
 

@@ -1,0 +1,163 @@
+"""Multi-node for real on one machine: the two-node local Slurm of tools/slurm-local.sh.
+
+    .venv/bin/python -m pytest -m multinode -q        (as root: starts tools/slurm-local.sh)
+
+Nodes n1 and n2 each run their own slurmd in a UTS namespace named after the node, so a
+rank's host name says which node Slurm placed it on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from common.result import load_result
+from conftest import clean_env, needs_lightning
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--accelerator", "cpu", "--image-size", "64", "--batch-size-per-device", "2",
+        "--warmup-steps", "1", "--steps", "2"]
+ARMS = {"native": "native", "lightning": "lightning_impl", "fabric": "lightning_impl.fabric"}
+HAS_FABRIC = (ROOT / "lightning_impl" / "fabric.py").exists()
+ARM_PARAMS = [
+    pytest.param("native"),
+    pytest.param("lightning", marks=needs_lightning),
+    pytest.param("fabric", marks=[needs_lightning,
+                                  pytest.mark.skipif(not HAS_FABRIC, reason="no Fabric arm yet")]),
+]
+pytestmark = pytest.mark.multinode
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    """The local two-node Slurm, started if needed (idempotent); skip without root."""
+    if os.geteuid() != 0:
+        pytest.skip("the local Slurm (tools/slurm-local.sh) needs root")
+    proc = subprocess.run([str(ROOT / "tools" / "slurm-local.sh"), "start"],
+                          env={**os.environ, "SLURM_LOCAL_NODES": "2"},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def srun(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+    """`srun ARGS` under a unique job name; cancels the job and fails the test on timeout."""
+    name = f"pytest-{uuid.uuid4().hex[:8]}"
+    cmd = ["srun", f"--job-name={name}", "--time=5", *args]
+    try:
+        return subprocess.run(cmd, cwd=ROOT, env=clean_env(**env), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["scancel", f"--name={name}"], timeout=30, check=False)
+        pytest.fail(f"srun did not end within {timeout:.0f} s: {cmd}")
+
+
+@pytest.mark.parametrize("arm", ARM_PARAMS)
+def test_two_nodes_two_tasks_each_place_ranks_by_node(cluster, tmp_path, arm):
+    out = tmp_path / "result.json"
+    proc = srun(["-N2", "--ntasks-per-node=2", sys.executable, "-m", ARMS[arm], "--devices", "2",
+                 "--num-nodes", "2", *TINY, "--output", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    result = load_result(out)
+    assert result.world_size == 4 and len(result.ranks) == 4
+    assert result.environment.launcher == "slurm"
+    assert result.environment.slurm["SLURM_NODELIST"] == "n[1-2]"
+    # global rank = node x devices + local rank
+    assert result.environment.hostnames == ["n1", "n1", "n2", "n2"]
+    for r in result.ranks:
+        assert (r.hostname, r.local_rank) == (f"n{r.rank // 2 + 1}", r.rank % 2)
+    assert result.parameters_synchronized
+
+
+@pytest.mark.parametrize("arm", ARM_PARAMS)
+@pytest.mark.parametrize(("shape", "options", "message"), [
+    (["-N2", "--ntasks-per-node=2"], ["--devices", "2", "--num-nodes", "1"],
+     "Slurm allocated 2 nodes"),
+    (["-n3", "-N2"], ["--devices", "2", "--num-nodes", "2"], "Slurm started 3 tasks"),
+])
+def test_job_shape_mismatch_across_nodes_exits_2_on_every_node(cluster, tmp_path, arm, shape,
+                                                                options, message):
+    out = tmp_path / "result.json"
+    proc = srun([*shape, sys.executable, "-m", ARMS[arm], *options, *TINY, "--output", str(out)],
+                timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("srun:")]
+    ntasks = 3 if "-n3" in shape else 4
+    assert len([line for line in lines if message in line]) == ntasks, proc.stderr
+    assert not out.exists()
+
+
+def job_processes(name: str) -> list[int]:
+    """Pids of processes that belong to the Slurm job named `name` (from their environment)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_JOB_NAME={name}".encode() in environ:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.xfail(run=False, reason="seen by hand: after rank 2 is killed the other ranks log the"
+                   " gloo error but their processes stay alive; the runners must exit on it")
+def test_a_node_killed_mid_run_ends_the_whole_job_without_a_result(cluster, tmp_path):
+    out = tmp_path / "result.json"
+    name = f"pytest-{uuid.uuid4().hex[:8]}"
+    cmd = ["srun", f"--job-name={name}", "--time=5", "-N2", "--ntasks-per-node=2",
+           sys.executable, "-m", "native", "--devices", "2", "--num-nodes", "2", *TINY[:-1],
+           "200", "--output", str(out)]
+    # Rank 2 (the first rank of node n2) dies at step 3, as a node would.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=clean_env(DDPBENCH_FAULT="rank=2,step=3,kind=kill"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["scancel", f"--name={name}"], timeout=30, check=False)
+        proc.kill()
+        pytest.fail("the job did not end after a node's rank was killed")
+    assert proc.returncode != 0, err
+    assert not out.exists()
+    time.sleep(2)
+    assert job_processes(name) == []
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("arm", ARM_PARAMS)
+def test_torchrun_two_agents_c10d_rendezvous(tmp_path, arm):
+    out = tmp_path / "result.json"
+    port, run_id = free_port(), uuid.uuid4().hex[:8]
+    agents = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank",
+               str(node), "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+               f"127.0.0.1:{port}", "--rdzv-id", run_id, "-m", ARMS[arm], "--devices", "2",
+               "--num-nodes", "2", *TINY, "--output", str(out)]
+        agents.append(subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    try:
+        logs = [a.communicate(timeout=300)[0] for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert [a.returncode for a in agents] == [0, 0], "\n".join(logs)
+    result = load_result(out)
+    assert result.world_size == 4 and result.environment.launcher == "torchrun"
+    assert [r.local_rank for r in result.ranks] == [0, 1, 0, 1]
+    assert result.parameters_synchronized
