@@ -7,8 +7,8 @@ PY=${PYTHON:-${PY:-.venv/bin/python}}
 d=results/h200
 report() {  # report FOLDER NAME FILES...: markdown report + plot, replacing the previous ones
   local dir=$d/$1 name=$2; shift 2
-  "$PY" -m compare "$@" --format markdown --output "$dir/report-$name.md" --plot "$dir/plot-$name.png" \
-    --overwrite-output
+  "$PY" -m compare "$@" --format markdown --output "$dir/report-$name.md" \
+    --plot "$dir/plot-$name.png" --overwrite-output
 }
 p=$d/precisions
 report precisions bf16 $p/native-bf16-r{1,2}.json $p/lightning-bf16-r{1,2}.json
@@ -16,7 +16,8 @@ for x in fp32 tf32 fp16; do
   report precisions "$x" "$p/native-$x-r1.json" "$p/lightning-$x-r1.json"
 done
 c=$d/compile-modes
-report compile-modes bf16-compile $c/native-bf16-compile-r{1,2}.json $c/lightning-bf16-compile-r{1,2}.json
+report compile-modes bf16-compile $c/native-bf16-compile-r{1,2}.json \
+  $c/lightning-bf16-compile-r{1,2}.json
 report compile-modes bf16-reduce-overhead $c/native-bf16-reduce-overhead-r{1,2}.json \
   $c/lightning-bf16-reduce-overhead-r{1,2}.json
 o=$d/optimizer-kernels
@@ -26,10 +27,13 @@ report original-defaults defaults $g/native-defaults-r{1,2}.json $g/lightning-de
 # Each runner with its own DDP stream and with the other's.
 s=$d/ddp-stream-swap
 report ddp-stream-swap bf16-own $s/native-bf16-r{1,2}.json $s/lightning-bf16-r{1,2}.json
-report ddp-stream-swap bf16-both-current $s/native-bf16-r{1,2}.json $s/lightning-bf16-current-stream-r{1,2}.json
-report ddp-stream-swap bf16-both-side $s/native-bf16-side-stream-r{1,2}.json $s/lightning-bf16-r{1,2}.json
+report ddp-stream-swap bf16-both-current $s/native-bf16-r{1,2}.json \
+  $s/lightning-bf16-current-stream-r{1,2}.json
+report ddp-stream-swap bf16-both-side $s/native-bf16-side-stream-r{1,2}.json \
+  $s/lightning-bf16-r{1,2}.json
 report ddp-stream-swap fp16-own $s/native-fp16-r1.json $s/lightning-fp16-r1.json
-report ddp-stream-swap fp16-both-current $s/native-fp16-r1.json $s/lightning-fp16-current-stream-r1.json
+report ddp-stream-swap fp16-both-current $s/native-fp16-r1.json \
+  $s/lightning-fp16-current-stream-r1.json
 report ddp-stream-swap compile-own $s/native-bf16-compile-r1.json $s/lightning-bf16-compile-r1.json
 report ddp-stream-swap compile-both-current $s/native-bf16-compile-r1.json \
   $s/lightning-bf16-compile-current-stream-r1.json
