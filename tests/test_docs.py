@@ -6,6 +6,8 @@ The rule, for every Markdown file checked:
   must match something), in fenced code blocks the scripts (`.sh`, `.sbatch`, `.py`) must;
 - a word with a placeholder (`<job id>`, `{x}`, `$VAR`, `DIR`) is skipped, and so is the word
   after an option that names an output (`--output results/x.json` is made by the command);
+- a path at a commit (`44d457a:benchmarks/h200_matrix.sh`, as `git show` takes it) names a file
+  as it was: it must exist in that commit (a file since removed can be cited this way);
 - link targets are relative to the Markdown file (as a renderer reads them), everything else to
   the repository root;
 - every `python -m MODULE` names a module of this repository that can be run (a package with a
@@ -31,6 +33,7 @@ FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MODULE = re.compile(r"\bpython3?\s+-m\s+([A-Za-z_][\w.]*)")
+AT_COMMIT = re.compile(r"([0-9a-f]{7,40}):([\w./-]+)")
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".py")
 TRIM = "\"',;:.)(]["
 
@@ -49,6 +52,16 @@ def top_level_folders() -> set[str]:
 
 
 TOP = top_level_folders()
+
+
+def in_commit(commit: str, path: str) -> bool:
+    """path is a file of commit in this repository's history (`git cat-file -e`); without the
+    history (an unpacked archive) there is nothing to check against."""
+    if not (ROOT / ".git").exists():
+        return True
+    done = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}:{path}"],
+                          capture_output=True)
+    return done.returncode == 0
 
 
 def exists(path: Path) -> bool:
@@ -89,6 +102,11 @@ def problems(doc: Path, text: str | None = None) -> list[str]:
 
     def check_path(word: str, base: Path, where: str) -> None:
         word = word.split("::", 1)[0]  # a pytest node id names its file
+        at_commit = AT_COMMIT.fullmatch(word)
+        if at_commit and at_commit.group(2).split("/", 1)[0] in TOP:
+            if not in_commit(*at_commit.groups()):
+                found.append(f"{where}: no {at_commit.group(2)} in commit {at_commit.group(1)}")
+            return
         if "*" in word and is_globbed_path(word):
             if not exists(base / word):
                 found.append(f"{where}: no file matches {word}")
@@ -118,7 +136,7 @@ def problems(doc: Path, text: str | None = None) -> list[str]:
     for module in MODULE.findall(text):
         if not runnable(module):
             found.append(f"python -m {module}: not a module of this repository or of torch")
-    return found
+    return list(dict.fromkeys(found))  # each problem once
 
 
 def runnable(module: str) -> bool:
@@ -137,11 +155,13 @@ def test_the_rule_reads_paths_commands_and_placeholders():
         "`python -m native --output results/made-by-the-command.json`, `python -m nosuchmodule`,\n"
         "`python -m torch.distributed.run`, [docs](slurm.md), [gone](../nowhere.md),\n"
         "`tests/test_*.py`, `tests/no_such_*.py`,\n"
-        "`tests/test_docs.py::test_docs_name_only_what_exists`\n"
+        "`tests/test_docs.py::test_docs_name_only_what_exists`, `44d457a:tools/no-such.sh`,\n"
+        "`git show 44d457a:benchmarks/h200_matrix.sh`\n"
         "```bash\nbash tools/no-such-script.sh --outdir results/new\n```\n")
     assert found == [
         "inline code: no such path results/h200/no-such-file.json",
         "inline code: no file matches tests/no_such_*.py",
+        "inline code: no tools/no-such.sh in commit 44d457a",
         "code block: no such path tools/no-such-script.sh",
         "link: no such path ../nowhere.md (nowhere.md)",
         "python -m nosuchmodule: not a module of this repository or of torch",
