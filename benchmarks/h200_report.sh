@@ -1,39 +1,51 @@
 #!/usr/bin/env bash
-# Rebuild the reports and plots in results/h200/ from the result files there.
-#   bash benchmarks/h200_report.sh
+# Rebuild the reports, plots and summaries in results/h200/ from the result files there
+# (one folder per question; the naming scheme is in results/README.md).
+#   PYTHON=.venv/bin/python bash benchmarks/h200_report.sh
 set -euo pipefail
-PY=${PY:-.venv/bin/python}
+PY=${PYTHON:-${PY:-.venv/bin/python}}
 d=results/h200
-report() {  # report NAME FILES...: markdown report + plot, replacing the previous ones
-  local name=$1; shift
-  "$PY" -m compare "$@" --format markdown --output "$d/report-$name.md" --plot "$d/plot-$name.png" --overwrite-output
+report() {  # report FOLDER NAME FILES...: markdown report + plot, replacing the previous ones
+  local dir=$d/$1 name=$2; shift 2
+  "$PY" -m compare "$@" --format markdown --output "$dir/report-$name.md" \
+    --plot "$dir/plot-$name.png" --overwrite-output
 }
-report bf16-cl-b256 $d/native-bf16-cl-b256-r{1,2}.json $d/lightning-bf16-cl-b256-r{1,2}.json
-report bf16-cl-b256-compile $d/native-bf16-cl-b256-compile-r{1,2}.json $d/lightning-bf16-cl-b256-compile-r{1,2}.json
-report bf16-cl-b256-compile-reduce-overhead $d/native-bf16-cl-b256-compile-reduce-overhead{,-r2}.json \
-  $d/lightning-bf16-cl-b256-compile-reduce-overhead{,-r2}.json
-report bf16-cl-b256-fused $d/native-bf16-cl-b256-fused.json $d/lightning-bf16-cl-b256-fused.json
-report defaults $d/native-defaults-r{1,2}.json $d/lightning-defaults-r{1,2}.json
-for p in fp32 tf32 fp16; do
-  report "$p-cl-b256" "$d/native-$p-cl-b256.json" "$d/lightning-$p-cl-b256.json"
+p=$d/precisions
+report precisions bf16 $p/native-bf16-r{1,2}.json $p/lightning-bf16-r{1,2}.json
+for x in fp32 tf32 fp16; do
+  report precisions "$x" "$p/native-$x-r1.json" "$p/lightning-$x-r1.json"
 done
-# Each runner with its own DDP stream and with the other's (the `stream` and `stream-compile` parts).
-s=$d/stream
-report stream-bf16-own $s/native-bf16-cl-b256-r{1,2}.json $s/lightning-bf16-cl-b256-r{1,2}.json
-report stream-bf16-both-current $s/native-bf16-cl-b256-r{1,2}.json $s/lightning-current-stream-bf16-cl-b256-r{1,2}.json
-report stream-bf16-both-side $s/native-side-stream-bf16-cl-b256-r{1,2}.json $s/lightning-bf16-cl-b256-r{1,2}.json
-report stream-fp16-own $s/native-fp16-cl-b256-r1.json $s/lightning-fp16-cl-b256-r1.json
-report stream-fp16-both-current $s/native-fp16-cl-b256-r1.json $s/lightning-current-stream-fp16-cl-b256-r1.json
-report stream-compile-own $s/native-bf16-cl-b256-compile.json $s/lightning-bf16-cl-b256-compile.json
-report stream-compile-both-current $s/native-bf16-cl-b256-compile.json $s/lightning-current-stream-bf16-cl-b256-compile.json
-# Where each runner's host time per step goes (cProfile dumps of the `host` part).
-"$PY" benchmarks/host_profile.py $d/pyprofile/native-bf16-cl-b256.pstats $d/pyprofile/lightning_impl-bf16-cl-b256.pstats \
-  --top 25 > $d/host-profile-bf16-cl-b256.md
-# The traces' summaries (the `idle` and `stream-trace` parts wrote them first; ties now sort by name).
-t=$d/trace
-"$PY" benchmarks/trace_gaps.py $t/native-bf16-cl-b256.trace.json.gz $t/lightning_impl-bf16-cl-b256.trace.json.gz \
-  --top 15 > $t/trace-gaps-bf16-cl-b256.md
-"$PY" benchmarks/trace_gaps.py $t/native-fp16-cl-b256.trace.json.gz $t/lightning_impl-fp16-cl-b256.trace.json.gz \
-  --top 15 > $t/trace-gaps-fp16-cl-b256.md
-"$PY" benchmarks/trace_gaps.py $t/native-side-stream-bf16-cl-b256.trace.json.gz \
-  $t/lightning_impl-current-stream-bf16-cl-b256.trace.json.gz --top 15 > $t/trace-gaps-swapped-streams-bf16-cl-b256.md
+c=$d/compile-modes
+report compile-modes bf16-compile $c/native-bf16-compile-r{1,2}.json \
+  $c/lightning-bf16-compile-r{1,2}.json
+report compile-modes bf16-reduce-overhead $c/native-bf16-reduce-overhead-r{1,2}.json \
+  $c/lightning-bf16-reduce-overhead-r{1,2}.json
+o=$d/optimizer-kernels
+report optimizer-kernels bf16-fused $o/native-bf16-fused-r1.json $o/lightning-bf16-fused-r1.json
+g=$d/original-defaults
+report original-defaults defaults $g/native-defaults-r{1,2}.json $g/lightning-defaults-r{1,2}.json
+# Each runner with its own DDP stream and with the other's.
+s=$d/ddp-stream-swap
+report ddp-stream-swap bf16-own $s/native-bf16-r{1,2}.json $s/lightning-bf16-r{1,2}.json
+report ddp-stream-swap bf16-both-current $s/native-bf16-r{1,2}.json \
+  $s/lightning-bf16-current-stream-r{1,2}.json
+report ddp-stream-swap bf16-both-side $s/native-bf16-side-stream-r{1,2}.json \
+  $s/lightning-bf16-r{1,2}.json
+report ddp-stream-swap fp16-own $s/native-fp16-r1.json $s/lightning-fp16-r1.json
+report ddp-stream-swap fp16-both-current $s/native-fp16-r1.json \
+  $s/lightning-fp16-current-stream-r1.json
+report ddp-stream-swap compile-own $s/native-bf16-compile-r1.json $s/lightning-bf16-compile-r1.json
+report ddp-stream-swap compile-both-current $s/native-bf16-compile-r1.json \
+  $s/lightning-bf16-compile-current-stream-r1.json
+# Where each runner's host time per step goes (cProfile dumps over the timed steps).
+h=$d/host-profile
+"$PY" benchmarks/host_profile.py $h/native-bf16-r1.pstats $h/lightning-bf16-r1.pstats \
+  --top 25 > $h/host-profile-bf16.md
+# The Chrome traces' summaries.
+t=$d/traces
+"$PY" benchmarks/trace_gaps.py $t/native-bf16-r1.trace.json.gz $t/lightning-bf16-r1.trace.json.gz \
+  --top 15 > $t/trace-gaps-bf16.md
+"$PY" benchmarks/trace_gaps.py $t/native-fp16-r1.trace.json.gz $t/lightning-fp16-r1.trace.json.gz \
+  --top 15 > $t/trace-gaps-fp16.md
+"$PY" benchmarks/trace_gaps.py $t/native-bf16-side-stream-r1.trace.json.gz \
+  $t/lightning-bf16-current-stream-r1.trace.json.gz --top 15 > $t/trace-gaps-swapped-streams-bf16.md

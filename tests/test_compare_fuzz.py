@@ -11,8 +11,8 @@ import pytest
 from compare.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = ROOT / "results" / "h200" / "native-bf16-cl-b256-r1.json"
-LIGHTNING = ROOT / "results" / "h200" / "lightning-bf16-cl-b256-r1.json"
+NATIVE = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
+LIGHTNING = ROOT / "results" / "h200" / "precisions" / "lightning-bf16-r1.json"
 BAD_VALUES = [None, "x", -1, 0, 1e308, [], {}, True]
 
 

@@ -160,11 +160,11 @@ def test_importing_compare_imports_neither_torch_nor_lightning() -> None:
 def test_files_of_the_same_name_are_told_apart_by_their_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from compare.load import load_runs
 
-    src = Path(__file__).resolve().parent.parent / "results" / "h200"
+    src = Path(__file__).resolve().parent.parent / "results" / "h200" / "precisions"
     paths = []
     for folder, impl in (("a", "native"), ("b", "native")):
         (tmp_path / folder).mkdir()
         target = tmp_path / folder / "run.json"
-        target.write_text((src / f"{impl}-bf16-cl-b256-r{1 if folder == 'a' else 2}.json").read_text())
+        target.write_text((src / f"{impl}-bf16-r{1 if folder == 'a' else 2}.json").read_text())
         paths.append(target)
     assert [r.label for r in load_runs(paths)] == ["a/run.json", "b/run.json"]

@@ -12,7 +12,7 @@ from common.result import OutputError, Result, ResultError, load_result, write_r
 
 from conftest import ROOT
 
-REAL = ROOT / "results" / "h200" / "native-bf16-cl-b256-r1.json"
+REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 ORIGINAL = ROOT / "tests" / "data" / "original" / "native-h200-b256.json"
 
 
