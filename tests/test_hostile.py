@@ -23,8 +23,8 @@ from compare.cli import main as compare_main
 
 from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 
-REAL = ROOT / "results" / "h200" / "native-bf16-cl-b256-r1.json"
-LIGHTNING = ROOT / "results" / "h200" / "lightning-bf16-cl-b256-r1.json"
+REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
+LIGHTNING = ROOT / "results" / "h200" / "precisions" / "lightning-bf16-r1.json"
 RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning)]
 FAST = settings(derandomize=True, max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
