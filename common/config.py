@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal
 
-from common.errors import USAGE_EXIT_CODE, UsageError, one_line
+from common.errors import OneLineParser, UsageError
 from common.result import output_path_problem
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
@@ -122,18 +121,11 @@ class BenchConfig:
 
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) instead of usage + error."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr, flush=True)
-        raise SystemExit(USAGE_EXIT_CODE)
-
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """The command line shared by `python -m native` and `python -m lightning_impl`."""
     d = BenchConfig()
-    p = _Parser(
+    p = OneLineParser(
         prog=prog,
         usage="%(prog)s [options]",  # the same help text for both runners, whatever the name's length
         description=(

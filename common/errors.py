@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import traceback
 from collections.abc import Iterator
+from typing import NoReturn
 
 USAGE_EXIT_CODE = 2
 
@@ -34,3 +36,14 @@ def exit_on_usage_error(prog: str, verbose: bool = False) -> Iterator[None]:
             traceback.print_exc()
         print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr, flush=True)
         raise SystemExit(USAGE_EXIT_CODE) from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit status 2, instead of usage + error.
+
+    The runners' shared parser, compare and the experiment command all use it.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr, flush=True)
+        raise SystemExit(USAGE_EXIT_CODE)

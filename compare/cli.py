@@ -14,8 +14,8 @@ import argparse
 import sys
 import traceback
 from pathlib import Path
-from typing import NoReturn
 
+from common.errors import OneLineParser
 from common.result import OutputError, ResultError, output_path_problem, write_atomically
 from compare import stats
 from compare.analysis import Report, analyse
@@ -29,17 +29,10 @@ EXIT_USAGE = 2
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) instead of usage + error."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_USAGE)
-
 
 def build_parser() -> argparse.ArgumentParser:
     """Every option of compare, with its help text."""
-    p = _Parser(
+    p = OneLineParser(
         prog=PROG,
         description=(
             "Compare benchmark results of several arms (native, fabric, lightning, lightning-services, or"

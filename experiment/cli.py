@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NoReturn
 
+from common.errors import OneLineParser
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, label_arms, parse_arms
 from experiment.run import EXIT_USAGE, MIN_ADAPTIVE_BLOCKS, PROG, Experiment, Settings, check_placeholders
@@ -25,17 +26,10 @@ ADAPTIVE_MAX_BLOCKS = 20
 FORBIDDEN = ("--output", "--overwrite-output")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_USAGE)
-
 
 def build_parser() -> argparse.ArgumentParser:
     """Every option of the command, with its help text."""
-    p = _Parser(
+    p = OneLineParser(
         prog=PROG, allow_abbrev=False,
         usage="python -m experiment [OPTIONS] [-- RUNNER OPTIONS]",
         description="Run a paired experiment: every arm with identical runner options (those after --),"
