@@ -5,12 +5,14 @@
 #   slurm/sweep.sh --gpus 1,2,4,8 --mode weak [--batch 64] [--nodes 1] -- --precision bf16
 #   slurm/sweep.sh --gpus 1,2,4,8 --mode strong --batch 256
 #   slurm/sweep.sh --gpus 1,2 --mode weak --cpu --wait -- --image-size 64 --steps 5   # CI
+#   slurm/sweep.sh --shapes 1x1,1x2,2x2 --mode weak      # nodes x GPUs per node, across nodes
 #
 # Options:
 #   --gpus LIST      GPUs (= ranks) per node, comma-separated; one paired job each
 #   --mode MODE      weak: fixed --batch-size-per-device; strong: fixed --global-batch-size
 #   --batch N        images per device (weak; default the runner's) or per step (strong; required)
 #   --nodes N        nodes per job (default 1)
+#   --shapes LIST    instead of --gpus/--nodes: NODESxGPUS per job, e.g. 1x1,1x2,2x2
 #   --repeats N      paired repeats per job (default $REPEATS or 3)
 #   --cpu            CPU ranks instead of GPUs (ACCELERATOR=cpu, no GPU request)
 #   --sbatch ARG     an sbatch option for every job, e.g. --sbatch=--partition=gpu (repeatable)
@@ -19,7 +21,8 @@
 #   -- OPTIONS       runner options for every run
 # Other variables of slurm/common.sh (PYTHON, PRECISION, STEPS, ...) pass through to the jobs.
 #
-# Prints the job ids and the sweep folder: <folder>/devices-<n>/ is each paired job's
+# Prints the job ids and the sweep folder: <folder>/devices-<n>/ (nodes-<m>-devices-<n>/ for
+# several nodes) is each paired job's
 # experiment folder (results/, logs/, manifest.json, report; docs/experiments.md); <folder>/report.txt, report.md and scaling.png compare them all.
 set -euo pipefail
 
@@ -28,7 +31,7 @@ die() { echo "$PROG: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-gpus="" mode="" batch="" nodes=1 repeats=${REPEATS:-3} cpu=0 outdir="" wait=0
+gpus="" shapes="" mode="" batch="" nodes=1 repeats=${REPEATS:-3} cpu=0 outdir="" wait=0
 sbatch_args=()
 while (( $# )); do
   case $1 in
@@ -38,6 +41,8 @@ while (( $# )); do
     --mode=*) mode=${1#*=} ;;
     --batch) batch=${2:-}; shift ;;
     --batch=*) batch=${1#*=} ;;
+    --shapes) shapes=${2:-}; shift ;;
+    --shapes=*) shapes=${1#*=} ;;
     --nodes) nodes=${2:-}; shift ;;
     --nodes=*) nodes=${1#*=} ;;
     --repeats) repeats=${2:-}; shift ;;
@@ -57,17 +62,27 @@ done
 runner_args=("$@")
 
 # Check everything before the first submission: half a sweep in the queue helps nobody.
-[[ $gpus =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--gpus takes counts like 1,2,4,8"
-IFS=, read -ra counts <<<"$gpus"
-[[ $mode == weak || $mode == strong ]] || die "--mode weak (fixed batch per device) or --mode strong (fixed global batch)"
 [[ $nodes =~ ^[1-9][0-9]*$ ]] || die "--nodes $nodes: use a whole number >= 1"
+if [[ -n $shapes ]]; then
+  [[ -z $gpus ]] || die "--shapes replaces --gpus and --nodes; give one of them"
+  [[ $shapes =~ ^[1-9][0-9]*x[1-9][0-9]*(,[1-9][0-9]*x[1-9][0-9]*)*$ ]] \
+    || die "--shapes takes NODESxGPUS per job, like 1x1,1x2,2x2"
+  IFS=, read -ra jobs <<<"$shapes"
+else
+  [[ $gpus =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--gpus takes counts like 1,2,4,8"
+  IFS=, read -ra counts <<<"$gpus"
+  jobs=()
+  for g in "${counts[@]}"; do jobs+=("${nodes}x$g"); done
+fi
+[[ $mode == weak || $mode == strong ]] || die "--mode weak (fixed batch per device) or --mode strong (fixed global batch)"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats $repeats: use a whole number >= 1"
 [[ -z $batch || $batch =~ ^[1-9][0-9]*$ ]] || die "--batch $batch: use a whole number >= 1"
 if [[ $mode == strong ]]; then
   [[ -n $batch ]] || die "--mode strong needs --batch (the global batch, images per step)"
-  for g in "${counts[@]}"; do
-    (( batch % (g * nodes) == 0 )) \
-      || die "--batch $batch does not divide by the world size $(( g * nodes )) ($g per node x $nodes nodes)"
+  for shape in "${jobs[@]}"; do
+    n=${shape%x*} g=${shape#*x}
+    (( batch % (g * n) == 0 )) \
+      || die "--batch $batch does not divide by the world size $(( g * n )) ($g per node x $n nodes)"
   done
 fi
 command -v sbatch >/dev/null || die "sbatch not found; run this on a Slurm login node"
@@ -85,20 +100,22 @@ export BENCH_ROOT=$ROOT ACCELERATOR=$accelerator REPEATS=$repeats BATCH_MODE=$mo
 
 ids=()
 printf '%-14s %s\n' "sweep folder" "$outdir"
-for g in "${counts[@]}"; do
-  dir=$outdir/devices-$g
+for shape in "${jobs[@]}"; do
+  n=${shape%x*} g=${shape#*x}
+  if (( n == 1 )); then name=devices-$g; else name=nodes-$n-devices-$g; fi
+  dir=$outdir/$name
   # The job's log sits beside its folder (the experiment wants the folder new or empty);
   # pair.sbatch copies it into the folder as job.out at the end.
   # Tasks per node, GPUs per node, DEVICES and NODES all come from g and nodes; a CPU sweep
   # asks for no GPU (--gpus-per-node=0 overrides the #SBATCH line).
-  id=$(OUTDIR=$dir DEVICES=$g NODES=$nodes sbatch --parsable \
-    --job-name="sweep-$mode-$g" --nodes="$nodes" --ntasks-per-node="$g" \
-    --gpus-per-node="$(( cpu ? 0 : g ))" --output="$outdir/devices-$g.out" \
+  id=$(OUTDIR=$dir DEVICES=$g NODES=$n sbatch --parsable \
+    --job-name="sweep-$mode-$name" --nodes="$n" --ntasks-per-node="$g" \
+    --gpus-per-node="$(( cpu ? 0 : g ))" --output="$outdir/$name.out" \
     ${sbatch_args[@]+"${sbatch_args[@]}"} "$ROOT/slurm/pair.sbatch" \
     ${runner_args[@]+"${runner_args[@]}"})
   id=${id%%;*}  # --parsable prints "id" or "id;cluster"
   ids+=("$id")
-  printf '%-14s %s\n' "job $id" "$g per node x $nodes node(s), $accelerator: $dir"
+  printf '%-14s %s\n' "job $id" "$g per node x $n node(s), $accelerator: $dir"
 done
 
 # afterok: a scaling report over an incomplete set would mislead; kill-on-invalid-dep
