@@ -173,7 +173,5 @@ def test_docs_name_only_what_exists(doc):
     assert problems(doc) == []
 
 
-@pytest.mark.xfail(strict=False, reason="README.md is being rewritten; its stale names are "
-                   "listed in the docs helper's report and the rewrite makes this strict")
 def test_the_readme_names_only_what_exists():
     assert problems(ROOT / "README.md") == []
