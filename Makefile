@@ -24,9 +24,9 @@ demo: setup
 test: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
-# Without the multi-process and Slurm tests: seconds.
+# Without the multi-process, Slurm and multi-node tests.
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow and not slurm"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow and not slurm and not multinode"
 
 schema: setup
 	$(PY) -m common schema > schema/result.schema.json
