@@ -73,9 +73,11 @@ def test_dying_rank_stops_all_ranks_under_torchrun(module, tmp_path):
     assert_nothing_left(out)
 
 
-@pytest.mark.parametrize("module,sig,codes", [("native", signal.SIGTERM, {143}), ("native", signal.SIGINT, {130}),
-                                              pytest.param("lightning_impl", signal.SIGTERM, {143},
-                                                           marks=needs_lightning)])
+@pytest.mark.parametrize("module,sig,codes", [
+    ("native", signal.SIGTERM, {143}), ("native", signal.SIGINT, {130}),
+    pytest.param("lightning_impl", signal.SIGTERM, {143}, marks=needs_lightning),
+    pytest.param("lightning_impl.fabric", signal.SIGTERM, {143}, marks=needs_lightning),
+    pytest.param("lightning_impl.fabric", signal.SIGINT, {130}, marks=needs_lightning)])
 def test_signal_to_the_launcher_stops_everything(module, sig, codes, tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", module, *TINY, "--devices", "2", "--steps", "400", "--output",
