@@ -83,7 +83,6 @@ class Experiment:
         self.signal: int | None = None
         self.start = time.monotonic()
         self.created = utc_now()
-        self.compare_dir_ok: bool | None = None  # does this compare read a folder?
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
 
     # --- the folder -------------------------------------------------------------------
@@ -163,24 +162,12 @@ class Experiment:
 
     # --- compare ----------------------------------------------------------------------
     def compare(self, *args: str) -> subprocess.CompletedProcess:
-        """python -m compare over this folder (or, for an older compare, its ok result files)."""
-        ok = [str(self.s.out / r["result"]) for r in self.runs if r["status"] == "ok"]
-        base = [self.s.python, "-m", "compare"]
-        tries = [[str(self.s.out)], ok] if self.compare_dir_ok is None else \
-            [[str(self.s.out)] if self.compare_dir_ok else ok]
-        proc = None
-        for inputs in tries:
-            proc = subprocess.run([*base, *inputs, *self.s.compare_options, *args],
-                                  capture_output=True, text=True)
-            if proc.returncode == 0:
-                if self.compare_dir_ok is None:
-                    self.compare_dir_ok = inputs == [str(self.s.out)]
-                break
-        assert proc is not None
-        return proc
+        """python -m compare over this folder (it reads manifest.json: ok runs, their labels)."""
+        return subprocess.run([self.s.python, "-m", "compare", str(self.s.out),
+                               *self.s.compare_options, *args], capture_output=True, text=True)
 
     def estimate(self) -> list[dict]:
-        """compare's overhead entries against the baseline (fields filled in for an older compare)."""
+        """compare's overhead entries against the baseline (its JSON `overhead` list)."""
         labels = {r["label"] for r in self.runs if r["status"] == "ok"}
         if self.s.arms[0].label not in labels or len(labels) < 2:
             return []
@@ -188,21 +175,10 @@ class Experiment:
         if proc.returncode != 0:
             return []
         try:
-            entries = json.loads(proc.stdout).get("overhead") or []
-        except (json.JSONDecodeError, AttributeError):
+            entries = json.loads(proc.stdout)["overhead"]
+        except (json.JSONDecodeError, KeyError, TypeError):
             return []
-        out = []
-        for e in entries:
-            e = dict(e)
-            e.setdefault("arm", "lightning")
-            e.setdefault("baseline", "native")
-            low, high = e.get("ci_low"), e.get("ci_high")
-            if e.get("half_width") is None and low is not None and high is not None:
-                e["half_width"] = (high - low) / 2
-            e.setdefault("verdict_possible", low is not None and high is not None)
-            if e["baseline"] == self.s.arms[0].label:
-                out.append(e)
-        return out
+        return [e for e in entries if e["baseline"] == self.s.arms[0].label]
 
     def describe(self, entries: list[dict]) -> str:
         """The running estimate, one line per arm."""
