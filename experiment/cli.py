@@ -22,6 +22,7 @@ from experiment.arms import DEFAULT_ARMS, label_arms, parse_arms
 from experiment.run import EXIT_USAGE, MIN_ADAPTIVE_BLOCKS, PROG, Experiment, Settings, check_placeholders
 
 DEFAULT_REPEATS = 3
+DEFAULT_WARMUP_RUNS = 1
 ADAPTIVE_MAX_BLOCKS = 20
 FORBIDDEN = ("--output", "--overwrite-output")
 
@@ -48,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, metavar="R",
                    help=f"blocks to run, i.e. runs per arm (default {DEFAULT_REPEATS}; with"
                         f" --target-half-width the most, default {ADAPTIVE_MAX_BLOCKS})")
+    p.add_argument("--warmup-runs", type=int, default=DEFAULT_WARMUP_RUNS, metavar="K",
+                   help=f"runs of each arm before block 1, recorded in the manifest but not counted"
+                        f" (default {DEFAULT_WARMUP_RUNS}; 0 counts every run): a fresh machine's first"
+                        " runs are slower, and block 1 starts with the baseline")
     p.add_argument("--target-half-width", type=float, metavar="PP",
                    help="adaptive: stop once every arm's 95%% interval of the overhead is at most PP"
                         f" percentage points wide on each side (checked from block {MIN_ADAPTIVE_BLOCKS})")
@@ -95,6 +100,8 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
     """The experiments to run, validated; fail() on any mistake."""
     if args.repeats is not None and args.repeats < 1:
         fail(f"--repeats must be 1 or more, got {args.repeats}")
+    if args.warmup_runs < 0:
+        fail(f"--warmup-runs must be 0 or more, got {args.warmup_runs}")
     if args.target_half_width is not None and not (args.target_half_width > 0 and math.isfinite(args.target_half_width)):
         fail(f"--target-half-width must be a positive number of percentage points, got {args.target_half_width}")
     if args.budget_minutes is not None and not (args.budget_minutes > 0 and math.isfinite(args.budget_minutes)):
@@ -111,7 +118,8 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
     mode = launch.resolve_mode(args.launch)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     adaptive_repeats = ADAPTIVE_MAX_BLOCKS if args.target_half_width is not None else DEFAULT_REPEATS
-    common = dict(python=args.python, launch=mode, target_half_width=args.target_half_width,
+    common = dict(python=args.python, launch=mode, warmup_runs=args.warmup_runs,
+                  target_half_width=args.target_half_width,
                   budget_minutes=args.budget_minutes, command=command)
     if args.plan is None:
         if args.variant is not None:

@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from experiment.arms import Arm
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
+B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
+# The original workload (32/GPU, NCHW) timed over 300 steps: a burst of host interference a few
+# steps long then moves a run's median little (over the default 50 steps it can move it 15%).
+LONG = ("--warmup-steps", "50", "--steps", "300")
 COMPILED = ("--compile", "--warmup-steps", "20")
 N, L = Arm("native", "native"), Arm("lightning", "lightning")
 
@@ -44,8 +48,9 @@ class Plan:
 
 
 # The two regimes: the GPU sets the pace (runs differ by ~0.5%), or the host does (the
-# original scripts' defaults, 32/GPU NCHW: runs differ by 15-25%).
-REGIMES = (Variant("gpu-bound", B256), Variant("original-defaults"))
+# original scripts' defaults, 32/GPU NCHW: runs differ by 15-25%; less over 300 steps).
+REGIMES = (Variant("gpu-bound", B256), Variant("original-defaults"),
+           Variant("original-defaults-long", LONG))
 
 
 def stream_arms() -> tuple[Arm, ...]:
@@ -87,6 +92,7 @@ PLANS: tuple[Plan, ...] = (
     Plan("ddp-stream-swap", "Does the stream Lightning builds the DDP wrapper on explain its overhead?",
          arms=stream_arms(), repeats=2, compare_options=("--allow-mismatch",),
          variants=(Variant("bf16", B256),
+                   Variant("bf16-nchw", B256_NCHW),
                    Variant("fp16", ("--batch-size-per-device", "256", "--precision", "fp16",
                                     "--channels-last")),
                    Variant("compile", (*B256, *COMPILED)))),
@@ -98,11 +104,14 @@ PLANS: tuple[Plan, ...] = (
          repeats=1, options=(*B256, "--pyprofile", "{out}/pyprofile/{run}.pstats")),
     Plan("traces", "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
          repeats=1, compare_options=("--allow-mismatch",),
-         options=("--batch-size-per-device", "256", "--channels-last", "--profile-steps", "3",
+         options=("--batch-size-per-device", "256", "--profile-steps", "3",
                   "--trace", "{out}/traces/{run}.trace.json"),
-         variants=(Variant("bf16", ("--precision", "bf16")), Variant("fp16", ("--precision", "fp16")),
-                   Variant("swapped-streams-bf16", ("--precision", "bf16"),
-                           arms=stream_arms()[2:]))),
+         variants=(Variant("bf16", ("--precision", "bf16", "--channels-last")),
+                   Variant("fp16", ("--precision", "fp16", "--channels-last")),
+                   Variant("swapped-streams-bf16", ("--precision", "bf16", "--channels-last"),
+                           arms=stream_arms()[2:]),
+                   Variant("side-stream-bf16-nchw", ("--precision", "bf16"),
+                           arms=(N, stream_arms()[2])))),
 )
 
 

@@ -44,9 +44,15 @@ def check_placeholders(options: list[str]) -> None:
                                  f" use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
 
 
-def expand(options: list[str], out: Path, label: str, repeat: int) -> list[str]:
-    """Options with {out}, {label}, {repeat}, {run} (= LABEL-rK) filled in for one run."""
-    values = {"out": str(out), "label": label, "repeat": str(repeat), "run": f"{label}-r{repeat}"}
+def expand(options: list[str], out: Path, label: str, repeat: int,
+           warmup: bool = False) -> list[str]:
+    """Options with {out}, {label}, {repeat}, {run} (= LABEL-rK) filled in for one run.
+
+    For the k-th warm-up run {repeat} is wK and {run} LABEL-wK, so that its files never take
+    the name of a counted run's."""
+    rep = f"w{repeat}" if warmup else str(repeat)
+    values = {"out": str(out), "label": label, "repeat": rep,
+              "run": f"{label}-{rep if warmup else 'r' + rep}"}
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], opt) for opt in options]
 
 
@@ -60,6 +66,7 @@ class Settings:
     repeats: int
     python: str
     launch: str
+    warmup_runs: int = 0
     experiment: str | None = None
     target_half_width: float | None = None
     budget_minutes: float | None = None
@@ -129,12 +136,17 @@ class Experiment:
                     return 124, True
 
     # --- one run ----------------------------------------------------------------------
-    def run_one(self, index: int, block: int, position: int, arm: Arm) -> dict:
-        """Start one run in a fresh process group, log it, record it."""
-        name = f"{arm.label}-r{block}"
-        result = self.s.out / "results" / f"{name}.json"
+    def run_one(self, index: int, block: int, position: int, arm: Arm, warmup: bool = False) -> dict:
+        """Start one run in a fresh process group, log it, record it.
+
+        A warm-up run (`<label>-w<k>`) writes its result under warmup/ and is recorded with
+        status "warmup": compare reads only runs with status "ok".
+        """
+        name = f"{arm.label}-{'w' if warmup else 'r'}{block}"
+        folder = "warmup" if warmup else "results"
+        result = self.s.out / folder / f"{name}.json"
         log = self.s.out / "logs" / f"{name}.log"
-        options = expand(self.s.options, self.s.out.resolve(), arm.label, block)
+        options = expand(self.s.options, self.s.out.resolve(), arm.label, block, warmup)
         for opt in options:  # folders named under the experiment folder are made on demand
             path = Path(opt)
             if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
@@ -153,11 +165,12 @@ class Experiment:
             with open(log, "a", encoding="utf-8") as f:
                 f.write(f"{PROG}: stopped after the run timeout of {self.s.run_timeout:g} s\n")
         ok = status == 0 and result.is_file()
-        return {"index": index, "block": block, "position": position, "label": arm.label,
-                "arm": arm.arm, "repeat": block, "command": cmd,
-                "result": f"results/{name}.json" if ok else None, "log": f"logs/{name}.log",
-                "status": "ok" if ok else "failed", "exit_status": status,
-                "started_utc": started, "finished_utc": utc_now(),
+        return {"index": index, "block": 0 if warmup else block, "position": position,
+                "label": arm.label, "arm": arm.arm, "repeat": None if warmup else block,
+                "warmup": block if warmup else None, "command": cmd,
+                "result": f"{folder}/{name}.json" if ok else None, "log": f"logs/{name}.log",
+                "status": ("warmup" if warmup else "ok") if ok else "failed",
+                "exit_status": status, "started_utc": started, "finished_utc": utc_now(),
                 "seconds": round(time.monotonic() - t0, 3)}
 
     # --- compare ----------------------------------------------------------------------
@@ -212,6 +225,8 @@ class Experiment:
     def run(self) -> int:
         """All blocks, then the reports; the exit status."""
         (self.s.out / "results").mkdir(parents=True, exist_ok=True)
+        if self.s.warmup_runs:
+            (self.s.out / "warmup").mkdir(exist_ok=True)
         (self.s.out / "logs").mkdir(exist_ok=True)
         old = {sig: signal.signal(sig, self.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -231,11 +246,18 @@ class Experiment:
         self.write_manifest()
         adaptive = s.target_half_width is not None
         total = f"<={s.repeats * len(arms)}" if adaptive or s.budget_minutes else str(s.repeats * len(arms))
-        print(f"{PROG}: {', '.join(a.label for a in arms)}; {s.repeats} block(s)"
-              f"{' at most' if adaptive else ''}; options: {' '.join(s.options) or '(none)'};"
-              f" folder {s.out}", flush=True)
+        print(f"{PROG}: {', '.join(a.label for a in arms)}; {s.warmup_runs} warm-up run(s) per arm,"
+              f" then {s.repeats} block(s){' at most' if adaptive else ''};"
+              f" options: {' '.join(s.options) or '(none)'}; folder {s.out}", flush=True)
+        # Warm-up runs, in block 1's order and not counted: the first runs on a fresh machine
+        # (cold caches, clocks) are slower, and block 1 always starts with the baseline.
+        for k in range(1, s.warmup_runs + 1):
+            for position, arm in enumerate(arms, 1):
+                if self.one(k, position, arm, f"w{k}/{s.warmup_runs}", warmup=True):
+                    return EXIT_USAGE
         block_times: list[float] = []
         reason = f"{s.repeats} block(s) done"
+        counted = 0
         for block in range(1, s.repeats + 1):
             if s.budget_minutes is not None and block_times:
                 mean = sum(block_times) / len(block_times)
@@ -245,22 +267,8 @@ class Experiment:
             t0 = time.monotonic()
             order = arms if block % 2 else arms[::-1]  # ABBA: drift favours no arm
             for position, arm in enumerate(order, 1):
-                record = self.run_one(len(self.runs) + 1, block, position, arm)
-                self.runs.append(record)
-                self.write_manifest()
-                if self.signal is not None:
-                    raise Stopped
-                print(f"[{record['index']}/{total} {self.elapsed()}] {arm.label} r{block}:"
-                      f" {record['status']} in {record['seconds']:.1f} s"
-                      + ("" if record["status"] == "ok" else
-                         f" (exit status {record['exit_status']}, log {record['log']})"), flush=True)
-                if record["status"] != "ok" and record["exit_status"] != EXIT_USAGE:
-                    tail = (s.out / record["log"]).read_text(errors="replace").splitlines()[-5:]
-                    print("\n".join(f"    {line}" for line in tail), flush=True)
-                if record["exit_status"] == EXIT_USAGE:
-                    lines = (s.out / record["log"]).read_text(errors="replace").strip().splitlines()
-                    print(lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
-                          file=sys.stderr, flush=True)
+                counted += 1
+                if self.one(block, position, arm, f"{counted}/{total}"):
                     return EXIT_USAGE
                 entries = self.estimate()
                 if self.signal is not None:
@@ -273,9 +281,32 @@ class Experiment:
         print(f"{PROG}: stopped: {reason}", flush=True)
         return self.finish()
 
+    def one(self, block: int, position: int, arm: Arm, progress: str, warmup: bool = False) -> bool:
+        """Run, record and report one run; True when it was a usage error (stop at once)."""
+        record = self.run_one(len(self.runs) + 1, block, position, arm, warmup)
+        self.runs.append(record)
+        self.write_manifest()
+        if self.signal is not None:
+            raise Stopped
+        name = f"{arm.label} {'w' if warmup else 'r'}{block}"
+        ok = record["status"] != "failed"
+        print(f"[{progress} {self.elapsed()}] {name}: {'ok' if ok else 'failed'} in"
+              f" {record['seconds']:.1f} s" + (" (warm-up, not counted)" if warmup and ok else "")
+              + ("" if ok else f" (exit status {record['exit_status']}, log {record['log']})"),
+              flush=True)
+        if not ok and record["exit_status"] != EXIT_USAGE:
+            tail = (self.s.out / record["log"]).read_text(errors="replace").splitlines()[-5:]
+            print("\n".join(f"    {line}" for line in tail), flush=True)
+        if record["exit_status"] == EXIT_USAGE:
+            lines = (self.s.out / record["log"]).read_text(errors="replace").strip().splitlines()
+            print(lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
+                  file=sys.stderr, flush=True)
+            return True
+        return False
+
     def finish(self) -> int:
         """report.txt, report.md and comparison.png from compare; the exit status."""
-        failed = [r for r in self.runs if r["status"] != "ok"]
+        failed = [r for r in self.runs if r["status"] == "failed"]
         status = 0
         text = self.compare("--format", "text", "--output", str(self.s.out / "report.txt"),
                             "--plot", str(self.s.out / "comparison.png"))
@@ -288,8 +319,11 @@ class Experiment:
             print((self.s.out / "report.txt").read_text(), end="")
         if failed:
             print(f"{PROG}: {len(failed)} run(s) failed: "
-                  + ", ".join(f"{r['label']} r{r['repeat']} (exit {r['exit_status']})" for r in failed),
+                  + ", ".join(f"{r['label']} {Path(r['log']).stem.rsplit('-', 1)[1]}"
+                              f" (exit {r['exit_status']})" for r in failed),
                   file=sys.stderr)
             status = 1
-        print(f"{PROG}: {len(self.runs)} run(s) in {self.elapsed()}; folder {self.s.out}", flush=True)
+        warm = sum(r["warmup"] is not None for r in self.runs)
+        print(f"{PROG}: {len(self.runs)} run(s){f' ({warm} warm-up)' if warm else ''} in"
+              f" {self.elapsed()}; folder {self.s.out}", flush=True)
         return status
