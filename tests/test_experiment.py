@@ -40,28 +40,70 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     proc = experiment(["--repeats", "3", "--out", str(out), "--", "--steps", "5"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     order = (tmp_path / "order").read_text().split()
-    assert order == ["native-r1", "lightning-r1", "lightning-r2", "native-r2", "native-r3", "lightning-r3"]
+    assert order == ["native-w1", "lightning-w1",  # one warm-up run per arm by default
+                     "native-r1", "lightning-r1", "lightning-r2", "native-r2", "native-r3", "lightning-r3"]
     m = manifest(out)
     assert m["manifest_version"] == 1 and m["baseline"] == "native" and m["experiment"] is None
     assert [a["label"] for a in m["arms"]] == ["native", "lightning"]
     assert m["arms"][1]["argv"] == ["-m", "lightning_impl"]
     assert m["runner_options"] == ["--steps", "5"]
-    assert [(r["block"], r["position"], r["label"]) for r in m["runs"]] == [
-        (1, 1, "native"), (1, 2, "lightning"), (2, 1, "lightning"), (2, 2, "native"),
-        (3, 1, "native"), (3, 2, "lightning")]
+    assert [(r["block"], r["position"], r["label"], r["status"]) for r in m["runs"]] == [
+        (0, 1, "native", "warmup"), (0, 2, "lightning", "warmup"),
+        (1, 1, "native", "ok"), (1, 2, "lightning", "ok"), (2, 1, "lightning", "ok"),
+        (2, 2, "native", "ok"), (3, 1, "native", "ok"), (3, 2, "lightning", "ok")]
     for r in m["runs"]:
-        assert r["status"] == "ok" and r["exit_status"] == 0
+        assert r["exit_status"] == 0
         assert (out / r["result"]).is_file() and (out / r["log"]).is_file()
         assert r["command"][-4:-2] == ["--steps", "5"]
-    assert "native" in (out / "report.txt").read_text()
+    assert [r["result"] for r in m["runs"][:2]] == ["warmup/native-w1.json", "warmup/lightning-w1.json"]
+    assert sorted(p.name for p in (out / "results").iterdir()) == [
+        f"{label}-r{k}.json" for label in ("lightning", "native") for k in (1, 2, 3)]
+    report = (out / "report.txt").read_text()
+    assert "native" in report and "3 runs a side" in report and "w1" not in report
     assert (out / "report.md").is_file()
     assert (out / "comparison.png").read_bytes().startswith(b"\x89PNG")
     assert "[6/6 " in proc.stdout and "lightning vs native" in proc.stdout
+    assert "[w1/1 " in proc.stdout and "(warm-up, not counted)" in proc.stdout
+    assert "8 run(s) (2 warm-up)" in proc.stdout
+
+
+def test_warmup_runs_zero_counts_every_run_and_two_run_twice_per_arm(tmp_path):
+    proc = experiment(["--repeats", "1", "--warmup-runs", "0", "--out", str(tmp_path / "a")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "order").read_text().split() == ["native-r1", "lightning-r1"]
+    assert not (tmp_path / "a" / "warmup").exists()
+    (tmp_path / "order").unlink()
+    proc = experiment(["--repeats", "1", "--warmup-runs", "2", "--out", str(tmp_path / "b")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "order").read_text().split() == [
+        "native-w1", "lightning-w1", "native-w2", "lightning-w2", "native-r1", "lightning-r1"]
+    assert [r["warmup"] for r in manifest(tmp_path / "b")["runs"]] == [1, 1, 2, 2, None, None]
+
+
+def test_a_failed_warmup_run_is_recorded_and_the_counted_runs_go_on(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--repeats", "2", "--out", str(out)], tmp_path, FAKE_FAIL="lightning-w1")
+    assert proc.returncode == 1
+    runs = manifest(out)["runs"]
+    assert [(r["label"], r["status"]) for r in runs[:2]] == [("native", "warmup"), ("lightning", "failed")]
+    assert [r["status"] for r in runs[2:]] == ["ok"] * 4
+    assert "lightning w1 (exit 3)" in proc.stderr
+    assert "2 runs a side" in (out / "report.txt").read_text()
+
+
+def test_a_usage_error_in_a_warmup_run_stops_before_any_counted_run(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out)], tmp_path, FAKE_USAGE="lightning-w1")
+    assert proc.returncode == 2
+    assert proc.stderr == "lightning_impl: error: --bogus is not an option\n"
+    assert [(r["label"], r["exit_status"]) for r in manifest(out)["runs"]] == [
+        ("native", 0), ("lightning", 2)]
 
 
 def test_a_failed_run_is_kept_the_others_go_on_and_the_exit_is_nonzero(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--repeats", "2", "--out", str(out)], tmp_path, FAKE_FAIL="lightning-r1")
+    proc = experiment(["--repeats", "2", "--warmup-runs", "0", "--out", str(out)], tmp_path,
+                      FAKE_FAIL="lightning-r1")
     assert proc.returncode == 1
     runs = manifest(out)["runs"]
     assert len(runs) == 4
@@ -75,7 +117,7 @@ def test_a_failed_run_is_kept_the_others_go_on_and_the_exit_is_nonzero(tmp_path)
 
 def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--out", str(out)], tmp_path, FAKE_USAGE="native-r1")
+    proc = experiment(["--warmup-runs", "0", "--out", str(out)], tmp_path, FAKE_USAGE="native-r1")
     assert proc.returncode == 2
     assert proc.stderr == "native: error: --bogus is not an option\n"
     assert [r["exit_status"] for r in manifest(out)["runs"]] == [2]
@@ -85,6 +127,7 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
     (["--arms", "native,bogus"], "unknown arm 'bogus'"),
     (["--arms", "native"], "at least two arms"),
     (["--repeats", "0"], "--repeats must be 1 or more"),
+    (["--warmup-runs", "-1"], "--warmup-runs must be 0 or more"),
     (["--target-half-width", "-1"], "--target-half-width must be a positive"),
     (["--budget-minutes", "0"], "--budget-minutes must be positive"),
     (["--plan", "nope"], "no plan 'nope'"),
@@ -112,14 +155,15 @@ def test_adaptive_mode_stops_at_the_minimum_blocks_once_the_target_is_met(tmp_pa
     out = tmp_path / "exp"
     proc = experiment(["--target-half-width", "50", "--out", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert len(manifest(out)["runs"]) == 2 * MIN_ADAPTIVE_BLOCKS
+    assert len(manifest(out)["runs"]) == 2 + 2 * MIN_ADAPTIVE_BLOCKS  # the warm-up runs first
     assert f"after {MIN_ADAPTIVE_BLOCKS} block(s)" in proc.stdout
 
 
 def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
     out = tmp_path / "exp"
     env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-b-r1")
-    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--arms", "native,native", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--arms", "native,native",
+                             "--warmup-runs", "0", "--out", str(out)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (out / "logs" / "native-b-r1.log").exists() and time.monotonic() < deadline:
@@ -136,6 +180,8 @@ def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
 def test_placeholders_expand_per_run_into_the_folder():
     assert expand(["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 2) == [
         "--trace", "/d/traces/native-r2.json", "--x", "native:2"]
+    assert expand(["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 1,
+                  warmup=True) == ["--trace", "/d/traces/native-w1.json", "--x", "native:w1"]
 
 
 def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
@@ -170,7 +216,8 @@ def test_srun_launch_derives_devices_from_the_job(tmp_path):
                     'shift\nexec "$@"\n')
     srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
     out = tmp_path / "exp"
-    proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, PATH=f"{bin_}:{os.environ['PATH']}",
+    proc = experiment(["--repeats", "1", "--warmup-runs", "0", "--out", str(out)], tmp_path,
+                      PATH=f"{bin_}:{os.environ['PATH']}",
                       SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2", SLURM_NNODES="1")
     assert proc.returncode == 0, proc.stderr
     lines = (tmp_path / "srun.args").read_text().splitlines()
@@ -185,7 +232,8 @@ def test_srun_launch_derives_devices_from_the_job(tmp_path):
 @needs_lightning
 def test_real_runners_on_cpu_two_repeats(tmp_path):
     out = tmp_path / "exp"
-    proc = subprocess.run([sys.executable, "-m", "experiment", "--repeats", "2", "--out", str(out), "--",
+    proc = subprocess.run([sys.executable, "-m", "experiment", "--repeats", "2", "--warmup-runs", "0",
+                           "--out", str(out), "--",
                            *TINY, "--devices", "2"], cwd=ROOT, env=clean_env(), capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
