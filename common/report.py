@@ -19,7 +19,7 @@ from common import checks, environment
 from common.config import BenchConfig
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
-from common.result import SCHEMA_VERSION, OutputError, Result, StepStats, write_result
+from common.result import SCHEMA_VERSION, OutputError, Result, StepStats, gpu_share, write_result
 from common.timing import Timing
 from common.workload import DATA_DESCRIPTION
 
@@ -137,7 +137,7 @@ def build_result(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor,
         startup_seconds=max(r["startup_seconds"] for r in records),
         parameter_digest=digests[0].sha256,
         ranks=ranks,
-        gpu_activity=probe.summary(),
+        gpu_activity=probe.summary(stats.median),
         lightning=lightning,
         environment=env,
     )
@@ -180,7 +180,9 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
     if result.gpu_activity is not None:
         a = result.gpu_activity
         verdict = "host-bound" if a.host_bound else "GPU-bound"
-        rows.append(("GPU busy", f"{a.gpu_busy_fraction:.0%} ({verdict}; {a.kernels_per_step:.0f} kernels/step)"))
+        share = gpu_share(a, s.median)
+        rows.append(("GPU busy", f"{share:.0%} of the timed step ({verdict}; {a.gpu_ms_per_step:.2f} ms"
+                                 f" of kernels, {a.kernels_per_step:.0f} kernels/step)"))
     rows.append(("parameters synced", "yes" if result.parameters_synchronized else
                  f"NO (max checksum difference {result.parameter_checksum_max_difference:g})"))
     rows.append(("final loss", f"{result.final_loss_mean:.6g} (mean over ranks)"))

@@ -108,11 +108,27 @@ class GpuActivity(_Strict):
     gpu_busy_fraction: float = Field(ge=0, le=1.5)  # kernel time / wall time (overlap can exceed 1)
     kernels_per_step: float = Field(ge=0)
     gpu_ms_per_step: float = Field(ge=0)  # summed kernel time per step
-    wall_ms_per_step: float = Field(gt=0)
-    host_bound: bool  # busy fraction under HOST_BOUND_BELOW
+    wall_ms_per_step: float = Field(gt=0)  # of a profiled step: longer than a timed one
+    # Busy time per profiled step (overlaps counted once), and that over the median timed step:
+    # kernel times do not change under the profiler, the host's do. Absent in older results.
+    gpu_busy_ms_per_step: float | None = Field(default=None, ge=0)
+    gpu_busy_share_of_timed_step: float | None = Field(default=None, ge=0, le=1)
+    host_bound: bool  # the share (older results: the busy fraction) under HOST_BOUND_BELOW
 
 
 HOST_BOUND_BELOW = 0.9
+
+
+def timed_share(busy_ms_per_step: float, timed_median_ms: float) -> float:
+    """The GPU's busy time per step over the median timed step, at most 1."""
+    return min(busy_ms_per_step / timed_median_ms, 1.0) if timed_median_ms > 0 else 0.0
+
+
+def gpu_share(activity: GpuActivity, timed_median_ms: float) -> float:
+    """How busy the GPU was in the timed steps; older results lack the field: from theirs."""
+    if activity.gpu_busy_share_of_timed_step is not None:
+        return activity.gpu_busy_share_of_timed_step
+    return timed_share(activity.gpu_busy_fraction * activity.wall_ms_per_step, timed_median_ms)
 
 
 class LightningInfo(_Strict):

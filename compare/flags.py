@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.result import OriginalResult
+from common.result import HOST_BOUND_BELOW, OriginalResult, gpu_share
 from compare import stats
 from compare.load import ORIGINAL_LABEL, Run
 
@@ -41,9 +41,12 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
         if r.environment.diagnostics:
             switches = ", ".join(f"{k}={v}" for k, v in r.environment.diagnostics.items())
             warnings.append(f"{run.label}: ran with diagnostic switches ({switches}): a diagnosis, not a measurement")
-        if r.gpu_activity is not None and r.gpu_activity.host_bound:
-            warnings.append(f"{run.label}: host-bound (GPU busy {r.gpu_activity.gpu_busy_fraction:.0%}):"
-                            " the GPU waits for the host, so per-step framework cost shows up directly in step time")
+        # The GPU's busy time per step over the median timed step (older results: from their
+        # profiled window), not the profiled window's busy fraction: the profiler slows the host.
+        share = None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
+        if share is not None and share < HOST_BOUND_BELOW:
+            warnings.append(f"{run.label}: host-bound (GPU busy {share:.0%} of the timed step): the GPU"
+                            " waits for the host, so per-step framework cost shows up directly in step time")
         if r.lightning is not None and r.lightning.per_step_sigterm_sync:
             sigterm.setdefault(r.lightning.version, []).append(run.label)
     for version, labels in sigterm.items():

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.result import OriginalResult, Result, ResultError, StepStats, load_result, read_json
+from common.result import (OriginalResult, Result, ResultError, StepStats, gpu_share, load_result,
+                           read_json)
 from compare import stats
 
 ORIGINAL_LABEL = "(original script)"
@@ -317,7 +318,8 @@ def environment_of(run: Run) -> dict[str, str]:
             "hosts": _unique(env.hostnames), "launcher": env.launcher,
             "slurm job": r.slurm_job_id, "git commit": commit,
             "lightning barebones": r.lightning.barebones if r.lightning else None,
-            "GPU busy (profiled)": None if r.gpu_activity is None else f"{r.gpu_activity.gpu_busy_fraction:.0%}",
+            "GPU busy (timed step)": None if r.gpu_activity is None
+            else f"{gpu_share(r.gpu_activity, r.step_time_ms.median):.0%}",
             "started (UTC)": env.started_utc,
         }
     return {name: show(value) for name, value in facts.items()}
@@ -326,5 +328,5 @@ def environment_of(run: Run) -> dict[str, str]:
 ENVIRONMENT_FIELDS = (
     "python", "pytorch", "torchvision", "numpy", "lightning", "lightning barebones", "cuda", "cudnn", "nccl",
     "backend", "gpu", "gpu memory GiB", "driver", "cpu", "cpus available", "hosts", "launcher", "slurm job",
-    "git commit", "GPU busy (profiled)", "started (UTC)",
+    "git commit", "GPU busy (timed step)", "started (UTC)",
 )

@@ -93,6 +93,7 @@ PLANS: tuple[Plan, ...] = (
          arms=stream_arms(), repeats=2, compare_options=("--allow-mismatch",),
          variants=(Variant("bf16", B256),
                    Variant("bf16-nchw", B256_NCHW),
+                   Variant("original-defaults-long", LONG),
                    Variant("fp16", ("--batch-size-per-device", "256", "--precision", "fp16",
                                     "--channels-last")),
                    Variant("compile", (*B256, *COMPILED)))),

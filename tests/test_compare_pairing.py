@@ -178,7 +178,25 @@ def test_uniform_ranks_flag_no_slow_rank(tmp_path: Path, capsys: pytest.CaptureF
 def test_host_bound_run_is_warned_with_its_busy_fraction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lt = write(tmp_path / "l.json", make_result("lightning", gpu_busy=0.62))
     [warning] = report_of(capsys, lt)["warnings"]
-    assert warning.startswith("l.json: host-bound (GPU busy 62%)")
+    assert warning.startswith("l.json: host-bound (GPU busy 62% of the timed step)")
+
+
+def test_host_bound_compares_gpu_time_with_the_timed_step_not_the_profiled_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The factory's profiled steps take 100 ms with gpu_busy x 100 ms of GPU work. A timed
+    # median of 75 ms with 70 ms of GPU work is 93% busy: the profiler made its steps longer.
+    fast = write(tmp_path / "fast.json", make_result("lightning", gpu_busy=0.70, median_ms=75.0))
+    report = report_of(capsys, fast)
+    assert report["warnings"] == []
+    slow = write(tmp_path / "slow.json", make_result("lightning", gpu_busy=0.70, median_ms=100.0))
+    [warning] = report_of(capsys, slow)["warnings"]
+    assert warning.startswith("slow.json: host-bound (GPU busy 70% of the timed step)")
+    # A result that records the share is taken at its word.
+    data = json.loads(fast.read_text())
+    data["gpu_activity"].update(gpu_busy_ms_per_step=60.0, gpu_busy_share_of_timed_step=0.8)
+    (tmp_path / "recorded.json").write_text(json.dumps(data))
+    [warning] = report_of(capsys, tmp_path / "recorded.json")["warnings"]
+    assert warning.startswith("recorded.json: host-bound (GPU busy 80% of the timed step)")
 
 
 def test_a_run_with_a_diagnostic_switch_is_warned_as_no_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,8 @@ def test_one_gpu_run_records_memory_precision_and_activity(module, tmp_path):
     assert r.peak_allocated_gib > 0 and r.peak_reserved_gib >= r.peak_allocated_gib
     assert r.gpu_activity is not None and r.gpu_activity.kernels_per_step > 10
     assert 0 < r.gpu_activity.gpu_busy_fraction <= 1
+    a = r.gpu_activity  # busy time (overlaps once) is at most the summed kernel time
+    assert 0 < a.gpu_busy_ms_per_step <= a.gpu_ms_per_step + 1e-6 and 0 < a.gpu_busy_share_of_timed_step <= 1
     assert r.parameters_synchronized and len(r.ranks[0].step_times_ms) == 5
 
 

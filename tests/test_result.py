@@ -85,3 +85,16 @@ def test_summary_says_when_peak_allocated_leaves_out_cuda_graph_memory(mode, not
     print_summary(Result.model_validate(data), None, "title")
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "peak allocated" in ln)
     assert line.rstrip().endswith("GiB") is not noted and ("CUDA graphs' pool" in line) is noted
+
+
+def test_summary_gives_the_gpu_busy_share_of_the_timed_step(capsys):
+    from common.report import print_summary
+    data = real()
+    median = data["step_time_ms"]["median"]
+    data["gpu_activity"] = {"profiled_steps": 5, "gpu_busy_fraction": 0.5, "kernels_per_step": 1300.0,
+                            "gpu_ms_per_step": 0.95 * median, "wall_ms_per_step": 2 * median,
+                            "gpu_busy_ms_per_step": 0.95 * median, "gpu_busy_share_of_timed_step": 0.95,
+                            "host_bound": False}
+    print_summary(Result.model_validate(data), None, "title")
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "GPU busy" in ln)
+    assert "95% of the timed step (GPU-bound;" in line and "1300 kernels/step" in line

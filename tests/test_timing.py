@@ -59,3 +59,38 @@ def test_summary_refuses_an_incomplete_run(clock):
 def test_busy_time_counts_overlapping_kernels_once():
     assert merged_length([(0, 10), (5, 15), (20, 25)]) == 20
     assert merged_length([]) == 0
+
+
+class FakeRange:
+    def __init__(self, start: float, end: float) -> None:
+        self.start, self.end = start, end
+
+    def elapsed_us(self) -> float:
+        return self.end - self.start
+
+
+class FakeKernel:
+    device_type = torch.autograd.DeviceType.CUDA
+    is_user_annotation = False
+
+    def __init__(self, start: float, end: float) -> None:
+        self.time_range = FakeRange(start, end)
+
+
+def test_host_bound_is_judged_against_the_timed_step_not_the_slower_profiled_one():
+    from common.profiling import GpuActivityProbe
+
+    class Prof:  # 2 profiled steps, 30 ms wall; two streams overlap for 1 ms
+        def events(self):
+            return [FakeKernel(0, 9000), FakeKernel(8000, 10000), FakeKernel(15000, 25000)]
+
+    probe = GpuActivityProbe(first_step=5, count=2, device=torch.device("cpu"))
+    probe._prof, probe._wall = Prof(), 0.030
+    # busy 20 ms in 30 ms of profiled wall (67%), i.e. 10 ms a step; kernels sum to 21 ms
+    a = probe.summary(timed_median_ms=10.5)
+    assert a["gpu_busy_fraction"] == pytest.approx(20 / 30)
+    assert a["gpu_busy_ms_per_step"] == pytest.approx(10.0) and a["gpu_ms_per_step"] == pytest.approx(10.5)
+    assert a["gpu_busy_share_of_timed_step"] == pytest.approx(10 / 10.5) and a["host_bound"] is False
+    slow = probe.summary(timed_median_ms=12.5)  # the timed step itself had 2.5 ms of GPU idle
+    assert slow["gpu_busy_share_of_timed_step"] == pytest.approx(0.8) and slow["host_bound"] is True
+    assert probe.summary(timed_median_ms=9.0)["gpu_busy_share_of_timed_step"] == 1.0  # at most 1
