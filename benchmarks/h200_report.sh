@@ -49,3 +49,15 @@ t=$d/traces
   --top 15 > $t/trace-gaps-fp16.md
 "$PY" benchmarks/trace_gaps.py $t/native-bf16-side-stream-r1.trace.json.gz \
   $t/lightning-bf16-current-stream-r1.trace.json.gz --top 15 > $t/trace-gaps-swapped-streams-bf16.md
+"$PY" benchmarks/trace_gaps.py $t/side-stream-bf16-nchw/traces/native-r1.trace.json.gz \
+  $t/side-stream-bf16-nchw/traces/native-side-stream-r1.trace.json.gz --top 15 \
+  > $t/trace-gaps-side-stream-bf16-nchw.md
+# The experiment folders (python -m experiment): report.txt, report.md, comparison.png.
+for manifest in $d/*/*/manifest.json; do
+  f=$(dirname "$manifest")
+  opts=()
+  case $f in */ddp-stream-swap/* | */traces/*) opts=(--allow-mismatch) ;; esac
+  "$PY" -m compare "$f" "${opts[@]}" --format text --output "$f/report.txt" \
+    --plot "$f/comparison.png" --overwrite-output
+  "$PY" -m compare "$f" "${opts[@]}" --format markdown --output "$f/report.md" --overwrite-output
+done

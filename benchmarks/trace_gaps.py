@@ -14,7 +14,9 @@ made the GPU wait:
 - *queued*: the kernel was already launched when the GPU went idle: launch latency, or a
   wait on another stream or event.
 
-It also lists the CUDA runtime calls per step (synchronising ones such as
+It splits the GPU work by stream and counts the gaps between consecutive kernels on the
+busiest stream by size (a side stream's work can overlap the main one's, and cross-stream
+waits show up as more short gaps there). It also lists the CUDA runtime calls per step (synchronising ones such as
 cudaStreamSynchronize or cudaFree show up here, with the host time they blocked) and, given two
 traces, the kernels whose count per step differs. Read times as relative: the profiler's own
 per-op work lengthens host time, the more so the more ops a step launches.
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+GAP_CLASSES = ((2.0, "under 2 us"), (20.0, "2-20 us"), (float("inf"), "20 us or more"))
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 
 
@@ -59,7 +62,14 @@ class Summary:
     host_late_ops: Counter = field(default_factory=Counter)  # "outermost > innermost" -> idle us
     queued_us: float = 0.0
     runtime: dict = field(default_factory=dict)  # runtime call -> (count, us)
+    stream_us: Counter = field(default_factory=Counter)  # stream -> summed GPU work, us
+    main_gaps: dict = field(default_factory=dict)  # gap size class -> (count, us), busiest stream
     largest: list = field(default_factory=list)  # (idle us, kernel before, kernel after, host op)
+
+    @property
+    def main_stream(self) -> object:
+        """The stream with the most GPU work."""
+        return max(self.stream_us, key=lambda k: (self.stream_us[k], str(k))) if self.stream_us else None
 
 
 def load_events(path: Path) -> list[dict]:
@@ -159,7 +169,22 @@ def summarise(path: Path, gap_us: float = 1.0, top: int = 12) -> Summary:
             busy_until, last = s.end, s
     largest.sort(key=lambda g: -g[0])
     summary.largest = largest[:top]
+    for s in gpu:
+        summary.stream_us[s.tid] += s.end - s.start
+    summary.main_gaps = main_stream_gaps([s for s in gpu if s.tid == summary.main_stream])
     return summary
+
+
+def main_stream_gaps(spans: list[Span]) -> dict[str, tuple[int, float]]:
+    """Gaps between consecutive GPU work on one stream (sorted by start), by size class."""
+    gaps = {name: (0, 0.0) for _, name in GAP_CLASSES}
+    for before, after in zip(spans, spans[1:]):
+        gap = after.start - before.end
+        if gap > 0:
+            name = next(name for limit, name in GAP_CLASSES if gap < limit)
+            count, us = gaps[name]
+            gaps[name] = (count + 1, us + gap)
+    return gaps
 
 
 def ms(us: float, steps: int) -> str:
@@ -192,8 +217,19 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
         ("  of which host late (GPU waited for a launch)", [ms(sum(s.host_late.values()), s.steps) for s in summaries]),
         ("  of which queued (launch latency, waits)", [ms(s.queued_us, s.steps) for s in summaries]),
         ("GPU kernels, copies, memsets per step", [f"{sum(s.kernels.values()) / s.steps:.0f}" for s in summaries]),
+        ("GPU work summed over streams", [ms(sum(s.stream_us.values()), s.steps) for s in summaries]),
+        ("  on the busiest stream", [ms(s.stream_us[s.main_stream], s.steps) for s in summaries]),
+        ("  on other streams", [ms(sum(s.stream_us.values()) - s.stream_us[s.main_stream], s.steps)
+                                for s in summaries]),
     ]
     lines += [f"| {label} | " + " | ".join(vals) + " |" for label, vals in rows]
+
+    lines += ["", "## Gaps between consecutive GPU work on the busiest stream (ms per step, gaps per step)",
+              "", head.rstrip("\n")]
+    for _, name in GAP_CLASSES:
+        vals = [f"{s.main_gaps[name][1] / s.steps / 1e3:.3f} ({s.main_gaps[name][0] / s.steps:.0f})"
+                for s in summaries]
+        lines.append(f"| {name} | " + " | ".join(vals) + " |")
 
     lines += ["", "## Host-late idle per step, by the outermost op around the late launch (ms, gaps)", "",
               head.rstrip("\n")]

@@ -95,3 +95,15 @@ def test_a_file_that_is_not_a_trace_is_refused_in_one_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "is it a --trace file" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_work_is_split_by_stream_and_the_busiest_streams_gaps_are_sized(tmp_path):
+    data = trace_events()
+    data["traceEvents"].append({**kernel("side", 12, 10, 99), "tid": 20})  # a side stream, inside k1
+    s = trace_gaps.summarise(write(tmp_path / "t.json", data))
+    assert s.main_stream == 7 and s.stream_us == {7: pytest.approx(61), 20: pytest.approx(10)}
+    # stream 7: k1 [10,30] k2 [52,70] k3 [75,90] k4 [102,110]: gaps of 22, 5 and 12 us
+    assert s.main_gaps == {"under 2 us": (0, 0.0), "2-20 us": (2, pytest.approx(17)),
+                           "20 us or more": (1, pytest.approx(22))}
+    text = trace_gaps.report([tmp_path / "t.json"], [s], top=5)
+    assert "| GPU work summed over streams | 0.04 |" in text and "| 2-20 us | 0.009 (1) |" in text
