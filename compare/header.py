@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show
+from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show, span
 from compare.pairing import labels
 
 # Header facts that differ between any two runs by nature: marking them would hide the real differences.
@@ -44,10 +44,23 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
         if all(v == ["-"] or not v for v in per_impl.values()):
             continue  # recorded by no run: an empty row says nothing
         recorded = {value for values in per_impl.values() for value in values if value != "-"}
-        cells = {impl: ", ".join(values) if values else "(no run)" for impl, values in per_impl.items()}
+        cells = {impl: _cell(name, values) if values else "(no run)" for impl, values in per_impl.items()}
         differs = name not in _ALWAYS_DIFFERENT and len(recorded) > 1
         rows.append(HeaderRow(name, cells, differs=differs))
     return rows
+
+
+def _cell(name: str, values: list[str]) -> str:
+    """An arm's distinct values of one field, short: the first and last of many files, the
+    first and last start time, the lowest and highest GPU busy share."""
+    if name == "file":
+        return span(values)
+    if name == "started (UTC)" and len(values) > 1:
+        return f"{min(values)} .. {max(values)}"
+    if name == "GPU busy (timed step)" and len(values) > 1 and "-" not in values:
+        ordered = sorted(values, key=lambda v: float(v.rstrip("%")))
+        return f"{ordered[0]}..{ordered[-1]}"
+    return ", ".join(values)
 
 
 def title_of(runs: Sequence[Run]) -> str:

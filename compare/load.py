@@ -290,6 +290,13 @@ def show(value: Any) -> str:
     return str(value)
 
 
+def span(names: Sequence[str]) -> str:
+    """Run files for a reader: all of up to 3, else the first and last and how many."""
+    if len(names) > 3:
+        return f"{names[0]} .. {names[-1]} ({len(names)} files)"
+    return ", ".join(names)
+
+
 def _unique(values: Sequence[str], limit: int = 3) -> str:
     """Distinct values in order, at most `limit` shown."""
     distinct = list(dict.fromkeys(values))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from common.result import OriginalResult
-from compare.load import Run
+from compare.load import Run, span
 
 GPU_NOT_REPRODUCIBLE = ("GPU runs are not bitwise reproducible (cuDNN autotuning, atomic adds); bit-identity is"
                         " checked on CPU in the test suite")
@@ -37,7 +37,7 @@ def _repeats_notes(world: int, arm: str, baseline: str, cells: dict[tuple[str, i
     """What repeats of one arm say about an arm/baseline 'no' at one world size."""
     verdicts = {label: numerics_identical(cells[(label, world)]) for label in (baseline, arm)
                 if len(cells[(label, world)]) >= 2}
-    files = {label: ", ".join(run.label for run in cells[(label, world)]) for label in verdicts}
+    files = {label: span([run.label for run in cells[(label, world)]]) for label in verdicts}
     differ = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "no"]
     agree = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "yes"]
     notes = []

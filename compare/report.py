@@ -9,6 +9,7 @@ state, slow ranks, scaling, notes); csv is one row per run; json is the whole re
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,44 @@ def cell(value: Any, spec: str = "") -> str:
     return str(value)
 
 
+_RUN_WARNING = re.compile(r"^(?P<run>\S+\.json): (?P<rest>.+)$")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def grouped_warnings(warnings: list[str]) -> list[str]:
+    """Per-run warnings of one kind as one line: the numbers as ranges, then the runs.
+
+    "a.json: host-bound (GPU busy 82% ...)" and "b.json: host-bound (GPU busy 89% ...)" become
+    "host-bound (GPU busy 82..89% ...) [2 runs: a.json, b.json]"; other warnings stay as they are.
+    """
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for w in warnings:
+        m = _RUN_WARNING.match(w)
+        key = _NUMBER.sub("#", m["rest"]) if m else w
+        groups.setdefault(key, []).append((m["run"], m["rest"]) if m else ("", w))
+    out = []
+    for members in groups.values():
+        if len(members) == 1:
+            run, rest = members[0]
+            out.append(f"{run}: {rest}" if run else rest)
+            continue
+        numbers = [_NUMBER.findall(rest) for _, rest in members]
+        parts = iter(_NUMBER.split(members[0][1]))
+        text = next(parts)
+        for i, part in enumerate(parts):
+            tokens = sorted((n[i] for n in numbers), key=float)
+            text += tokens[0] if tokens[0] == tokens[-1] else f"{tokens[0]}..{tokens[-1]}"
+            text += part
+        runs = sorted((run for run, _ in members), key=_natural)
+        out.append(f"{text} [{len(members)} runs: {', '.join(runs)}]")
+    return out
+
+
+def _natural(name: str) -> list[object]:
+    """native-r2 before native-r10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
 def _ci(low: float | None, high: float | None) -> str:
     """'a..b' or '-' without an interval."""
     return "-" if low is None or high is None else f"{low:.2f}..{high:.2f}"
@@ -77,7 +116,7 @@ def sections(report: Report) -> list[Section]:
                    [["*" if r.differs else "", r.field, *(r.values.get(n, "(no run)") for n in names)]
                     for r in report.header])]
     if report.warnings:
-        out.append(Section("Warnings", lines=[f"! {w}" for w in report.warnings]))
+        out.append(Section("Warnings", lines=[f"! {w}" for w in grouped_warnings(report.warnings)]))
     out.append(Section(f"Speed ({LEGEND})", *_columns(report, SPEED_COLUMNS)))
     out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
     if report.overhead:

@@ -112,3 +112,26 @@ def test_help_describes_every_option() -> None:
     for option in ("--format", "--output", "--overwrite-output", "--plot", "--allow-mismatch", "--baseline",
                    "--verbose"):
         assert option in text
+
+
+def test_text_groups_a_warning_of_many_runs_into_one_line_with_ranges() -> None:
+    from compare.report import grouped_warnings
+    warnings = ["b-r2.json: host-bound (GPU busy 89% of the timed step): the GPU waits",
+                "a-r10.json: host-bound (GPU busy 82% of the timed step): the GPU waits",
+                "a-r2.json: host-bound (GPU busy 85% of the timed step): the GPU waits",
+                "a-r1.json: not in steady state: -4.3% (limit ±2%)",
+                "environment differs: driver"]
+    assert grouped_warnings(warnings) == [
+        "host-bound (GPU busy 82..89% of the timed step): the GPU waits"
+        " [3 runs: a-r2.json, a-r10.json, b-r2.json]",
+        "a-r1.json: not in steady state: -4.3% (limit ±2%)",
+        "environment differs: driver"]
+
+
+def test_the_configuration_names_many_files_by_the_first_and_last(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = [write(tmp_path / f"native-r{k}.json", make_result("native", seed=k)) for k in range(1, 6)]
+    files.append(write(tmp_path / "lightning-r1.json", make_result("lightning")))
+    assert main([*map(str, files), "--format", "text"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("file"))
+    assert "native-r1.json .. native-r5.json (5 files)" in row and "lightning-r1.json" in row
