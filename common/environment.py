@@ -16,9 +16,9 @@ import torch
 import torchvision
 
 from common.config import BenchConfig
+from common.source import SUITE_ROOT, source_digest
 from common.steps import FAULT_VAR
 
-SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def utc_now() -> str:
@@ -139,6 +139,7 @@ def environment(device: torch.device, gpu_names: list[str], hostnames: list[str]
         "slurm": slurm,
         "git_commit": commit,
         "git_dirty": dirty,
+        "source_digest": source_digest(),
         "command": command,
         "started_utc": started_utc,
         "finished_utc": utc_now(),

@@ -170,6 +170,8 @@ class Environment(_Strict):
     # also the test-only DDPBENCH_FAULT): such a run is a diagnosis, not a measurement. None when
     # none was set. Older files name the environment variables (DDPBENCH_X) the options replaced.
     diagnostics: dict[str, str] | None = None
+    # sha256 of the runner packages' sources (common/source.py); absent in older results
+    source_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class Result(_Strict):

@@ -324,6 +324,7 @@ def environment_of(run: Run) -> dict[str, str]:
             "driver": env.driver_version, "cpu": env.cpu_model, "cpus available": env.cpus_available,
             "hosts": _unique(env.hostnames), "launcher": env.launcher,
             "slurm job": r.slurm_job_id, "git commit": commit,
+            "source digest": None if env.source_digest is None else env.source_digest[:12],
             "lightning barebones": r.lightning.barebones if r.lightning else None,
             "GPU busy (timed step)": None if r.gpu_activity is None
             else f"{gpu_share(r.gpu_activity, r.step_time_ms.median):.0%}",
@@ -335,5 +336,5 @@ def environment_of(run: Run) -> dict[str, str]:
 ENVIRONMENT_FIELDS = (
     "python", "pytorch", "torchvision", "numpy", "lightning", "lightning barebones", "cuda", "cudnn", "nccl",
     "backend", "gpu", "gpu memory GiB", "driver", "cpu", "cpus available", "hosts", "launcher", "slurm job",
-    "git commit", "GPU busy (timed step)", "started (UTC)",
+    "git commit", "source digest", "GPU busy (timed step)", "started (UTC)",
 )

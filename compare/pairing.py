@@ -19,7 +19,7 @@ from compare.load import ORIGINAL_LABEL, Run, environment_of, show
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
-WARN_ENVIRONMENT = ("pytorch", "lightning", "cuda", "cudnn", "nccl", "gpu", "driver", "hosts")
+WARN_ENVIRONMENT = ("pytorch", "lightning", "cuda", "cudnn", "nccl", "gpu", "driver", "hosts", "source digest")
 
 
 @dataclass(frozen=True)

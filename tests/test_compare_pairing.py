@@ -126,6 +126,15 @@ def test_environment_difference_is_a_warning_not_an_error(tmp_path: Path, capsys
     assert "environment differs: driver: native 580.1, lightning 590.0" in warnings
 
 
+def test_runs_of_different_code_are_warned_by_source_digest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    n = write(tmp_path / "n.json", make_result("native", environment={"source_digest": "a" * 64}))
+    lt = write(tmp_path / "l.json", make_result("lightning", environment={"source_digest": "b" * 64}))
+    old = write(tmp_path / "old.json", make_result("lightning", seed=2))  # recorded none: ignored
+    warnings = report_of(capsys, n, lt, old)["warnings"]
+    assert f"environment differs: source digest: native {'a' * 12}, lightning {'b' * 12}" in warnings
+    assert report_of(capsys, n, old)["warnings"] == []
+
+
 def test_weak_scaling_speedup_and_efficiency_are_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 100 images/GPU; 100 ms at 1 GPU = 1000 img/s, 125 ms at 2 = 1600, 160 ms at 4 = 2500.
     files = [write(tmp_path / f"n{w}.json", make_result("native", world_size=w, batch_size_per_device=100,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.result import Result, load_result
+from common.source import source_digest
 
 from conftest import TINY, lightning_installed, needs_lightning, run_module
 
@@ -61,6 +62,7 @@ def check_valid_two_rank_run(result: Result, implementation: str, launcher: str)
     assert all(len(r.step_times_ms) == 3 for r in result.ranks)
     assert result.batch_size_per_device == 2 and result.global_batch_size == 4
     assert result.precision_resolved == "fp32"
+    assert result.environment.source_digest == source_digest()  # the code that ran is this tree's
 
 
 def test_native_self_launched_two_ranks(native_self):
