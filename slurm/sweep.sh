@@ -14,6 +14,7 @@
 #   --nodes N        nodes per job (default 1)
 #   --shapes LIST    instead of --gpus/--nodes: NODESxGPUS per job, e.g. 1x1,1x2,2x2
 #   --repeats N      paired repeats per job (default $REPEATS or 3)
+#   --warmup-runs N  uncounted runs of each arm first, per job (default $WARMUP_RUNS or 1)
 #   --cpu            CPU ranks instead of GPUs (ACCELERATOR=cpu, no GPU request)
 #   --sbatch ARG     an sbatch option for every job, e.g. --sbatch=--partition=gpu (repeatable)
 #   --outdir DIR     the sweep folder (default results/sweep-<mode>-<UTC time>); must be new or empty
@@ -31,7 +32,8 @@ die() { echo "$PROG: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-gpus="" shapes="" mode="" batch="" nodes=1 repeats=${REPEATS:-3} cpu=0 outdir="" wait=0
+gpus="" shapes="" mode="" batch="" nodes=1 repeats=${REPEATS:-3} warmup=${WARMUP_RUNS:-1}
+cpu=0 outdir="" wait=0
 sbatch_args=()
 while (( $# )); do
   case $1 in
@@ -47,6 +49,8 @@ while (( $# )); do
     --nodes=*) nodes=${1#*=} ;;
     --repeats) repeats=${2:-}; shift ;;
     --repeats=*) repeats=${1#*=} ;;
+    --warmup-runs) warmup=${2:-}; shift ;;
+    --warmup-runs=*) warmup=${1#*=} ;;
     --cpu) cpu=1 ;;
     --sbatch) sbatch_args+=("${2:-}"); shift ;;
     --sbatch=*) sbatch_args+=("${1#*=}") ;;
@@ -76,6 +80,7 @@ else
 fi
 [[ $mode == weak || $mode == strong ]] || die "--mode weak (fixed batch per device) or --mode strong (fixed global batch)"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats $repeats: use a whole number >= 1"
+[[ $warmup =~ ^[0-9]+$ ]] || die "--warmup-runs $warmup: use a whole number >= 0"
 [[ -z $batch || $batch =~ ^[1-9][0-9]*$ ]] || die "--batch $batch: use a whole number >= 1"
 if [[ $mode == strong ]]; then
   [[ -n $batch ]] || die "--mode strong needs --batch (the global batch, images per step)"
@@ -96,7 +101,8 @@ outdir=$(cd "$outdir" && pwd)
 
 if (( cpu )); then accelerator=cpu; else accelerator=gpu; fi
 # The jobs see the same variables as this shell (sbatch --export=ALL), plus these.
-export BENCH_ROOT=$ROOT ACCELERATOR=$accelerator REPEATS=$repeats BATCH_MODE=$mode BATCH_SIZE=$batch
+export BENCH_ROOT=$ROOT ACCELERATOR=$accelerator REPEATS=$repeats WARMUP_RUNS=$warmup
+export BATCH_MODE=$mode BATCH_SIZE=$batch
 
 ids=()
 printf '%-14s %s\n' "sweep folder" "$outdir"

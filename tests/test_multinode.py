@@ -149,7 +149,7 @@ def sbatch_wait(args: list[str], env: dict[str, str], timeout: float) -> int:
 
 def test_pair_job_across_two_nodes(cluster, tmp_path):
     outdir = tmp_path / "pair"
-    env = clean_env(ACCELERATOR="cpu", REPEATS="1", BATCH_SIZE="2", OUTDIR=str(outdir),
+    env = clean_env(ACCELERATOR="cpu", REPEATS="1", WARMUP_RUNS="0", BATCH_SIZE="2", OUTDIR=str(outdir),
                     PYTHON=sys.executable)
     status = sbatch_wait(["--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=0",
                           f"--output={tmp_path / 'job.out'}", str(ROOT / "slurm" / "pair.sbatch"),
@@ -165,7 +165,7 @@ def test_pair_job_across_two_nodes(cluster, tmp_path):
 def test_sweep_over_one_and_two_nodes_reports_scaling_to_world_size_4(cluster, tmp_path):
     outdir = tmp_path / "sweep"
     cmd = [str(ROOT / "slurm" / "sweep.sh"), "--shapes", "1x1,1x2,2x2", "--mode", "weak",
-           "--batch", "2", "--cpu", "--repeats", "1", "--wait", "--sbatch=--time=10",
+           "--batch", "2", "--cpu", "--repeats", "1", "--warmup-runs", "0", "--wait", "--sbatch=--time=10",
            "--outdir", str(outdir), "--", *SCRIPT_TINY]
     proc = subprocess.run(cmd, cwd=tmp_path, env=clean_env(SWEEP_POLL_SECONDS="1", PYTHON=sys.executable),
                           capture_output=True, text=True, timeout=900)

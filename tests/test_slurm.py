@@ -35,7 +35,7 @@ IMPLS = ("native", "lightning")
 MODULES = {"native": "native", "lightning": "lightning_impl"}
 # Variables the scripts read: a developer's shell must not leak them into a test.
 SCRIPT_VARS = ("IMPL", "ACCELERATOR", "DEVICES", "NODES", "BATCH_MODE", "BATCH_SIZE", "PRECISION",
-               "WARMUP_STEPS", "STEPS", "REPEATS", "OUTDIR", "EXTRA_ARGS", "PLOT", "MASTER_PORT",
+               "WARMUP_STEPS", "STEPS", "REPEATS", "WARMUP_RUNS", "OUTDIR", "EXTRA_ARGS", "PLOT", "MASTER_PORT",
                "MASTER_ADDR", "OMP_NUM_THREADS")
 
 
@@ -108,8 +108,10 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
     by_start = sorted(results, key=lambda name: results[name].environment.started_utc)
     assert by_start == ["native-r1", "lightning-r1", "lightning-r2", "native-r2"]
     runs = json.loads((outdir / "manifest.json").read_text())["runs"]
-    assert [(r["block"], r["label"], r["exit_status"]) for r in runs] == [
+    assert [(r["block"], r["label"], r["exit_status"]) for r in runs] == [  # one warm-up run each first
+        (0, "native", 0), (0, "lightning", 0),
         (1, "native", 0), (1, "lightning", 0), (2, "lightning", 0), (2, "native", 0)]
+    assert sorted(p.name for p in (outdir / "warmup").iterdir()) == ["lightning-w1.json", "native-w1.json"]
 
     for report in ("report.txt", "report.md"):
         text = (outdir / report).read_text()
@@ -129,7 +131,8 @@ def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cl
         f'exec {shlex.quote(PYTHON)} "$@"\n')
     fake.chmod(0o755)
     outdir = tmp_path / "pair"
-    env = clean_env(ACCELERATOR="cpu", REPEATS="2", BATCH_SIZE="2", OUTDIR=str(outdir), PYTHON=str(fake))
+    env = clean_env(ACCELERATOR="cpu", REPEATS="2", WARMUP_RUNS="0", BATCH_SIZE="2", OUTDIR=str(outdir),
+                    PYTHON=str(fake))
     status, _, output = sbatch_wait(
         ["--ntasks-per-node=2", "--gpus-per-node=0", f"--output={tmp_path / 'job.out'}",
          str(SLURM / "pair.sbatch"), *TINY], env, timeout=240)
@@ -188,7 +191,8 @@ def test_runner_without_srun_in_multitask_job_is_refused(slurm_cluster, tmp_path
 def test_sweep_waits_for_its_compare_job_and_reports_world_sizes_1_and_2(slurm_cluster, tmp_path):
     outdir = tmp_path / "sweep"
     cmd = [str(SLURM / "sweep.sh"), "--gpus", "1,2", "--mode", "weak", "--batch", "2", "--cpu",
-           "--repeats", "1", "--wait", f"--sbatch=--time={JOB_MINUTES}", "--outdir", str(outdir),
+           "--repeats", "1", "--warmup-runs", "0", "--wait", f"--sbatch=--time={JOB_MINUTES}",
+           "--outdir", str(outdir),
            "--", *TINY]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=clean_env(SWEEP_POLL_SECONDS="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -207,6 +211,7 @@ def test_sweep_waits_for_its_compare_job_and_reports_world_sizes_1_and_2(slurm_c
     for devices in (1, 2):
         for impl in IMPLS:
             result = load_result(outdir / f"devices-{devices}" / "results" / f"{impl}-r1.json")
+            assert not (outdir / f"devices-{devices}" / "warmup").exists()  # --warmup-runs 0 reached it
             assert result.world_size == devices
             assert result.environment.launcher == "slurm"
     report = (outdir / "report.txt").read_text()
@@ -313,6 +318,26 @@ def test_sweep_refuses_a_global_batch_that_does_not_divide_before_submitting(tmp
     assert proc.returncode == 2
     assert proc.stderr == "sweep.sh: error: --batch 6 does not divide by the world size 4 (4 per node x 1 nodes)\n"
     assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--warmup-runs", "one"], {}, "sweep.sh: error: --warmup-runs one: use a whole number >= 0\n"),
+    ([], {"WARMUP_RUNS": "-1"}, "sweep.sh: error: --warmup-runs -1: use a whole number >= 0\n"),
+])
+def test_sweep_refuses_a_bad_warmup_count_before_submitting(tmp_path, args, env, message):
+    proc = subprocess.run([str(SLURM / "sweep.sh"), "--gpus", "1", "--mode", "weak", *args,
+                           "--outdir", str(tmp_path / "sweep")],
+                          env=clean_env(**env), capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and proc.stderr == message
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_pair_job_refuses_a_bad_warmup_count_before_any_run(tmp_path):
+    proc = subprocess.run(["bash", str(SLURM / "pair.sbatch")], cwd=ROOT,
+                          env=clean_env(WARMUP_RUNS="1.5", OUTDIR=str(tmp_path / "pair")),
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "WARMUP_RUNS=1.5: use a whole number >= 0" in proc.stderr
+    assert not (tmp_path / "pair").exists()
 
 
 def test_scripts_are_shellcheck_clean():
