@@ -3,8 +3,8 @@
 Steps W+T .. W+T+P-1 (after the timed region, so the timing never pays for the profiler) run
 under torch.profiler with CUDA activity only. From the kernels seen we report the GPU's busy
 time per step (at least one kernel running), kernels per step and kernel time per step. The
-profiler adds host work per kernel launch (about 2 ms per ResNet-50 step of ~1,300 kernels on
-an H200 host), so the profiled steps are longer than the timed ones, and the busy fraction of
+profiler adds host work per kernel launch (2-5 ms per ResNet-50 step of ~1,300 kernels on an
+H200 host), so the profiled steps are longer than the timed ones, and the busy fraction of
 the profiled window under-estimates how busy the GPU was while timed. Whether the host set the
 pace is judged instead by the GPU's busy time per step over the median timed step: kernel
 times do not change under the profiler. Well under 1, the GPU waited for the host, and
