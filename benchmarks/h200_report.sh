@@ -53,7 +53,7 @@ t=$d/traces
   $t/side-stream-bf16-nchw/traces/native-side-stream-r1.trace.json.gz --top 15 \
   > $t/trace-gaps-side-stream-bf16-nchw.md
 # The experiment folders (python -m experiment): report.txt, report.md, comparison.png.
-for manifest in $d/*/*/manifest.json; do
+for manifest in "$d"/*/*/manifest.json; do
   f=$(dirname "$manifest")
   opts=()
   case $f in */ddp-stream-swap/* | */traces/*) opts=(--allow-mismatch) ;; esac
