@@ -22,7 +22,7 @@ from compare import stats
 from compare.errors import CompareError, WorkloadMismatch
 from compare.flags import SlowRank, SteadyState, run_flags, slow_ranks, steady_state_warnings, steady_states
 from compare.header import HeaderRow, header_rows, title_of
-from compare.load import Run
+from compare.load import Run, world_unit
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import environment_differences, group, labels, scaling_mode, unpaired, workload_differences
 
@@ -98,6 +98,7 @@ class Report:
     samples_ms: dict[str, list[float]] = field(default_factory=dict)  # "label@N" -> step times, for plots
     baseline: str = "native"
     labels: list[str] = field(default_factory=list)  # arm labels, baseline first
+    unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (no NaN: missing values are None)."""
@@ -105,6 +106,7 @@ class Report:
             "title": self.title,
             "baseline": self.baseline,
             "labels": self.labels,
+            "unit": self.unit,
             "header": [dataclasses.asdict(row) for row in self.header],
             "runs": self.run_table,
             "table": self.table,
@@ -250,7 +252,8 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
     warnings += [f"workload differs (allowed by --allow-mismatch): {d.describe()}" for d in mismatches]
     warnings += [f"environment differs: {d.describe()}" for d in environment_differences(runs)]
     cells = group(runs, base)
-    warnings += unpaired(cells, base)
+    unit = world_unit(runs)
+    warnings += unpaired(cells, base, unit)
     worlds = sorted({world for _, world in cells})
     overhead: list[Overhead] = []
     pairs = []
@@ -279,6 +282,6 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
         overhead=overhead, scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
         scaling=_scaling(cells, vs_base), slow_ranks=slow_ranks(runs), steady_state=steady,
         warnings=warnings + run_warnings + steady_state_warnings(steady),
-        notes=notes + numerics_notes(cells, numerics), samples_ms=_samples(cells), baseline=base,
-        labels=[label for label in labels(runs, base)],
+        notes=notes + numerics_notes(cells, numerics, unit), samples_ms=_samples(cells), baseline=base,
+        labels=[label for label in labels(runs, base)], unit=unit,
     )

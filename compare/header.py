@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show, span
+from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show, span, world_unit
 from compare.pairing import labels
 
 # Header facts that differ between any two runs by nature: marking them would hide the real differences.
@@ -67,7 +67,8 @@ def title_of(runs: Sequence[Run]) -> str:
     """Run facts for a plot title: GPU, precision, batch, channels_last and compile."""
     first = runs[0].workload
     gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
-    batch = (f"{first['batch_size_per_device']} images/GPU" if first["batch_mode"] == "fixed_per_device"
+    per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
+    batch = (f"{first['batch_size_per_device']} images/{per}" if first["batch_mode"] == "fixed_per_device"
              else f"global batch {first['global_batch_size']}")
     title = (f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
              f"channels_last {show(first['channels_last'])} · compile {show(first['compile'])}")

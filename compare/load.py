@@ -290,6 +290,12 @@ def show(value: Any) -> str:
     return str(value)
 
 
+def world_unit(runs: Sequence["Run"]) -> str:
+    """What a world size counts: "GPU(s)", or "CPU rank(s)" when every run ran on CPUs."""
+    cpu = bool(runs) and all(run.workload.get("accelerator") == "cpu" for run in runs)
+    return "CPU rank(s)" if cpu else "GPU(s)"
+
+
 def span(names: Sequence[str]) -> str:
     """Run files for a reader: all of up to 3, else the first and last and how many."""
     if len(names) > 3:

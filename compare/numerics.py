@@ -33,7 +33,8 @@ def numerics_identical(runs: Sequence[Run]) -> str:
     return "yes" if len(digests) == 1 and len(losses) == 1 else "no"
 
 
-def _repeats_notes(world: int, arm: str, baseline: str, cells: dict[tuple[str, int], list[Run]]) -> list[str]:
+def _repeats_notes(world: int, arm: str, baseline: str, cells: dict[tuple[str, int], list[Run]],
+                   unit: str) -> list[str]:
     """What repeats of one arm say about an arm/baseline 'no' at one world size."""
     verdicts = {label: numerics_identical(cells[(label, world)]) for label in (baseline, arm)
                 if len(cells[(label, world)]) >= 2}
@@ -42,18 +43,19 @@ def _repeats_notes(world: int, arm: str, baseline: str, cells: dict[tuple[str, i
     agree = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "yes"]
     notes = []
     if differ:
-        notes.append(f"numerics (not speed), {arm} vs {baseline} at {world} GPU(s): repeats of one arm end with"
+        notes.append(f"numerics (not speed), {arm} vs {baseline} at {world} {unit}: repeats of one arm end with"
                      f" different parameters too ({'; '.join(differ)}), so their final parameters differing is"
                      " run-to-run nondeterminism, no evidence of a numerical difference between the arms; the"
                      " speed verdict above is unaffected")
     if agree:
-        notes.append(f"numerics (not speed), {arm} vs {baseline} at {world} GPU(s): repeats of one arm are"
+        notes.append(f"numerics (not speed), {arm} vs {baseline} at {world} {unit}: repeats of one arm are"
                      f" bit-identical ({'; '.join(agree)}), yet the two arms end with different parameters:"
                      " worth a look")
     return notes
 
 
-def numerics_notes(cells: dict[tuple[str, int], list[Run]], numerics: dict[tuple[str, str, int], str]) -> list[str]:
+def numerics_notes(cells: dict[tuple[str, int], list[Run]], numerics: dict[tuple[str, str, int], str],
+                   unit: str = "GPU(s)") -> list[str]:
     """Notes for comparisons (arm, baseline, world size) whose numerics differ."""
     differ = [key for key, same in numerics.items() if same == "no"]
     on_gpu = sorted({world for arm, base, world in differ
@@ -63,4 +65,5 @@ def numerics_notes(cells: dict[tuple[str, int], list[Run]], numerics: dict[tuple
     if on_gpu:
         notes.append(f"numerics (not speed): the arms end with different parameters at {', '.join(map(str, on_gpu))}"
                      f" GPU(s): {GPU_NOT_REPRODUCIBLE}")
-    return notes + [note for arm, base, world in differ for note in _repeats_notes(world, arm, base, cells)]
+    return notes + [note for arm, base, world in differ
+                    for note in _repeats_notes(world, arm, base, cells, unit)]

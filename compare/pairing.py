@@ -92,7 +92,7 @@ def group(runs: Sequence[Run], baseline: str | None = None) -> dict[tuple[str, i
     return dict(sorted(cells.items(), key=lambda item: (order[item[0][0]], item[0][1])))
 
 
-def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str) -> list[str]:
+def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str = "GPU(s)") -> list[str]:
     """Warnings for world sizes an arm measured without the baseline (not compared there)."""
     if len({label for label, _ in cells}) < 2:
         return []
@@ -100,7 +100,7 @@ def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str) -> list[str
     for label, world in cells:
         if label != baseline and (baseline, world) not in cells:
             files = ", ".join(run.label for run in cells[(label, world)])
-            warnings.append(f"{label} at {world} GPU(s) ({files}) has no {baseline} run at that size:"
+            warnings.append(f"{label} at {world} {unit} ({files}) has no {baseline} run at that size:"
                             " not compared with the baseline")
     return warnings
 

@@ -44,7 +44,7 @@ def _throughput(ax: Axes, report: Report) -> None:
             bars = ax.bar(xs, ys, width, color=_color(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
     ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
-    ax.set_xlabel("GPUs")
+    ax.set_xlabel(report.unit.replace("(s)", "s"))
     ax.set_ylabel("throughput (images/s, global; higher is better)")
     ax.set_title("Throughput (median step)")
     ax.legend(fontsize=8)
@@ -61,7 +61,7 @@ def _distributions(ax: Axes, report: Report) -> None:
         else:
             ax.plot([i], samples, "D", color=_color(report, label))
     ax.set_xticks(range(len(report.samples_ms)),
-                  [f"{k.rsplit('@', 1)[0].replace(' (', chr(10) + '(')}\n{k.rsplit('@', 1)[1]} GPU(s)"
+                  [f"{k.rsplit('@', 1)[0].replace(' (', chr(10) + '(')}\n{k.rsplit('@', 1)[1]} {report.unit}"
                    for k in report.samples_ms], fontsize=8)
     ax.set_xlim(-0.7, len(report.samples_ms) - 0.3)
     ax.set_ylabel("step time (ms; lower is better)")
@@ -80,7 +80,7 @@ def _overhead(ax: Axes, report: Report) -> None:
                         fmt="o", color=_color(report, o.arm), capsize=6)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(report.overhead)),
-                  [f"{o.arm}\nvs {o.baseline}\n{o.world_size} GPU(s)" for o in report.overhead], fontsize=7)
+                  [f"{o.arm}\nvs {o.baseline}\n{o.world_size} {report.unit}" for o in report.overhead], fontsize=7)
     ax.set_xlim(-0.7, max(len(report.overhead), 1) - 0.3)
     ax.set_ylabel("overhead (% of the baseline's step; lower is better)")
     ax.set_title("Overhead with 95% CI over runs")
@@ -101,7 +101,7 @@ def _scaling(ax: Axes, report: Report) -> None:
         right.plot(worlds, [s.efficiency * 100 for s in rows], "s--", color=color, alpha=0.7,
                    label=f"{label} efficiency")
     ax.set_xticks(sorted({s.world_size for s in report.scaling}))
-    ax.set_xlabel("GPUs")
+    ax.set_xlabel(report.unit.replace("(s)", "s"))
     ax.set_ylabel("throughput (images/s, global; higher is better)")
     right.set_ylabel("scaling efficiency (%)")
     right.set_ylim(0, 110)

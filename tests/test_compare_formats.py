@@ -135,3 +135,15 @@ def test_the_configuration_names_many_files_by_the_first_and_last(
     assert main([*map(str, files), "--format", "text"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("file"))
     assert "native-r1.json .. native-r5.json (5 files)" in row and "lightning-r1.json" in row
+
+
+def test_cpu_runs_count_ranks_not_gpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cpu = {"accelerator": "cpu"}
+    files = [write(tmp_path / f"{impl}-r{k}.json", make_result(impl, world_size=2, seed=k, config=cpu))
+             for impl in ("native", "lightning") for k in (1, 2)]
+    assert main([*map(str, files), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "2 CPU rank(s): " in text and "images/rank" in text and "CPU ranks" in text
+    assert "GPU(s)" not in text and "img/s/GPU" not in text
+    assert main([*map(str, files), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unit"] == "CPU rank(s)"

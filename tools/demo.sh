@@ -2,9 +2,9 @@
 # make demo: a paired experiment (python -m experiment) of native and Lightning on this machine.
 #   GPUs present: every visible GPU, bf16, channels_last, 256 images per device (the GPU, not
 #   the host, sets the pace); adaptive: blocks until the overhead's 95% interval is within
-#   +-0.5 percentage points (from block 3), at most 5 minutes of blocks.
-#   No GPU: 2 gloo ranks on a small CPU configuration, 5 blocks (10 runs): 2 min 55 s on the
-#   2-core development machine, shared with other work at the time (about 15 s a run).
+#   +-0.5 percentage points (from block 5), at most 5 minutes of blocks.
+#   No GPU: 2 gloo ranks on a small CPU configuration, one warm-up run per arm, then 5 blocks
+#   (12 runs): 2 min 52 s on the 2-core development machine (about 14 s a run).
 # Results, logs, manifest, report and plot land in out/demo-<UTC time>/ (never overwriting).
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
