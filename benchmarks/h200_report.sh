@@ -57,7 +57,8 @@ for manifest in "$d"/*/*/manifest.json; do
   f=$(dirname "$manifest")
   opts=()
   case $f in */ddp-stream-swap/* | */traces/*) opts=(--allow-mismatch) ;; esac
-  "$PY" -m compare "$f" "${opts[@]}" --format text --output "$f/report.txt" \
+  "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format text --output "$f/report.txt" \
     --plot "$f/comparison.png" --overwrite-output
-  "$PY" -m compare "$f" "${opts[@]}" --format markdown --output "$f/report.md" --overwrite-output
+  "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format markdown --output "$f/report.md" \
+    --overwrite-output
 done

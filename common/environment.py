@@ -17,6 +17,10 @@ import torchvision
 
 from common.config import BenchConfig
 from common.source import SUITE_ROOT, source_digest
+
+# Taken when a runner imports this module, at its start: the code that runs, even if the files
+# change on disk before the result is written (a git pull during a long sweep).
+SOURCE_DIGEST = source_digest()
 from common.steps import FAULT_VAR
 
 
@@ -139,7 +143,7 @@ def environment(device: torch.device, gpu_names: list[str], hostnames: list[str]
         "slurm": slurm,
         "git_commit": commit,
         "git_dirty": dirty,
-        "source_digest": source_digest(),
+        "source_digest": SOURCE_DIGEST,
         "command": command,
         "started_utc": started_utc,
         "finished_utc": utc_now(),

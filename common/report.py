@@ -181,7 +181,8 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
         a = result.gpu_activity
         verdict = "host-bound" if a.host_bound else "GPU-bound"
         share = gpu_share(a, s.median)
-        rows.append(("GPU busy", f"{share:.0%} of the timed step ({verdict}; {a.gpu_ms_per_step:.2f} ms"
+        busy = "unknown" if share is None else f"{share:.1%} of the timed step"
+        rows.append(("GPU busy", f"{busy} ({verdict}; {a.gpu_ms_per_step:.2f} ms"
                                  f" of kernels, {a.kernels_per_step:.0f} kernels/step)"))
     rows.append(("parameters synced", "yes" if result.parameters_synchronized else
                  f"NO (max checksum difference {result.parameter_checksum_max_difference:g})"))

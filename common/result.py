@@ -124,10 +124,15 @@ def timed_share(busy_ms_per_step: float, timed_median_ms: float) -> float:
     return min(busy_ms_per_step / timed_median_ms, 1.0) if timed_median_ms > 0 else 0.0
 
 
-def gpu_share(activity: GpuActivity, timed_median_ms: float) -> float:
-    """How busy the GPU was in the timed steps; older results lack the field: from theirs."""
+def gpu_share(activity: GpuActivity, timed_median_ms: float) -> float | None:
+    """How busy the GPU was in the timed steps; older results lack the field: from theirs.
+
+    None (unknown) for older traced results whose kernel time exceeds the wall time: they
+    counted annotated ranges as GPU work."""
     if activity.gpu_busy_share_of_timed_step is not None:
         return activity.gpu_busy_share_of_timed_step
+    if activity.gpu_ms_per_step > activity.wall_ms_per_step:
+        return None
     return timed_share(activity.gpu_busy_fraction * activity.wall_ms_per_step, timed_median_ms)
 
 

@@ -44,8 +44,8 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
         # The GPU's busy time per step over the median timed step (older results: from their
         # profiled window), not the profiled window's busy fraction: the profiler slows the host.
         share = None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
-        if share is not None and share < HOST_BOUND_BELOW:
-            warnings.append(f"{run.label}: host-bound (GPU busy {share:.0%} of the timed step): the GPU"
+        if share is not None and share < HOST_BOUND_BELOW:  # None: unknown, no verdict
+            warnings.append(f"{run.label}: host-bound (GPU busy {share:.1%} of the timed step): the GPU"
                             " waits for the host, so per-step framework cost shows up directly in step time")
         if r.lightning is not None and r.lightning.per_step_sigterm_sync:
             sigterm.setdefault(r.lightning.version, []).append(run.label)

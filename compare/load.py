@@ -296,6 +296,10 @@ def world_unit(runs: Sequence["Run"]) -> str:
     return "CPU rank(s)" if cpu else "GPU(s)"
 
 
+def _percent(value: float | None) -> str | None:
+    return None if value is None else f"{value:.0%}"
+
+
 def span(names: Sequence[str]) -> str:
     """Run files for a reader: all of up to 3, else the first and last and how many."""
     if len(names) > 3:
@@ -332,8 +336,8 @@ def environment_of(run: Run) -> dict[str, str]:
             "slurm job": r.slurm_job_id, "git commit": commit,
             "source digest": None if env.source_digest is None else env.source_digest[:12],
             "lightning barebones": r.lightning.barebones if r.lightning else None,
-            "GPU busy (timed step)": None if r.gpu_activity is None
-            else f"{gpu_share(r.gpu_activity, r.step_time_ms.median):.0%}",
+            "GPU busy (timed step)": _percent(None if r.gpu_activity is None
+                                              else gpu_share(r.gpu_activity, r.step_time_ms.median)),
             "started (UTC)": env.started_utc,
         }
     return {name: show(value) for name, value in facts.items()}

@@ -61,19 +61,21 @@ def cell(value: Any, spec: str = "") -> str:
 
 
 _RUN_WARNING = re.compile(r"^(?P<run>\S+\.json): (?P<rest>.+)$")
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_REPEAT = re.compile(r"-[rw]\d+\.json$")
 
 
 def grouped_warnings(warnings: list[str]) -> list[str]:
-    """Per-run warnings of one kind as one line: the numbers as ranges, then the runs.
+    """Per-run warnings of one kind and one arm as one line: the numbers as ranges, then the runs.
 
-    "a.json: host-bound (GPU busy 82% ...)" and "b.json: host-bound (GPU busy 89% ...)" become
-    "host-bound (GPU busy 82..89% ...) [2 runs: a.json, b.json]"; other warnings stay as they are.
+    "n-r1.json: host-bound (GPU busy 82% ...)" and "n-r2.json: host-bound (GPU busy 89% ...)"
+    become "host-bound (GPU busy 82..89% ...) [2 runs: n-r1.json, n-r2.json]"; other warnings
+    stay as they are, in their order.
     """
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for w in warnings:
+    groups: dict[object, list[tuple[str, str]]] = {}
+    for i, w in enumerate(warnings):
         m = _RUN_WARNING.match(w)
-        key = _NUMBER.sub("#", m["rest"]) if m else w
+        key = (_REPEAT.sub("", m["run"]), _NUMBER.sub("#", m["rest"])) if m else i
         groups.setdefault(key, []).append((m["run"], m["rest"]) if m else ("", w))
     out = []
     for members in groups.values():

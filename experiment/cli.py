@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                     " reversed, ...). Leaves one folder: results/, logs/, manifest.json, report.txt,"
                     " report.md, comparison.png.",
         epilog="Placeholders in runner options, filled in per run: {out} (the folder), {label},"
-               " {repeat}, {run} (= {label}-r{repeat}); e.g. --pyprofile {out}/pyprofile/{run}.pstats."
+               " {repeat}, {run} (= {label}-r{repeat}; {label}-w{k} for the k-th warm-up run, whose"
+               " {repeat} is k); name per-run files by {run}, e.g. --pyprofile {out}/pyprofile/{run}.pstats."
                " Exit status: 0 when every run and the report succeeded; 1 when a run or compare failed"
                " (the others are kept); 2 for a usage error (also when a run exits 2); 130/143 when"
                " stopped by SIGINT/SIGTERM.")

@@ -48,11 +48,10 @@ def expand(options: list[str], out: Path, label: str, repeat: int,
            warmup: bool = False) -> list[str]:
     """Options with {out}, {label}, {repeat}, {run} (= LABEL-rK) filled in for one run.
 
-    For the k-th warm-up run {repeat} is wK and {run} LABEL-wK, so that its files never take
-    the name of a counted run's."""
-    rep = f"w{repeat}" if warmup else str(repeat)
-    values = {"out": str(out), "label": label, "repeat": rep,
-              "run": f"{label}-{rep if warmup else 'r' + rep}"}
+    For the k-th warm-up run {repeat} is k (a number, as options such as --seed need) and {run}
+    is LABEL-wK: files named by {run} never take the name of a counted run's."""
+    values = {"out": str(out), "label": label, "repeat": str(repeat),
+              "run": f"{label}-{'w' if warmup else 'r'}{repeat}"}
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], opt) for opt in options]
 
 
@@ -306,7 +305,9 @@ class Experiment:
 
     def finish(self) -> int:
         """report.txt, report.md and comparison.png from compare; the exit status."""
-        failed = [r for r in self.runs if r["status"] == "failed"]
+        # A failed warm-up run is reported but decides nothing: the counted runs are the experiment.
+        failed = [r for r in self.runs if r["status"] == "failed" and r["warmup"] is None]
+        warm_failed = [r for r in self.runs if r["status"] == "failed" and r["warmup"] is not None]
         status = 0
         text = self.compare("--format", "text", "--output", str(self.s.out / "report.txt"),
                             "--plot", str(self.s.out / "comparison.png"))
@@ -317,10 +318,13 @@ class Experiment:
                 status = 1
         if (self.s.out / "report.txt").is_file():
             print((self.s.out / "report.txt").read_text(), end="")
+        if warm_failed:
+            print(f"{PROG}: warning: {len(warm_failed)} warm-up run(s) failed (not counted): "
+                  + ", ".join(f"{r['label']} w{r['warmup']} (exit {r['exit_status']})" for r in warm_failed),
+                  file=sys.stderr)
         if failed:
             print(f"{PROG}: {len(failed)} run(s) failed: "
-                  + ", ".join(f"{r['label']} {Path(r['log']).stem.rsplit('-', 1)[1]}"
-                              f" (exit {r['exit_status']})" for r in failed),
+                  + ", ".join(f"{r['label']} r{r['repeat']} (exit {r['exit_status']})" for r in failed),
                   file=sys.stderr)
             status = 1
         warm = sum(r["warmup"] is not None for r in self.runs)

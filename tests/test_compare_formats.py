@@ -114,18 +114,21 @@ def test_help_describes_every_option() -> None:
         assert option in text
 
 
-def test_text_groups_a_warning_of_many_runs_into_one_line_with_ranges() -> None:
+def test_text_groups_a_warning_of_many_runs_into_one_line_per_arm_with_ranges() -> None:
     from compare.report import grouped_warnings
-    warnings = ["b-r2.json: host-bound (GPU busy 89% of the timed step): the GPU waits",
-                "a-r10.json: host-bound (GPU busy 82% of the timed step): the GPU waits",
-                "a-r2.json: host-bound (GPU busy 85% of the timed step): the GPU waits",
+    warnings = ["b-r2.json: host-bound (GPU busy 89.1% of the timed step): the GPU waits",
+                "a-r10.json: host-bound (GPU busy 82.0% of the timed step): the GPU waits",
+                "a-r2.json: host-bound (GPU busy 85.5% of the timed step): the GPU waits",
                 "a-r1.json: not in steady state: -4.3% (limit ±2%)",
-                "environment differs: driver"]
+                "environment differs: driver", "environment differs: driver",
+                "a-r1.json: parameters are NOT synchronised (max checksum difference 1e-05)",
+                "a-r2.json: parameters are NOT synchronised (max checksum difference 3.5e-07)"]
     assert grouped_warnings(warnings) == [
-        "host-bound (GPU busy 82..89% of the timed step): the GPU waits"
-        " [3 runs: a-r2.json, a-r10.json, b-r2.json]",
+        "b-r2.json: host-bound (GPU busy 89.1% of the timed step): the GPU waits",
+        "host-bound (GPU busy 82.0..85.5% of the timed step): the GPU waits [2 runs: a-r2.json, a-r10.json]",
         "a-r1.json: not in steady state: -4.3% (limit ±2%)",
-        "environment differs: driver"]
+        "environment differs: driver", "environment differs: driver",
+        "parameters are NOT synchronised (max checksum difference 3.5e-07..1e-05) [2 runs: a-r1.json, a-r2.json]"]
 
 
 def test_the_configuration_names_many_files_by_the_first_and_last(

@@ -80,14 +80,14 @@ def test_warmup_runs_zero_counts_every_run_and_two_run_twice_per_arm(tmp_path):
     assert [r["warmup"] for r in manifest(tmp_path / "b")["runs"]] == [1, 1, 2, 2, None, None]
 
 
-def test_a_failed_warmup_run_is_recorded_and_the_counted_runs_go_on(tmp_path):
+def test_a_failed_warmup_run_is_recorded_and_reported_but_decides_nothing(tmp_path):
     out = tmp_path / "exp"
     proc = experiment(["--repeats", "2", "--out", str(out)], tmp_path, FAKE_FAIL="lightning-w1")
-    assert proc.returncode == 1
+    assert proc.returncode == 0, proc.stderr
     runs = manifest(out)["runs"]
     assert [(r["label"], r["status"]) for r in runs[:2]] == [("native", "warmup"), ("lightning", "failed")]
     assert [r["status"] for r in runs[2:]] == ["ok"] * 4
-    assert "lightning w1 (exit 3)" in proc.stderr
+    assert "1 warm-up run(s) failed (not counted): lightning w1 (exit 3)" in proc.stderr
     assert "2 runs a side" in (out / "report.txt").read_text()
 
 
@@ -180,8 +180,8 @@ def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
 def test_placeholders_expand_per_run_into_the_folder():
     assert expand(["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 2) == [
         "--trace", "/d/traces/native-r2.json", "--x", "native:2"]
-    assert expand(["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 1,
-                  warmup=True) == ["--trace", "/d/traces/native-w1.json", "--x", "native:w1"]
+    assert expand(["--trace", "{out}/traces/{run}.json", "--seed", "{repeat}"], Path("/d"), "native", 2,
+                  warmup=True) == ["--trace", "/d/traces/native-w2.json", "--seed", "2"]  # still a number
 
 
 def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):

@@ -97,4 +97,4 @@ def test_summary_gives_the_gpu_busy_share_of_the_timed_step(capsys):
                             "host_bound": False}
     print_summary(Result.model_validate(data), None, "title")
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "GPU busy" in ln)
-    assert "95% of the timed step (GPU-bound;" in line and "1300 kernels/step" in line
+    assert "95.0% of the timed step (GPU-bound;" in line and "1300 kernels/step" in line
