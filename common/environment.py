@@ -17,12 +17,11 @@ import torchvision
 
 from common.config import BenchConfig
 from common.source import SUITE_ROOT, source_digest
+from common.steps import FAULT_VAR
 
 # Taken when a runner imports this module, at its start: the code that runs, even if the files
 # change on disk before the result is written (a git pull during a long sweep).
 SOURCE_DIGEST = source_digest()
-from common.steps import FAULT_VAR
-
 
 
 def utc_now() -> str:

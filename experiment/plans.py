@@ -16,8 +16,8 @@ from experiment.arms import Arm
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
 B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
-# The original workload (32/GPU, NCHW) timed over 300 steps: a burst of host interference a few
-# steps long then moves a run's median little (over the default 50 steps it can move it 15%).
+# The original workload (32/GPU, NCHW) timed over 300 steps: over the default 50 (under a second)
+# host interference moved one arm's run medians by 11-32% (results/h200/overhead/original-defaults).
 LONG = ("--warmup-steps", "50", "--steps", "300")
 COMPILED = ("--compile", "--warmup-steps", "20")
 N, L = Arm("native", "native"), Arm("lightning", "lightning")
