@@ -55,8 +55,11 @@ t=$d/traces
 # The experiment folders (python -m experiment): report.txt, report.md, comparison.png.
 for manifest in "$d"/*/*/manifest.json; do
   f=$(dirname "$manifest")
-  opts=()
-  case $f in */ddp-stream-swap/* | */traces/*) opts=(--allow-mismatch) ;; esac
+  # compare's options as the experiment passed them: its plan's (--allow-mismatch, say)
+  read -ra opts <<<"$("$PY" -c 'import json, sys
+from experiment import plans
+name = json.load(open(sys.argv[1]))["experiment"] or ""
+print(" ".join(plans.find(name.split("/")[0]).compare_options) if name else "")' "$manifest")"
   "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format text --output "$f/report.txt" \
     --plot "$f/comparison.png" --overwrite-output
   "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format markdown --output "$f/report.md" \
