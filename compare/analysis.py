@@ -100,6 +100,11 @@ class Report:
     labels: list[str] = field(default_factory=list)  # arm labels, baseline first
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
 
+    @property
+    def units(self) -> str:
+        """The unit as a column or axis name: GPUs, or CPU ranks."""
+        return self.unit.replace("(s)", "s")
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (no NaN: missing values are None)."""
         return {

@@ -44,7 +44,7 @@ def _throughput(ax: Axes, report: Report) -> None:
             bars = ax.bar(xs, ys, width, color=_color(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
     ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
-    ax.set_xlabel(report.unit.replace("(s)", "s"))
+    ax.set_xlabel(report.units)
     ax.set_ylabel("throughput (images/s, global; higher is better)")
     ax.set_title("Throughput (median step)")
     ax.legend(fontsize=8)
@@ -101,7 +101,7 @@ def _scaling(ax: Axes, report: Report) -> None:
         right.plot(worlds, [s.efficiency * 100 for s in rows], "s--", color=color, alpha=0.7,
                    label=f"{label} efficiency")
     ax.set_xticks(sorted({s.world_size for s in report.scaling}))
-    ax.set_xlabel(report.unit.replace("(s)", "s"))
+    ax.set_xlabel(report.units)
     ax.set_ylabel("throughput (images/s, global; higher is better)")
     right.set_ylabel("scaling efficiency (%)")
     right.set_ylim(0, 110)

@@ -108,14 +108,10 @@ def _ci(low: float | None, high: float | None) -> str:
 def _columns(report: Report, columns: tuple[tuple[str, str, str], ...]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the per-implementation table for some columns."""
     cpu = report.unit != "GPU(s)"
-    names = {"GPUs": _plural(report), "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
+    names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
     headers = [names.get(h, h) for _, h, _ in columns]
     return headers, [[cell(row[k], f) for k, _, f in columns] for row in report.table]
 
-
-def _plural(report: Report) -> str:
-    """The world-size column's header: GPUs, or CPU ranks."""
-    return report.unit.replace("(s)", "s")
 
 
 def sections(report: Report) -> list[Section]:
@@ -133,7 +129,7 @@ def sections(report: Report) -> list[Section]:
         out.append(Section(
             "Overhead: arm vs baseline, (geometric mean of per-run median steps, arm / baseline - 1) x 100;"
             " one number per run, a step's time its slowest rank's (↓ lower is better)",
-            [_plural(report), "arm vs baseline", "overhead % ↓", "95% CI %", "± pp", "detectable %", "runs",
+            [report.units, "arm vs baseline", "overhead % ↓", "95% CI %", "± pp", "detectable %", "runs",
              "min-run % ↓", "step jitter %"],
             [[cell(o.world_size), f"{o.arm} vs {o.baseline}", f"{o.percent:+.2f}", _ci(o.ci_low, o.ci_high),
               cell(o.half_width, ".2f"), cell(o.min_detectable_percent, ".2f"), f"{o.arm_runs}/{o.baseline_runs}",
@@ -179,7 +175,7 @@ def _scaling_section(report: Report) -> Section:
     }[report.scaling_mode or "mixed"]
     rows = [[s.implementation, cell(s.world_size), f"{s.throughput:.1f}", f"{s.speedup:.3f}", f"{s.efficiency:.1%}",
              cell(s.overhead_percent, "+.2f"), _ci(s.overhead_ci_low, s.overhead_ci_high)] for s in report.scaling]
-    headers = ["arm", _plural(report), "img/s ↑", "speed-up ↑", "efficiency ↑", f"overhead vs {report.baseline} % ↓",
+    headers = ["arm", report.units, "img/s ↑", "speed-up ↑", "efficiency ↑", f"overhead vs {report.baseline} % ↓",
                "95% CI %"]
     return Section(f"Scaling: {mode}", headers, rows)
 
