@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description="Write the lesson page: native, Fabric and"
                            " the Trainer side by side, one row per # DDP: mark.")
     parser.add_argument("--output", type=Path, default=None, metavar="PATH",
-                        help=f"where to write the page (default: rewrite {PAGE.relative_to(ROOT)}"
-                        " of this checkout)")
+                        help="where to write the page (default: rewrite docs/lesson.html of"
+                        " this checkout)")
     parser.add_argument("--overwrite-output", action="store_true",
                         help="replace an existing --output PATH")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -39,14 +39,13 @@ def main(argv: list[str] | None = None) -> int:
             text = render(read_runners(ROOT))
         except LessonError as error:
             raise UsageError(str(error)) from None
+        path, replace = (PAGE, True) if args.output is None else (args.output,
+                                                                    args.overwrite_output)
         try:
-            if args.output is None:
-                write_page(PAGE, text, replace=True)
-            else:
-                write_page(args.output, text, replace=args.overwrite_output)
+            write_page(path, text, replace)
         except OutputError as error:
             raise UsageError(str(error)) from None
-    print(f"{PROG}: wrote {args.output or PAGE.relative_to(ROOT)}")
+    print(f"{PROG}: wrote {path}")
     return 0
 
 

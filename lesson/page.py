@@ -74,6 +74,7 @@ footer { margin-top: 1rem; color: var(--muted); font-size: 0.8rem; }
 }
 @page { size: A4 landscape; margin: 8mm; }
 @media print {
+  html { font-size: 10px; }
   body { margin: 0; font-size: 9pt; }
   * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
   nav { display: none; }
