@@ -98,14 +98,19 @@ class Browser:
         return path
 
 
-@pytest.fixture
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    """A fresh headless Chromium (own profile folder), quit after the test."""
+def skip_or_fail_without_a_browser() -> None:
+    """Skip the test (with the reason) where no browser can run; fail instead in CI."""
     reason = missing()
     if reason:
         if os.environ.get(REQUIRED) == "1":
             pytest.fail(f"{REQUIRED}=1 but {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """A fresh headless Chromium (own profile folder), quit after the test."""
+    skip_or_fail_without_a_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

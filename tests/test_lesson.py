@@ -9,6 +9,7 @@ import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 
+import browser as browser_module
 import pytest
 from browser import browser  # noqa: F401  (the fixture)
 from conftest import ROOT, clean_env
@@ -186,6 +187,16 @@ def test_without_output_the_command_rewrites_its_own_page(tmp_path, monkeypatch,
     assert cli.main([]) == 0
     assert capsys.readouterr().out == f"lesson: wrote {own}\n"
     assert own.read_text(encoding="utf-8") == PAGE.read_text(encoding="utf-8")
+
+
+def test_without_chromium_a_browser_test_is_skipped_but_fails_in_ci(monkeypatch):
+    monkeypatch.setattr(browser_module.shutil, "which", lambda program: None)
+    monkeypatch.delenv(browser_module.REQUIRED, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium is not installed"):
+        browser_module.skip_or_fail_without_a_browser()
+    monkeypatch.setenv(browser_module.REQUIRED, "1")
+    with pytest.raises(pytest.fail.Exception, match="DDPBENCH_REQUIRE_BROWSER=1 but chromium"):
+        browser_module.skip_or_fail_without_a_browser()
 
 
 @pytest.mark.browser
