@@ -2,7 +2,7 @@
 
     report = analyse(runs, baseline="native")   # WorkloadMismatch when the runs differ
 
-Runs are grouped by arm label (load.Run.group). Each other label is compared with the
+Runs are grouped by arm label (model.Run.label). Each other label is compared with the
 baseline, and lightning with fabric, lightning-services with lightning where both exist;
 each comparison's interval comes from one number per run (stats.run_level_interval).
 
@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.result import OriginalResult
 from compare import stats
+from compare.display import world_unit
 from compare.errors import CompareError, WorkloadMismatch
-from compare.flags import SlowRank, SteadyState, run_flags, slow_ranks, steady_state_warnings, steady_states
+from compare.flags import (Flag, SlowRank, SteadyState, run_flags, slow_ranks, steady_state_warnings,
+                           steady_states)
 from compare.header import HeaderRow, header_rows, title_of
-from compare.load import Run, world_unit
+from compare.model import Run
 from compare.numerics import numerics_identical, numerics_notes
-from compare.pairing import environment_differences, group, labels, scaling_mode, unpaired, workload_differences
+from compare.pairing import (environment_differences, group, labels, scaling_mode, unpaired,
+                             workload_differences)
 
 # Aggregation over repeats in one table row: medians of the runs' values, except memory (max).
 _MEDIAN_OF_RUNS = (
@@ -67,9 +69,9 @@ class Overhead:
 
 @dataclass(frozen=True)
 class ScalingRow:
-    """One implementation at one world size against its smallest world size."""
+    """One arm at one world size against its smallest world size."""
 
-    implementation: str
+    arm: str
     world_size: int
     throughput: float
     speedup: float
@@ -85,7 +87,7 @@ class Report:
 
     title: str
     header: list[HeaderRow]
-    table: list[dict[str, Any]]  # one row per implementation and world size
+    table: list[dict[str, Any]]  # one row per arm label and world size
     run_table: list[dict[str, Any]]  # one row per run (csv)
     pairs: list[dict[str, Any]]
     overhead: list[Overhead]
@@ -93,7 +95,7 @@ class Report:
     scaling: list[ScalingRow]
     slow_ranks: list[SlowRank]
     steady_state: list[SteadyState] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Flag] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     samples_ms: dict[str, list[float]] = field(default_factory=dict)  # "label@N" -> step times, for plots
     baseline: str = "native"
@@ -120,39 +122,15 @@ class Report:
             "scaling": {"mode": self.scaling_mode, "rows": [dataclasses.asdict(s) for s in self.scaling]},
             "slow_ranks": [dataclasses.asdict(s) for s in self.slow_ranks],
             "steady_state": [dataclasses.asdict(s) for s in self.steady_state],
-            "warnings": self.warnings,
+            "warnings": [flag.text for flag in self.warnings],
             "notes": self.notes,
         }
 
 
-def run_values(run: Run) -> dict[str, Any]:
-    """The table's measurements of one run (None where the result has none)."""
-    r = run.result
-    if isinstance(r, OriginalResult):
-        # The originals timed one wall-clock interval: its mean is their only step time.
-        return {
-            "images_per_second_median": r.images_per_second,
-            "images_per_second_per_device": r.images_per_second / r.world_size,
-            "step_median_ms": r.milliseconds_per_step, "step_p5_ms": None, "step_p95_ms": None,
-            "images_per_second": r.images_per_second, "warmup_seconds": None, "first_step_seconds": None,
-            "peak_allocated_gib": r.peak_allocated_gib, "peak_reserved_gib": r.peak_reserved_gib,
-            "parameters_synchronized": r.parameters_synchronized,
-        }
-    return {
-        "images_per_second_median": r.images_per_second_median,
-        "images_per_second_per_device": r.images_per_second_per_device,
-        "step_median_ms": r.step_time_ms.median, "step_p5_ms": r.step_time_ms.p5, "step_p95_ms": r.step_time_ms.p95,
-        "images_per_second": r.images_per_second, "warmup_seconds": r.warmup_seconds,
-        "first_step_seconds": r.first_step_seconds,
-        "peak_allocated_gib": r.peak_allocated_gib, "peak_reserved_gib": r.peak_reserved_gib,
-        "parameters_synchronized": r.parameters_synchronized,
-    }
-
-
 def _aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> dict[str, Any]:
     """One table row for the repeats of one arm at one world size."""
-    values = [run_values(run) for run in runs]
-    row: dict[str, Any] = {"implementation": label, "world_size": world, "runs": len(runs)}
+    values = [run.values for run in runs]
+    row: dict[str, Any] = {"arm": label, "world_size": world, "runs": len(runs)}
     for key in _MEDIAN_OF_RUNS:
         present = [v[key] for v in values if v[key] is not None]
         row[key] = stats.median(present) if present else None
@@ -166,7 +144,7 @@ def _aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> di
 
 def per_run_ms(runs: Sequence[Run], wall_clock: bool) -> list[float]:
     """One number per run: its median pace, or its wall-clock mean step (for originals)."""
-    return [run.result.milliseconds_per_step if wall_clock else run.pace_median_ms for run in runs]
+    return [run.wall_ms if wall_clock else run.pace_median_ms for run in runs]
 
 
 def overhead_of(world: int, arm: str, baseline: str, arm_runs: Sequence[Run],
@@ -222,8 +200,9 @@ def _scaling(cells: dict[tuple[str, int], list[Run]],
 def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState) -> dict[str, Any]:
     """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
     return {
-        "file": str(run.path), "label": run.label, "arm": run.group, "implementation": run.implementation,
-        "original_script": run.original, "world_size": run.world_size, "runs": 1, **run_values(run),
+        "file": str(run.path), "name": run.file, "arm": run.label,
+        "implementation": run.implementation, "original_script": run.original,
+        "world_size": run.world_size, "runs": 1, **run.values,
         "first_half_median_ms": steady.first_half_median_ms, "second_half_median_ms": steady.second_half_median_ms,
         "steady_state_change_percent": steady.change_percent,
         "numerics_identical": numerics,
@@ -235,8 +214,8 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
 
 def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:
     """Step times per cell for the distribution plot ("label@N"; an original run adds its mean)."""
-    return {f"{impl}@{world}": [t for run in runs for t in (run.step_samples_ms or [run.median_ms])]
-            for (impl, world), runs in cells.items()}
+    return {f"{label}@{world}": [t for run in runs for t in (run.step_samples_ms or [run.median_ms])]
+            for (label, world), runs in cells.items()}
 
 
 def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
@@ -247,18 +226,20 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
         raise CompareError(f"--baseline {baseline}: no run has that label;"
                            f" the labels are {', '.join(present)}")
     base = baseline or ("native" if "native" in present else present[0])
-    warnings: list[str] = []
+    warnings: list[Flag] = []
     mismatches = workload_differences(runs)
     if mismatches and not allow_mismatch:
         raise WorkloadMismatch(
             "the runs measure different workloads (only the world size may differ; pass --allow-mismatch"
             " to compare anyway): " + "; ".join(d.describe() for d in mismatches)
         )
-    warnings += [f"workload differs (allowed by --allow-mismatch): {d.describe()}" for d in mismatches]
-    warnings += [f"environment differs: {d.describe()}" for d in environment_differences(runs)]
+    warnings += [Flag.plain("workload", f"workload differs (allowed by --allow-mismatch):"
+                                        f" {d.describe()}") for d in mismatches]
+    warnings += [Flag.plain("environment", f"environment differs: {d.describe()}")
+                 for d in environment_differences(runs)]
     cells = group(runs, base)
     unit = world_unit(runs)
-    warnings += unpaired(cells, base, unit)
+    warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
     worlds = sorted({world for _, world in cells})
     overhead: list[Overhead] = []
     pairs = []
@@ -268,8 +249,8 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
             o = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
             overhead.append(o)
             pairs.append({"world_size": world, "arm": arm, "baseline": against,
-                          "arm_files": [r.label for r in cells[(arm, world)]],
-                          "baseline_files": [r.label for r in cells[(against, world)]],
+                          "arm_files": [r.file for r in cells[(arm, world)]],
+                          "baseline_files": [r.file for r in cells[(against, world)]],
                           "numerics_identical": o.numerics_identical})
     vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
@@ -277,8 +258,8 @@ def analyse(runs: Sequence[Run], allow_mismatch: bool = False,
     table = [_aggregate(label, world, rs, same.get((label, world), "-"))
              for (label, world), rs in cells.items()]
     steady = steady_states(runs)
-    run_table = [_run_row(run, vs_base.get((run.group, run.world_size)),
-                          same.get((run.group, run.world_size), "-"), state)
+    run_table = [_run_row(run, vs_base.get((run.label, run.world_size)),
+                          same.get((run.label, run.world_size), "-"), state)
                  for run, state in zip(runs, steady)]
     run_warnings, notes = run_flags(runs)
     return Report(

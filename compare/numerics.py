@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from common.result import OriginalResult
-from compare.load import Run, span
+from compare.display import span
+from compare.model import Run
 
 GPU_NOT_REPRODUCIBLE = ("GPU runs are not bitwise reproducible (cuDNN autotuning, atomic adds); bit-identity is"
                         " checked on CPU in the test suite")
@@ -26,10 +26,11 @@ def numerics_identical(runs: Sequence[Run]) -> str:
 
     Original results have no digest and only a mean loss: 'no' if those means differ, else 'n/a'.
     """
-    if any(isinstance(run.result, OriginalResult) for run in runs):
-        return "no" if len({run.result.final_loss_mean for run in runs}) > 1 else "n/a"
-    digests = {run.result.parameter_digest for run in runs}
-    losses = {tuple(rank.final_loss for rank in sorted(run.result.ranks, key=lambda k: k.rank)) for run in runs}
+    if any(run.original for run in runs):
+        return "no" if len({run.final_loss_mean for run in runs}) > 1 else "n/a"
+    digests = {run.parameter_digest for run in runs}
+    losses = {tuple(rank.final_loss for rank in sorted(run.ranks, key=lambda k: k.rank))
+              for run in runs}
     return "yes" if len(digests) == 1 and len(losses) == 1 else "no"
 
 
@@ -38,7 +39,7 @@ def _repeats_notes(world: int, arm: str, baseline: str, cells: dict[tuple[str, i
     """What repeats of one arm say about an arm/baseline 'no' at one world size."""
     verdicts = {label: numerics_identical(cells[(label, world)]) for label in (baseline, arm)
                 if len(cells[(label, world)]) >= 2}
-    files = {label: span([run.label for run in cells[(label, world)]]) for label in verdicts}
+    files = {label: span([run.file for run in cells[(label, world)]]) for label in verdicts}
     differ = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "no"]
     agree = [f"{label}: {files[label]}" for label, same in verdicts.items() if same == "yes"]
     notes = []

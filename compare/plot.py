@@ -22,12 +22,12 @@ DPI = 120
 
 def _color(report: Report, label: str) -> str:
     """One colour per arm label, in the report's label order."""
-    order = report.labels or list(dict.fromkeys(row["implementation"] for row in report.table))
+    order = _labels(report)
     return PALETTE[order.index(label) % len(PALETTE)] if label in order else "tab:gray"
 
 
 def _labels(report: Report) -> list[str]:
-    return report.labels or list(dict.fromkeys(row["implementation"] for row in report.table))
+    return report.labels or list(dict.fromkeys(row["arm"] for row in report.table))
 
 
 def _throughput(ax: Axes, report: Report) -> None:
@@ -37,7 +37,7 @@ def _throughput(ax: Axes, report: Report) -> None:
     width = 0.8 / max(len(names), 1)
     for k, label in enumerate(names):
         offset = (k - (len(names) - 1) / 2) * width
-        rows = {row["world_size"]: row for row in report.table if row["implementation"] == label}
+        rows = {row["world_size"]: row for row in report.table if row["arm"] == label}
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
         ys = [rows[w]["images_per_second_median"] for w in worlds if w in rows]
         if xs:
@@ -51,7 +51,7 @@ def _throughput(ax: Axes, report: Report) -> None:
 
 
 def _distributions(ax: Axes, report: Report) -> None:
-    """(2) Step-time box plots per implementation and world size (a dot where only a mean exists)."""
+    """(2) Step-time box plots per arm and world size (a dot where only a mean exists)."""
     for i, (key, samples) in enumerate(report.samples_ms.items()):
         label = key.rsplit("@", 1)[0]
         if len(samples) > 1:
@@ -90,7 +90,7 @@ def _scaling(ax: Axes, report: Report) -> None:
     """(4) Throughput (solid) and efficiency (dashed, right axis) against GPU count."""
     right = ax.twinx()
     for label in _labels(report):
-        rows = [s for s in report.scaling if s.implementation == label]
+        rows = [s for s in report.scaling if s.arm == label]
         if not rows:
             continue
         worlds = [s.world_size for s in rows]
