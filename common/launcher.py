@@ -71,6 +71,19 @@ def slurm_master_port(env: Mapping[str, str]) -> int:
     return 15000 + int(digits) if digits else DEFAULT_MASTER_PORT
 
 
+def slurm_job_shape(env: Mapping[str, str]) -> tuple[int, int]:
+    """(tasks per node, nodes) of the Slurm job, as srun starts its tasks; UsageError when
+    the tasks are spread unevenly over the nodes (SLURM_TASKS_PER_NODE such as "2(x3)" is even).
+    """
+    per_node = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "1")
+    found = re.fullmatch(r"(\d+)(\(x\d+\))?", per_node)
+    if not found:
+        raise UsageError(f"tasks are spread unevenly over the nodes ({per_node});"
+                         " submit with --ntasks-per-node")
+    nodes = "SLURM_NNODES" if env.get("SLURM_NNODES") else "SLURM_JOB_NUM_NODES"
+    return int(found.group(1)), _int(env, nodes) if env.get(nodes) else 1
+
+
 def _port(env: Mapping[str, str], name: str) -> int:
     """A TCP port from the environment: a whole number in 1..65535."""
     port = _int(env, name)

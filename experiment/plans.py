@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.errors import UsageError
 from experiment.arms import Arm
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
@@ -20,7 +21,7 @@ B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
 # host interference moved one arm's run medians by 11-32% (results/h200/overhead/original-defaults).
 LONG = ("--warmup-steps", "50", "--steps", "300")
 COMPILED = ("--compile", "--warmup-steps", "20")
-N, L = Arm("native", "native"), Arm("lightning", "lightning")
+NATIVE, TRAINER = Arm("native", "native"), Arm("lightning", "lightning")  # the Trainer arm
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Plan:
 
     name: str
     question: str
-    arms: tuple[Arm, ...] = (N, L)
+    arms: tuple[Arm, ...] = (NATIVE, TRAINER)
     repeats: int = 3
     options: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = (Variant(""),)
@@ -54,14 +55,15 @@ REGIMES = (Variant("gpu-bound", B256), Variant("original-defaults"),
 
 
 def stream_arms() -> tuple[Arm, ...]:
-    """Each runner with its own DDP stream and with the other's: N L Ns Lc, then Lc Ns L N."""
-    return (N, L, Arm("native-side-stream", "native", ("--ddp-stream", "side")),
+    """Each runner with its own DDP stream and with the other's: native, lightning,
+    native-side-stream, lightning-current-stream (then reversed, ABBA)."""
+    return (NATIVE, TRAINER, Arm("native-side-stream", "native", ("--ddp-stream", "side")),
             Arm("lightning-current-stream", "lightning", ("--ddp-stream", "current")))
 
 
 def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
     """arm as it comes, then with a busy host spin of each delay (us) per step."""
-    return (arm, *(Arm(f"{arm.label}-host-delay-{us}", arm.arm, ("--host-delay-us", str(us)))
+    return (arm, *(Arm(f"{arm.label}-host-delay-{us}", arm.runner, ("--host-delay-us", str(us)))
                    for us in delays))
 
 
@@ -69,10 +71,11 @@ PLANS: tuple[Plan, ...] = (
     Plan("overhead", "What does Lightning's Trainer cost against native, in each regime?",
          repeats=7, variants=REGIMES),
     Plan("a-a", "Does native against itself come out 'no difference' (the method's A/A check)?",
-         arms=(N, Arm("native-b", "native")), repeats=5, variants=REGIMES),
+         arms=(NATIVE, Arm("native-b", "native")), repeats=5, variants=REGIMES),
     Plan("arms", "What does each arm cost: Fabric against native, the Trainer against Fabric,"
          " the Trainer's services against barebones?",
-         arms=(N, Arm("fabric", "fabric"), L, Arm("lightning-services", "lightning-services")),
+         arms=(NATIVE, Arm("fabric", "fabric"), TRAINER,
+               Arm("lightning-services", "lightning-services")),
          variants=REGIMES),
     Plan("precisions", "Is Lightning's overhead the same at every precision?",
          variants=tuple(Variant(p, ("--batch-size-per-device", "256", "--precision", p, "--channels-last"))
@@ -99,8 +102,8 @@ PLANS: tuple[Plan, ...] = (
                    Variant("compile", (*B256, *COMPILED)))),
     Plan("host-slack", "Does extra host work per step lengthen the step (is the step host-bound)?",
          repeats=2, options=B256, compare_options=("--allow-mismatch",),
-         variants=(Variant("native", arms=delay_arms(N, (1000, 2000, 3000, 4000))),
-                   Variant("lightning", arms=delay_arms(L, (2000,))))),
+         variants=(Variant("native", arms=delay_arms(NATIVE, (1000, 2000, 3000, 4000))),
+                   Variant("lightning", arms=delay_arms(TRAINER, (2000,))))),
     Plan("host-profile", "Where does each runner's host time per step go (cProfile of the timed steps)?",
          repeats=1, options=(*B256, "--pyprofile", "{out}/pyprofile/{run}.pstats")),
     Plan("traces", "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
@@ -112,14 +115,14 @@ PLANS: tuple[Plan, ...] = (
                    Variant("swapped-streams-bf16", ("--precision", "bf16", "--channels-last"),
                            arms=stream_arms()[2:]),
                    Variant("side-stream-bf16-nchw", ("--precision", "bf16"),
-                           arms=(N, stream_arms()[2])))),
+                           arms=(NATIVE, stream_arms()[2])))),
 )
 
 
 def find(name: str) -> Plan:
-    """The plan called name; ValueError listing the names otherwise."""
+    """The plan called name; UsageError listing the names otherwise."""
     for plan in PLANS:
         if plan.name == name:
             return plan
-    raise ValueError(f"--plan: no plan '{name}'; choose from {', '.join(p.name for p in PLANS)}"
+    raise UsageError(f"--plan: no plan '{name}'; choose from {', '.join(p.name for p in PLANS)}"
                      " (--list-plans)")

@@ -194,8 +194,9 @@ def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
                       tmp_path)
     m = manifest(out / "lightning")
     assert m["experiment"] == "host-slack/lightning"
-    assert m["arms"][1] == {"label": "lightning-host-delay-2000", "arm": "lightning",
-                            "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"]}
+    assert m["arms"][1] == {"label": "lightning-host-delay-2000", "runner": "lightning",
+                            "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"],
+                            "python": sys.executable}
 
 
 def test_experiment_imports_neither_torch_nor_lightning():
