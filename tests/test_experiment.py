@@ -241,3 +241,24 @@ def test_real_runners_on_cpu_two_repeats(tmp_path):
     assert sorted(p.name for p in (out / "results").iterdir()) == [
         "lightning-r1.json", "lightning-r2.json", "native-r1.json", "native-r2.json"]
     assert "lightning" in (out / "report.txt").read_text()
+
+
+def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_path):
+    from common.manifest import ManifestRun
+    from experiment.arms import label_arms
+    from experiment.run import Experiment, Settings
+
+    out = tmp_path / "exp"
+    (out / "results").mkdir(parents=True)
+    settings = Settings(out=out, arms=label_arms(["native", "lightning"]), options=[], repeats=1,
+                        python=sys.executable, launch="self")
+    exp = Experiment(settings)
+    for i, arm in enumerate(settings.arms, 1):
+        (out / "results" / f"{arm.label}-r1.json").write_text("{\"truncated\": ")
+        exp.runs.append(ManifestRun(
+            index=i, block=1, position=i, label=arm.label, runner=arm.runner, repeat=1,
+            command=[], result=f"results/{arm.label}-r1.json", log=f"logs/{arm.label}-r1.log",
+            status="ok", exit_status=0, started_utc="", finished_utc="", seconds=1.0))
+    exp.write_manifest()
+    line = exp.describe(exp.estimate())
+    assert line.startswith("    estimate: compare failed: ") and "native-r1.json: not valid JSON" in line
