@@ -36,11 +36,6 @@ class Launch:
     is_child: bool  # False only for the self-launching parent, before it starts the ranks
     slurm: dict[str, str] | None = None
 
-    @property
-    def is_rank_zero(self) -> bool:
-        """Global rank zero writes results and prints the summary."""
-        return self.rank == 0
-
 
 def is_slurm(env: Mapping[str, str]) -> bool:
     """Lightning's rule: SLURM_NTASKS set and not an interactive job named bash/interactive."""

@@ -109,8 +109,9 @@ def load_manifest(path: Path) -> Manifest:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-        raise ResultError(f"{path}: not a valid experiment manifest: field {where}:"
-                          f" {first['msg']}{more}") from None
+        raise ResultError(
+            f"{path}: not a valid experiment manifest: field {where}: {first['msg']}{more}"
+        ) from None
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:

@@ -36,12 +36,18 @@ class OutputError(Exception):
 
 
 # Kinds of file an output path must never be: a rename onto one replaces the device node itself.
-_SPECIAL_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                  (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+_SPECIAL_FILES = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
 # Why a write failed for lack of room, in words.
-_NO_ROOM = {errno.ENOSPC: "no space left on the device",
-            errno.EDQUOT: "the disk quota is exceeded",
-            errno.EROFS: "the file system is read-only"}
+_NO_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+}
 
 
 def output_path_problem(option: str, path: Path, overwrite: bool) -> str | None:
@@ -69,17 +75,20 @@ def output_path_problem(option: str, path: Path, overwrite: bool) -> str | None:
         return f"{option} {path}: cannot use this path ({error.strerror}); give another path"
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
-            return (f"{option} {path} is a symbolic link (to {os.readlink(path)}); links are"
-                    " neither followed nor replaced: give the target's own path or another name")
+            return (
+                f"{option} {path} is a symbolic link (to {os.readlink(path)}); links are"
+                " neither followed nor replaced: give the target's own path or another name"
+            )
         if stat.S_ISDIR(st.st_mode):
             return f"{option} {path} is a folder; give a file path inside it"
         for is_kind, kind in _SPECIAL_FILES:
             if is_kind(st.st_mode):
-                return (f"{option} {path} is {kind}, not a regular file; outputs go to regular"
-                        f" files only (to keep no file, leave out {option})")
+                return (
+                    f"{option} {path} is {kind}, not a regular file; outputs go to regular"
+                    f" files only (to keep no file, leave out {option})"
+                )
         if not overwrite:
-            return (f"{option} {path} already exists; choose another path or add"
-                    " --overwrite-output")
+            return f"{option} {path} already exists; choose another path or add --overwrite-output"
     parent = path.parent
     if not parent.is_dir():
         return f"{option} folder {parent} does not exist; create it first (mkdir -p {parent})"
@@ -88,8 +97,9 @@ def output_path_problem(option: str, path: Path, overwrite: bool) -> str | None:
     return None
 
 
-def write_atomically(path: Path, fill: Callable[[Path], object], *, mode: Mode,
-                     option: str = "--output") -> None:
+def write_atomically(
+    path: Path, fill: Callable[[Path], object], *, mode: Mode, option: str = "--output"
+) -> None:
     """Let `fill` write a temp file beside `path`, then move it into place; OutputError if not.
 
     The temp file keeps `path`'s suffix (matplotlib picks the format from it; a writer that
@@ -107,8 +117,9 @@ def write_atomically(path: Path, fill: Callable[[Path], object], *, mode: Mode,
     if problem := output_path_problem(option, path, replace):
         raise OutputError(f"{problem}; nothing was written")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
-                                   dir=path.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent
+        )
     except OSError as error:
         raise OutputError(_cannot_write(option, path, error)) from None
     try:
@@ -130,7 +141,8 @@ def write_atomically(path: Path, fill: Callable[[Path], object], *, mode: Mode,
             except FileExistsError:
                 raise OutputError(
                     f"{option} {path} appeared while this ran; it was left alone and nothing was"
-                    " written: choose another path or add --overwrite-output") from None
+                    " written: choose another path or add --overwrite-output"
+                ) from None
             os.unlink(tmp)
     except OSError as error:
         raise OutputError(_cannot_write(option, path, error)) from None
@@ -141,8 +153,9 @@ def write_atomically(path: Path, fill: Callable[[Path], object], *, mode: Mode,
 
 def write_text(path: Path, text: str, *, mode: Mode, option: str = "--output") -> None:
     """`text` (UTF-8) written to `path` by `write_atomically`."""
-    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), mode=mode,
-                     option=option)
+    write_atomically(
+        path, lambda tmp: tmp.write_text(text, encoding="utf-8"), mode=mode, option=option
+    )
 
 
 def mode_for(overwrite: bool) -> Mode:
@@ -154,7 +167,11 @@ def _cannot_write(option: str, path: Path, error: OSError) -> str:
     """One line for a failed write: the path, the reason in words, the errno name, the fix."""
     name = errno.errorcode.get(error.errno or 0, "error")
     why = _NO_ROOM.get(error.errno or 0) or error.strerror or str(error)
-    fix = ("free some space or choose another" if error.errno in (errno.ENOSPC, errno.EDQUOT)
-           else "choose another")
-    return (f"cannot write {option} {path}: {why} ({name}); nothing was written there:"
-            f" {fix} {option}")
+    fix = (
+        "free some space or choose another"
+        if error.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "choose another"
+    )
+    return (
+        f"cannot write {option} {path}: {why} ({name}); nothing was written there: {fix} {option}"
+    )

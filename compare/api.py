@@ -25,8 +25,9 @@ def load(paths: Sequence[Path | str]) -> tuple[list[Run], str | None]:
     return load_inputs([Path(p) for p in paths])
 
 
-def analyse_paths(paths: Sequence[Path | str], baseline: str | None = None,
-                  allow_mismatch: bool = False) -> Report:
+def analyse_paths(
+    paths: Sequence[Path | str], baseline: str | None = None, allow_mismatch: bool = False
+) -> Report:
     """Load and analyse: the baseline is `baseline`, else the manifest's (when a run of it is
     there: a baseline whose runs all failed is no mistake of the user's), else native, else
     the first label."""

@@ -32,36 +32,66 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog=PROG,
         description=(
-            "Compare benchmark results of several arms (native, fabric, lightning, lightning-services, or"
-            " the labels of an experiment folder): configuration side by side, throughput, step-time"
-            " percentiles, each arm's overhead over the baseline, slow ranks and, over several world sizes,"
-            " scaling. Runs of one arm label and workload are repeats; runs may differ in world size only."
+            "Compare benchmark results of several arms (native, fabric, lightning,"
+            " lightning-services, or"
+            " the labels of an experiment folder): configuration side by side, throughput,"
+            " step-time"
+            " percentiles, each arm's overhead over the baseline, slow ranks and, over several"
+            " world sizes,"
+            " scaling. Runs of one arm label and workload are repeats; runs may differ in world"
+            " size only."
             " The unit of evidence is a run: each contributes its median step, and the overhead's"
-            f" {stats.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log per-run median; with"
+            f" {stats.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log per-run"
+            " median; with"
             f" fewer than {stats.MIN_RUNS} runs a side there is a point estimate and no verdict."
             " Results of the original single-file scripts form their own group."
         ),
-        epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure different"
-               " workloads, or an output that exists (one line on stderr).",
+        epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure"
+        " different workloads, or an output that exists (one line on stderr).",
         allow_abbrev=False,
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE|DIR",
-                   help="result JSON files (labelled by their arm) and/or experiment folders holding"
-                        " manifest.json (their runs with status ok, labelled by the manifest)")
-    p.add_argument("--baseline", metavar="LABEL",
-                   help="the arm every other arm is compared with (default: the manifest's baseline, else"
-                        " native, else the first label)")
-    p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
-                        " json: everything, machine-readable")
-    p.add_argument("--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout")
-    p.add_argument("--overwrite-output", action="store_true",
-                   help="allow --output and --plot to replace existing files")
-    p.add_argument("--plot", type=Path, metavar="PATH.png",
-                   help="also draw throughput, step-time distributions, overhead with CI and scaling"
-                        f" ({', '.join(PLOT_SUFFIXES)})")
-    p.add_argument("--allow-mismatch", action="store_true",
-                   help="compare runs whose workloads differ beyond the world size (differences become warnings)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE|DIR",
+        help="result JSON files (labelled by their arm) and/or experiment folders holding"
+        " manifest.json (their runs with status ok, labelled by the manifest)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="the arm every other arm is compared with (default: the manifest's baseline, else"
+        " native, else the first label)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
+        " json: everything, machine-readable",
+    )
+    p.add_argument(
+        "--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout"
+    )
+    p.add_argument(
+        "--overwrite-output",
+        action="store_true",
+        help="allow --output and --plot to replace existing files",
+    )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PATH.png",
+        help="also draw throughput, step-time distributions, overhead with CI and scaling"
+        f" ({', '.join(PLOT_SUFFIXES)})",
+    )
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare runs whose workloads differ beyond the world size (differences become"
+        " warnings)",
+    )
     p.add_argument("--verbose", action="store_true", help="print a traceback with any error")
     return p
 
@@ -84,12 +114,12 @@ def check_options(args: argparse.Namespace) -> None:
         check_new_file("--output", args.output, args.overwrite_output)
     if args.plot is not None:
         if args.plot.suffix.lower() not in PLOT_SUFFIXES:
-            raise CompareError(f"--plot {args.plot}: the name must end in"
-                               f" {', '.join(PLOT_SUFFIXES)}")
+            raise CompareError(
+                f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}"
+            )
         check_new_file("--plot", args.plot, args.overwrite_output)
         if args.output is not None and args.output.resolve() == args.plot.resolve():
-            raise CompareError("--output and --plot name the same file; give them different"
-                               " paths")
+            raise CompareError("--output and --plot name the same file; give them different paths")
 
 
 def write_report(text: str, path: Path, overwrite: bool) -> None:
@@ -106,8 +136,9 @@ def write_plot(report: Report, path: Path, overwrite: bool) -> None:
     from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
 
     try:
-        write_atomically(path, lambda tmp: draw(report, tmp), mode=mode_for(overwrite),
-                         option="--plot")
+        write_atomically(
+            path, lambda tmp: draw(report, tmp), mode=mode_for(overwrite), option="--plot"
+        )
     except OutputError as error:
         raise CompareError(str(error)) from None
 

@@ -1,7 +1,7 @@
 """Values as the tables and lines show them: cells, lists of run files, units, provenance.
 
-    cell(True) == "yes"; cell(None) == "-"; cell(0.25) == "0.25"; cell(3.14159, ".2f") == "3.14"
-    span(["a.json", "b.json", "c.json", "d.json"]) == "a.json .. d.json (4 files)"
+cell(True) == "yes"; cell(None) == "-"; cell(0.25) == "0.25"; cell(3.14159, ".2f") == "3.14"
+span(["a.json", "b.json", "c.json", "d.json"]) == "a.json .. d.json (4 files)"
 """
 
 from __future__ import annotations

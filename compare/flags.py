@@ -67,30 +67,49 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
     for run in runs:
         about = {"file": run.file, "arm": run.label}
         if not run.parameters_synchronized:
-            warnings.append(Flag(
-                "unsynchronised", "parameters are NOT synchronised across ranks"
-                " (max checksum difference {difference:g})",
-                {"difference": run.parameter_checksum_max_difference}, **about))
+            warnings.append(
+                Flag(
+                    "unsynchronised",
+                    "parameters are NOT synchronised across ranks"
+                    " (max checksum difference {difference:g})",
+                    {"difference": run.parameter_checksum_max_difference},
+                    **about,
+                )
+            )
         if run.diagnostics:
             switches = ", ".join(f"{k}={v}" for k, v in run.diagnostics.items())
-            warnings.append(Flag(
-                "diagnostics", "ran with diagnostic switches ({switches}): a diagnosis, not a"
-                " measurement", words={"switches": switches}, **about))
+            warnings.append(
+                Flag(
+                    "diagnostics",
+                    "ran with diagnostic switches ({switches}): a diagnosis, not a measurement",
+                    words={"switches": switches},
+                    **about,
+                )
+            )
         if run.gpu_share is not None and run.gpu_share < HOST_BOUND_BELOW:  # None: no verdict
-            warnings.append(Flag(
-                "host-bound", "host-bound (GPU busy {share:.1%} of the timed step): the GPU waits"
-                " for the host, so per-step framework cost shows up directly in step time",
-                {"share": run.gpu_share}, **about))
+            warnings.append(
+                Flag(
+                    "host-bound",
+                    "host-bound (GPU busy {share:.1%} of the timed step): the GPU waits"
+                    " for the host, so per-step framework cost shows up directly in step time",
+                    {"share": run.gpu_share},
+                    **about,
+                )
+            )
         if run.sigterm_sync is not None:
             sigterm.setdefault(run.sigterm_sync, []).append(run.file)
     for version, files in sigterm.items():
-        notes.append(f"Lightning {version} broadcasts a SIGTERM flag and reads it with .item()"
-                     f" every step (a host-device sync per step): {', '.join(files)}")
+        notes.append(
+            f"Lightning {version} broadcasts a SIGTERM flag and reads it with .item()"
+            f" every step (a host-device sync per step): {', '.join(files)}"
+        )
     if any(run.original for run in runs):
-        notes.append(f"Results marked {ORIGINAL_LABEL} have no per-step times: their step time is"
-                     " the wall-clock mean (milliseconds_per_step), their throughput is wall-clock,"
-                     " they have no p5/p95, warm-up or first-step time; comparisons with them use"
-                     " every run's wall-clock mean on both sides")
+        notes.append(
+            f"Results marked {ORIGINAL_LABEL} have no per-step times: their step time is"
+            " the wall-clock mean (milliseconds_per_step), their throughput is wall-clock,"
+            " they have no p5/p95, warm-up or first-step time; comparisons with them use"
+            " every run's wall-clock mean on both sides"
+        )
     return warnings, notes
 
 
@@ -100,8 +119,16 @@ def slow_ranks(runs: Sequence[Run]) -> list[SlowRank]:
     for run in runs:
         medians = [rank.median_ms for rank in run.ranks]
         for i in stats.slow_ranks(medians) if medians else []:
-            found.append(SlowRank(run.file, run.label, run.ranks[i].rank, run.ranks[i].hostname,
-                                  medians[i], stats.median(medians)))
+            found.append(
+                SlowRank(
+                    run.file,
+                    run.label,
+                    run.ranks[i].rank,
+                    run.ranks[i].hostname,
+                    medians[i],
+                    stats.median(medians),
+                )
+            )
     return found
 
 
@@ -129,16 +156,24 @@ def steady_states(runs: Sequence[Run]) -> list[SteadyState]:
     found = []
     for run in runs:
         series = run.step_series_ms
-        halves = (stats.halves_change(series) if series is not None and len(series) >= 2
-                  else (None, None, None))
+        halves = (
+            stats.halves_change(series)
+            if series is not None and len(series) >= 2
+            else (None, None, None)
+        )
         found.append(SteadyState(run.file, run.label, run.world_size, *halves))
     return found
 
 
 def steady_state_warnings(states: Sequence[SteadyState]) -> list[Flag]:
     """A warning for each run whose timed steps were still speeding up or slowing down."""
-    template = ("not in steady state: the median step of the second half of the timed steps is"
-                " {change:+.1f}% against the first half's"
-                f" (limit ±{stats.STEADY_STATE_TOLERANCE:.0%}); raise --warmup-steps")
-    return [Flag("not-steady", template, {"change": s.change_percent}, file=s.file, arm=s.arm)
-            for s in states if not s.steady and s.change_percent is not None]
+    template = (
+        "not in steady state: the median step of the second half of the timed steps is"
+        " {change:+.1f}% against the first half's"
+        f" (limit ±{stats.STEADY_STATE_TOLERANCE:.0%}); raise --warmup-steps"
+    )
+    return [
+        Flag("not-steady", template, {"change": s.change_percent}, file=s.file, arm=s.arm)
+        for s in states
+        if not s.steady and s.change_percent is not None
+    ]

@@ -1,7 +1,7 @@
 """What was compared, before any number: configuration and environment side by side, a title.
 
-    rows = header_rows(runs)     # field | one column per arm label, differing rows marked
-    title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
+rows = header_rows(runs)     # field | one column per arm label, differing rows marked
+title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from compare.display import cell, environment_of, span, world_unit
 from compare.model import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run
 from compare.pairing import labels
 
-# Header facts that differ between any two runs by nature: marking them would hide the real differences.
+# Header facts that differ between any two runs by nature: marking them would hide the real
+# differences.
 _ALWAYS_DIFFERENT = frozenset({"file", "started (UTC)", "slurm job"})
 
 
@@ -35,20 +36,28 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
         config["warmup_steps"] = str(run.warmup_steps)
         config["seed"] = str(run.seed)
         facts.append({"file": run.file, **config, **environment_of(run)})
-    names = ["file", *WORKLOAD_FIELDS, "precision_requested", "warmup_steps", "seed",
-             *ENVIRONMENT_FIELDS]
+    names = [
+        "file",
+        *WORKLOAD_FIELDS,
+        "precision_requested",
+        "warmup_steps",
+        "seed",
+        *ENVIRONMENT_FIELDS,
+    ]
     rows = []
     for name in names:
         per_arm = {
-            label: list(dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts)
-                                      if run.label == label))
+            label: list(
+                dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.label == label)
+            )
             for label in labels(runs, baseline)
         }
         if all(v == ["-"] or not v for v in per_arm.values()):
             continue  # recorded by no run: an empty row says nothing
         recorded = {value for values in per_arm.values() for value in values if value != "-"}
-        cells = {arm: _cell(name, values) if values else "(no run)"
-                 for arm, values in per_arm.items()}
+        cells = {
+            arm: _cell(name, values) if values else "(no run)" for arm, values in per_arm.items()
+        }
         differs = name not in _ALWAYS_DIFFERENT and len(recorded) > 1
         rows.append(HeaderRow(name, cells, differs=differs))
     return rows
@@ -72,15 +81,20 @@ def title_of(runs: Sequence[Run]) -> str:
     first = runs[0].workload
     gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
     per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
-    batch = (f"{first['batch_size_per_device']} images/{per}" if first["batch_mode"] == "fixed_per_device"
-             else f"global batch {first['global_batch_size']}")
-    title = (f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
-             f"channels_last {cell(first['channels_last'])} · compile {cell(first['compile'])}")
+    batch = (
+        f"{first['batch_size_per_device']} images/{per}"
+        if first["batch_mode"] == "fixed_per_device"
+        else f"global batch {first['global_batch_size']}"
+    )
+    title = (
+        f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
+        f"channels_last {cell(first['channels_last'])} · compile {cell(first['compile'])}"
+    )
     return title + diagnostics_note(runs)
 
 
 def diagnostics_note(runs: Sequence[Run]) -> str:
-    """" · diagnostic: lightning --host-delay-us=2000" when runs used diagnostic options, else "".
+    """ " · diagnostic: lightning --host-delay-us=2000" when runs used diagnostic options, else "".
 
     Option names read as a command line (`--option=value` is valid argparse); results written
     before the options existed name the environment variables instead (DDPBENCH_X=v).
@@ -89,6 +103,8 @@ def diagnostics_note(runs: Sequence[Run]) -> str:
     for run in runs:
         for key, value in run.diagnostics.items():
             used.setdefault(run.label, {})[key] = value
-    parts = [f"{arm} " + ", ".join(f"{k}={v}" for k, v in sorted(switches.items()))
-             for arm, switches in sorted(used.items())]
+    parts = [
+        f"{arm} " + ", ".join(f"{k}={v}" for k, v in sorted(switches.items()))
+        for arm, switches in sorted(used.items())
+    ]
     return " · diagnostic: " + "; ".join(parts) if parts else ""

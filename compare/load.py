@@ -32,8 +32,11 @@ class _Entry:
 def manifest_runs(folder: Path) -> tuple[list[_Entry], str | None]:
     """The runs with status "ok" in FOLDER/manifest.json, and the manifest's baseline."""
     manifest = load_manifest(folder / MANIFEST)
-    found = [_Entry(folder / run.result, run.label, Placement(run.block, run.position, run.warmup))
-             for run in manifest.ok_runs() if run.result]
+    found = [
+        _Entry(folder / run.result, run.label, Placement(run.block, run.position, run.warmup))
+        for run in manifest.ok_runs()
+        if run.result
+    ]
     return found, manifest.baseline or None
 
 
@@ -44,8 +47,10 @@ def load_inputs(paths: Sequence[Path]) -> tuple[list[Run], str | None]:
     for path in map(Path, paths):
         if path.is_dir():
             if not (path / MANIFEST).is_file():
-                raise ResultError(f"{path}: is a folder without {MANIFEST}; give result files or"
-                                  " an experiment folder")
+                raise ResultError(
+                    f"{path}: is a folder without {MANIFEST}; give result files or"
+                    " an experiment folder"
+                )
             found, base = manifest_runs(path)
             entries += found
             baseline = baseline or base
@@ -68,8 +73,10 @@ def _load(entries: Sequence[_Entry]) -> list[Run]:
     for entry in entries:
         key = entry.path.resolve()
         if key in seen:
-            raise ResultError(f"{entry.path}: given more than once (also as {seen[key]});"
-                              " a repeat must be its own run")
+            raise ResultError(
+                f"{entry.path}: given more than once (also as {seen[key]});"
+                " a repeat must be its own run"
+            )
         seen[key] = entry.path
         result = load_result(entry.path)
         if isinstance(result, Result):
@@ -90,42 +97,69 @@ def _check_summary(path: Path, result: Result) -> None:
     try:
         pooled = StepStats.of([t for rank in result.ranks for t in rank.step_times_ms])
     except ValueError:  # pydantic: a mean or std that overflows to inf
-        raise ResultError(f"{path}: field ranks.*.step_times_ms: step times too large to summarise"
-                          " (their mean overflows)") from None
+        raise ResultError(
+            f"{path}: field ranks.*.step_times_ms: step times too large to summarise"
+            " (their mean overflows)"
+        ) from None
     checks: list[tuple[str, float, float]] = [
         (f"step_time_ms.{name}", getattr(result.step_time_ms, name), getattr(pooled, name))
         for name in ("median", "p5", "p95", "min", "max", "mean")
     ]
     checks += [
-        ("images_per_second_median", result.images_per_second_median,
-         result.global_batch_size / pooled.median * 1e3),
-        ("images_per_second_per_device", result.images_per_second_per_device,
-         result.batch_size_per_device / pooled.median * 1e3),
-        ("milliseconds_per_step", result.milliseconds_per_step,
-         result.elapsed_seconds / result.measured_steps * 1e3),
-        ("images_per_second", result.images_per_second,
-         result.global_batch_size * result.measured_steps / result.elapsed_seconds),
+        (
+            "images_per_second_median",
+            result.images_per_second_median,
+            result.global_batch_size / pooled.median * 1e3,
+        ),
+        (
+            "images_per_second_per_device",
+            result.images_per_second_per_device,
+            result.batch_size_per_device / pooled.median * 1e3,
+        ),
+        (
+            "milliseconds_per_step",
+            result.milliseconds_per_step,
+            result.elapsed_seconds / result.measured_steps * 1e3,
+        ),
+        (
+            "images_per_second",
+            result.images_per_second,
+            result.global_batch_size * result.measured_steps / result.elapsed_seconds,
+        ),
     ]
     for rank in result.ranks:
         own = StepStats.of(list(rank.step_times_ms))  # finite: the pooled summary was
-        checks += [(f"ranks.{rank.rank}.step_time_ms.{name}", getattr(rank.step_time_ms, name),
-                    getattr(own, name)) for name in ("median", "p5", "p95", "min", "max")]
+        checks += [
+            (
+                f"ranks.{rank.rank}.step_time_ms.{name}",
+                getattr(rank.step_time_ms, name),
+                getattr(own, name),
+            )
+            for name in ("median", "p5", "p95", "min", "max")
+        ]
     for name, recorded, expected in checks:
         if not (math.isfinite(expected) and _close(recorded, expected)):
-            raise ResultError(f"{path}: field {name} is {recorded:g} but the per-rank step times give"
-                              f" {expected:g}; the summary disagrees with the steps it summarises")
+            raise ResultError(
+                f"{path}: field {name} is {recorded:g} but the per-rank step times give"
+                f" {expected:g}; the summary disagrees with the steps it summarises"
+            )
 
 
 def _check_usable(path: Path, result: Result) -> None:
     """What the schema allows but compare cannot use: a non-positive step time, missing or
     unaligned ranks, a summary that disagrees with its steps."""
     if len(result.ranks) != result.world_size:
-        raise ResultError(f"{path}: {len(result.ranks)} ranks recorded for world_size {result.world_size}")
+        raise ResultError(
+            f"{path}: {len(result.ranks)} ranks recorded for world_size {result.world_size}"
+        )
     for rank in result.ranks:
         if len(rank.step_times_ms) != result.measured_steps:
             # compare aligns the ranks' step k to find the slowest rank at each step.
-            raise ResultError(f"{path}: rank {rank.rank} has {len(rank.step_times_ms)} step times in step_times_ms"
-                              f" for measured_steps {result.measured_steps}")
+            raise ResultError(
+                f"{path}: rank {rank.rank} has {len(rank.step_times_ms)} step times in"
+                " step_times_ms"
+                f" for measured_steps {result.measured_steps}"
+            )
         if min(rank.step_times_ms) <= 0:
             raise ResultError(f"{path}: rank {rank.rank} has a step time <= 0 ms in step_times_ms")
     _check_summary(path, result)

@@ -31,19 +31,50 @@ ORIGINAL_LABEL = "(original script)"
 # what an experiment varies or diagnoses, not the work (diagnostic runs are warned about from
 # environment.diagnostics). A CPU run or a different classifier head is a different workload.
 WORKLOAD_FIELDS = (
-    "arch", "image_size", "accelerator", "num_classes", "precision_resolved", "batch_mode",
-    "batch_size_per_device", "global_batch_size", "world_size", "measured_steps",
-    "compile", "compile_mode", "channels_last", "cudnn_benchmark", "sgd_impl",
-    "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers",
+    "arch",
+    "image_size",
+    "accelerator",
+    "num_classes",
+    "precision_resolved",
+    "batch_mode",
+    "batch_size_per_device",
+    "global_batch_size",
+    "world_size",
+    "measured_steps",
+    "compile",
+    "compile_mode",
+    "channels_last",
+    "cudnn_benchmark",
+    "sgd_impl",
+    "bucket_cap_mb",
+    "gradient_as_bucket_view",
+    "static_graph",
+    "broadcast_buffers",
 )
 # These are top-level result fields (the originals' names); the rest live in `result.config`.
-TOP_LEVEL_FIELDS = frozenset({"precision_resolved", "batch_mode", "batch_size_per_device",
-                              "global_batch_size", "world_size", "measured_steps"})
+TOP_LEVEL_FIELDS = frozenset(
+    {
+        "precision_resolved",
+        "batch_mode",
+        "batch_size_per_device",
+        "global_batch_size",
+        "world_size",
+        "measured_steps",
+    }
+)
 # The original scripts had none of these options: they always ran like this (their README).
 ORIGINAL_FIXED: dict[str, Any] = {
-    "accelerator": "gpu", "num_classes": 1000, "compile": False, "compile_mode": None,
-    "channels_last": False, "cudnn_benchmark": True, "sgd_impl": "auto", "bucket_cap_mb": 25.0,
-    "gradient_as_bucket_view": True, "static_graph": False, "broadcast_buffers": True,
+    "accelerator": "gpu",
+    "num_classes": 1000,
+    "compile": False,
+    "compile_mode": None,
+    "channels_last": False,
+    "cudnn_benchmark": True,
+    "sgd_impl": "auto",
+    "bucket_cap_mb": 25.0,
+    "gradient_as_bucket_view": True,
+    "static_graph": False,
+    "broadcast_buffers": True,
 }
 
 
@@ -72,7 +103,10 @@ _FACTS: tuple[tuple[str, Callable[[Result], Any]], ...] = (
     ("pytorch", lambda r: r.environment.pytorch_version),
     ("torchvision", lambda r: r.environment.torchvision_version),
     ("numpy", lambda r: r.environment.numpy_version),
-    ("lightning", lambda r: r.lightning.version if r.lightning else r.environment.lightning_version),
+    (
+        "lightning",
+        lambda r: r.lightning.version if r.lightning else r.environment.lightning_version,
+    ),
     ("lightning barebones", lambda r: r.lightning.barebones if r.lightning else None),
     ("cuda", lambda r: r.environment.cuda_version),
     ("cudnn", lambda r: r.environment.cudnn_version),
@@ -93,10 +127,14 @@ _FACTS: tuple[tuple[str, Callable[[Result], Any]], ...] = (
 )
 # The same facts of an original script's result: the few it recorded.
 _ORIGINAL_FACTS: dict[str, Callable[[OriginalResult], Any]] = {
-    "python": lambda r: r.python_version, "pytorch": lambda r: r.pytorch_version,
-    "torchvision": lambda r: r.torchvision_version, "lightning": lambda r: r.lightning_version,
-    "cuda": lambda r: r.cuda_version, "cudnn": lambda r: r.cudnn_version,
-    "gpu": lambda r: r.gpu_name_rank_zero, "hosts": lambda r: r.hostname_rank_zero,
+    "python": lambda r: r.python_version,
+    "pytorch": lambda r: r.pytorch_version,
+    "torchvision": lambda r: r.torchvision_version,
+    "lightning": lambda r: r.lightning_version,
+    "cuda": lambda r: r.cuda_version,
+    "cudnn": lambda r: r.cudnn_version,
+    "gpu": lambda r: r.gpu_name_rank_zero,
+    "hosts": lambda r: r.hostname_rank_zero,
     "slurm job": lambda r: r.slurm_job_id,
 }
 ENVIRONMENT_FIELDS = tuple(name for name, _ in _FACTS)
@@ -173,7 +211,8 @@ class Run:
 
     @property
     def step_series_ms(self) -> list[float] | None:
-        """Each timed step's time, the slowest rank's (ranks run in lockstep); None for originals."""
+        """Each timed step's time, the slowest rank's (ranks run in lockstep); None for
+        originals."""
         if not self.ranks:
             return None
         return stats.step_series([list(rank.step_times_ms) for rank in self.ranks])
@@ -195,55 +234,80 @@ class Run:
         return self.values["images_per_second_median"]
 
 
-def run_from(path: Path, result: Result | OriginalResult, label: str = "", file: str = "",
-             placement: Placement | None = None) -> Run:
+def run_from(
+    path: Path,
+    result: Result | OriginalResult,
+    label: str = "",
+    file: str = "",
+    placement: Placement | None = None,
+) -> Run:
     """The one adapter: a `Run` from either kind of result.
 
     `label` is the arm label, by default the implementation, plus "-services" for Lightning
     with barebones off ("native (original script)" for the originals); `file` the display
     name, by default the path's name."""
-    kind = (_original_fields(result) if isinstance(result, OriginalResult)
-            else _suite_fields(result))
+    kind = _original_fields(result) if isinstance(result, OriginalResult) else _suite_fields(result)
     default_label = kind.pop("label")
     name = file or Path(path).name
-    return Run(path=Path(path), file=f"{name} {ORIGINAL_LABEL}" if kind["original"] else name,
-               label=label or default_label, implementation=result.implementation,
-               world_size=result.world_size,
-               precision_requested=result.precision_requested, warmup_steps=result.warmup_steps,
-               seed=result.seed, wall_ms=result.milliseconds_per_step,
-               parameters_synchronized=result.parameters_synchronized,
-               parameter_checksum_max_difference=result.parameter_checksum_max_difference,
-               final_loss_mean=result.final_loss_mean, result=result,
-               placement=placement or Placement(), **kind)
+    return Run(
+        path=Path(path),
+        file=f"{name} {ORIGINAL_LABEL}" if kind["original"] else name,
+        label=label or default_label,
+        implementation=result.implementation,
+        world_size=result.world_size,
+        precision_requested=result.precision_requested,
+        warmup_steps=result.warmup_steps,
+        seed=result.seed,
+        wall_ms=result.milliseconds_per_step,
+        parameters_synchronized=result.parameters_synchronized,
+        parameter_checksum_max_difference=result.parameter_checksum_max_difference,
+        final_loss_mean=result.final_loss_mean,
+        result=result,
+        placement=placement or Placement(),
+        **kind,
+    )
 
 
 def _suite_fields(r: Result) -> dict[str, Any]:
     """The fields of a Run that a suite result fills in its own way."""
-    ranks = tuple(RankFacts(k.rank, k.hostname, k.step_time_ms.median, tuple(k.step_times_ms),
-                            k.final_loss) for k in r.ranks)
+    ranks = tuple(
+        RankFacts(k.rank, k.hostname, k.step_time_ms.median, tuple(k.step_times_ms), k.final_loss)
+        for k in r.ranks
+    )
     facts = {name: read(r) for name, read in _FACTS}
     services = r.lightning is not None and not r.lightning.barebones
     return {
         "label": f"{r.implementation}-services" if services else r.implementation,
         "workload": _workload(r, r.config),
-        "original": False, "ranks": ranks, "facts": facts,
+        "original": False,
+        "ranks": ranks,
+        "facts": facts,
         "values": {
             "images_per_second_median": r.images_per_second_median,
             "images_per_second_per_device": r.images_per_second_per_device,
-            "step_median_ms": r.step_time_ms.median, "step_p5_ms": r.step_time_ms.p5,
-            "step_p95_ms": r.step_time_ms.p95, "images_per_second": r.images_per_second,
-            "warmup_seconds": r.warmup_seconds, "first_step_seconds": r.first_step_seconds,
-            "peak_allocated_gib": r.peak_allocated_gib, "peak_reserved_gib": r.peak_reserved_gib,
+            "step_median_ms": r.step_time_ms.median,
+            "step_p5_ms": r.step_time_ms.p5,
+            "step_p95_ms": r.step_time_ms.p95,
+            "images_per_second": r.images_per_second,
+            "warmup_seconds": r.warmup_seconds,
+            "first_step_seconds": r.first_step_seconds,
+            "peak_allocated_gib": r.peak_allocated_gib,
+            "peak_reserved_gib": r.peak_reserved_gib,
             "parameters_synchronized": r.parameters_synchronized,
         },
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their
         # profiled window), not the profiled window's busy fraction: the profiler slows the host.
-        "gpu_share": (None if r.gpu_activity is None
-                      else gpu_share(r.gpu_activity, r.step_time_ms.median)),
-        "sigterm_sync": (r.lightning.version if r.lightning is not None
-                         and r.lightning.per_step_sigterm_sync else None),
-        "parameter_digest": r.parameter_digest, "started_utc": r.environment.started_utc,
+        "gpu_share": (
+            None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
+        ),
+        "sigterm_sync": (
+            r.lightning.version
+            if r.lightning is not None and r.lightning.per_step_sigterm_sync
+            else None
+        ),
+        "parameter_digest": r.parameter_digest,
+        "started_utc": r.environment.started_utc,
     }
 
 
@@ -251,19 +315,28 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
     """The same for an original script's result: one wall-clock interval is all it timed."""
     fixed = {**ORIGINAL_FIXED, "arch": _arch_of(r.model), "image_size": _image_size_of(r.data)}
     return {
-        "label": f"{r.implementation} {ORIGINAL_LABEL}", "workload": _workload(r, fixed),
-        "original": True, "ranks": (),
+        "label": f"{r.implementation} {ORIGINAL_LABEL}",
+        "workload": _workload(r, fixed),
+        "original": True,
+        "ranks": (),
         "facts": {name: read(r) for name, read in _ORIGINAL_FACTS.items()},
         "values": {
             "images_per_second_median": r.images_per_second,
             "images_per_second_per_device": r.images_per_second / r.world_size,
-            "step_median_ms": r.milliseconds_per_step, "step_p5_ms": None, "step_p95_ms": None,
-            "images_per_second": r.images_per_second, "warmup_seconds": None,
+            "step_median_ms": r.milliseconds_per_step,
+            "step_p5_ms": None,
+            "step_p95_ms": None,
+            "images_per_second": r.images_per_second,
+            "warmup_seconds": None,
             "first_step_seconds": None,
-            "peak_allocated_gib": r.peak_allocated_gib, "peak_reserved_gib": r.peak_reserved_gib,
+            "peak_allocated_gib": r.peak_allocated_gib,
+            "peak_reserved_gib": r.peak_reserved_gib,
             "parameters_synchronized": r.parameters_synchronized,
         },
-        "diagnostics": {}, "gpu_share": None, "sigterm_sync": None, "parameter_digest": None,
+        "diagnostics": {},
+        "gpu_share": None,
+        "sigterm_sync": None,
+        "parameter_digest": None,
         "started_utc": None,
     }
 
@@ -271,8 +344,10 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
 def _workload(result: Result | OriginalResult, source: dict[str, Any]) -> dict[str, Any]:
     """The workload key: every field that changes what is measured (the top-level ones from
     the result, the others from `source`: its config, or what the originals always ran)."""
-    key = {name: getattr(result, name) if name in TOP_LEVEL_FIELDS else source.get(name)
-           for name in WORKLOAD_FIELDS}
+    key = {
+        name: getattr(result, name) if name in TOP_LEVEL_FIELDS else source.get(name)
+        for name in WORKLOAD_FIELDS
+    }
     if not key["compile"]:
         key["compile_mode"] = None  # the mode means nothing without compile; not a mismatch
     if isinstance(key["bucket_cap_mb"], int):

@@ -20,7 +20,17 @@ from compare.model import ORIGINAL_LABEL, Run
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
-WARN_ENVIRONMENT = ("pytorch", "lightning", "cuda", "cudnn", "nccl", "gpu", "driver", "hosts", "source digest")
+WARN_ENVIRONMENT = (
+    "pytorch",
+    "lightning",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "gpu",
+    "driver",
+    "hosts",
+    "source digest",
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,11 @@ class Difference:
 
 def scaling_key(run: Run) -> dict[str, Any]:
     """The workload key without the world size and the batch field that follows from it."""
-    follows = "global_batch_size" if run.workload["batch_mode"] == "fixed_per_device" else "batch_size_per_device"
+    follows = (
+        "global_batch_size"
+        if run.workload["batch_mode"] == "fixed_per_device"
+        else "batch_size_per_device"
+    )
     return {k: v for k, v in run.workload.items() if k not in ("world_size", follows)}
 
 
@@ -76,11 +90,15 @@ def environment_differences(runs: Sequence[Run]) -> list[Difference]:
 
 def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:
     """Arm labels in order: the baseline first, then native, fabric, lightning, then as given."""
-    order = {name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))}
+    order = {
+        name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))
+    }
     seen = list(dict.fromkeys(run.label for run in runs))
+
     def rank(label: str) -> tuple[bool, int, bool, int]:
         plain = label.removesuffix(f" {ORIGINAL_LABEL}")
         return label != baseline, order.get(plain, len(order)), plain != label, seen.index(label)
+
     return sorted(seen, key=rank)
 
 
@@ -93,7 +111,9 @@ def group(runs: Sequence[Run], baseline: str | None = None) -> dict[tuple[str, i
     return dict(sorted(cells.items(), key=lambda item: (order[item[0][0]], item[0][1])))
 
 
-def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str = "GPU(s)") -> list[str]:
+def unpaired(
+    cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str = "GPU(s)"
+) -> list[str]:
     """Warnings for world sizes an arm measured without the baseline (not compared there)."""
     if len({label for label, _ in cells}) < 2:
         return []
@@ -101,8 +121,10 @@ def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str =
     for label, world in cells:
         if label != baseline and (baseline, world) not in cells:
             files = ", ".join(run.file for run in cells[(label, world)])
-            warnings.append(f"{label} at {world} {unit} ({files}) has no {baseline} run at that size:"
-                            " not compared with the baseline")
+            warnings.append(
+                f"{label} at {world} {unit} ({files}) has no {baseline} run at that size:"
+                " not compared with the baseline"
+            )
     return warnings
 
 

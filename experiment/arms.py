@@ -67,10 +67,16 @@ def parse_arms(text: str) -> list[Arm]:
         names = [n.strip() for n in text.split(",")]
         for name in names:
             if name not in ARMS:
-                raise UsageError(f"--arms: unknown arm '{name}'; choose from {', '.join(ARMS)} or all")
+                raise UsageError(
+                    f"--arms: unknown arm '{name}'; choose from {', '.join(ARMS)} or all"
+                )
             if not available(name):
-                raise UsageError(f"--arms: arm '{name}' is not available here"
-                                 f" (module {ARMS[name][0]} or Lightning missing)")
+                raise UsageError(
+                    f"--arms: arm '{name}' is not available here"
+                    f" (module {ARMS[name][0]} or Lightning missing)"
+                )
     if len(names) < 2:
-        raise UsageError("--arms needs at least two arms (the baseline first), e.g. native,lightning")
+        raise UsageError(
+            "--arms needs at least two arms (the baseline first), e.g. native,lightning"
+        )
     return label_arms(names)

@@ -29,47 +29,88 @@ FORBIDDEN = ("--output", "--overwrite-output")
 def build_parser() -> argparse.ArgumentParser:
     """Every option of the command, with its help text."""
     p = OneLineParser(
-        prog=PROG, allow_abbrev=False,
+        prog=PROG,
+        allow_abbrev=False,
         usage="python -m experiment [OPTIONS] [-- RUNNER OPTIONS]",
-        description="Run a paired experiment: every arm with identical runner options (those after --),"
-                    " each run a fresh process, in ABBA blocks (block 1 in the given order, block 2"
-                    " reversed, ...). Leaves one folder: results/, logs/, manifest.json, report.txt,"
-                    " report.md, comparison.png.",
+        description="Run a paired experiment: every arm with identical runner options (those after"
+        " --), each run a fresh process, in ABBA blocks (block 1 in the given order, block 2"
+        " reversed, ...). Leaves one folder: results/, logs/, manifest.json, report.txt,"
+        " report.md, comparison.png.",
         epilog="Placeholders in runner options, filled in per run: {out} (the folder), {label},"
-               " {repeat}, {run} (= {label}-r{repeat}; {label}-w{k} for the k-th warm-up run, whose"
-               " {repeat} is k); name per-run files by {run}, e.g. --pyprofile {out}/pyprofile/{run}.pstats."
-               " Exit status: 0 when every run and the report succeeded; 1 when a run or compare failed"
-               " (the others are kept); 2 for a usage error (also when a run exits 2); 130/143 when"
-               " stopped by SIGINT/SIGTERM.")
-    p.add_argument("--arms", metavar="A,B,...",
-                   help=f"arms in order, the first is the baseline: native, fabric, lightning,"
-                        f" lightning-services, or all (default {','.join(DEFAULT_ARMS)}); an arm listed"
-                        " twice runs an A/A check (native,native)")
-    p.add_argument("--repeats", type=int, metavar="R",
-                   help=f"blocks to run, i.e. runs per arm (default {DEFAULT_REPEATS}; with"
-                        f" --target-half-width the most, default {ADAPTIVE_MAX_BLOCKS})")
-    p.add_argument("--warmup-runs", type=int, default=DEFAULT_WARMUP_RUNS, metavar="K",
-                   help=f"runs of each arm before block 1, recorded in the manifest but not counted"
-                        f" (default {DEFAULT_WARMUP_RUNS}; 0 counts every run): a fresh machine's first"
-                        " runs are slower, and block 1 starts with the baseline")
-    p.add_argument("--target-half-width", type=float, metavar="PP",
-                   help="adaptive: stop once every arm's 95%% interval of the overhead is at most PP"
-                        f" percentage points wide on each side (checked from block {MIN_ADAPTIVE_BLOCKS})")
-    p.add_argument("--budget-minutes", type=float, metavar="M",
-                   help="start no block that would end, at the mean block time so far, after M minutes")
-    p.add_argument("--run-timeout", type=float, metavar="S",
-                   help="stop a run after S seconds (SIGTERM, then SIGKILL); it is recorded as failed")
-    p.add_argument("--plan", metavar="NAME", help="run a named plan (--list-plans); options after -- are added")
+        " {repeat}, {run} (= {label}-r{repeat}; {label}-w{k} for the k-th warm-up run, whose"
+        " {repeat} is k); name per-run files by {run}, e.g. --pyprofile"
+        " {out}/pyprofile/{run}.pstats."
+        " Exit status: 0 when every run and the report succeeded; 1 when a run or compare failed"
+        " (the others are kept); 2 for a usage error (also when a run exits 2); 130/143 when"
+        " stopped by SIGINT/SIGTERM.",
+    )
+    p.add_argument(
+        "--arms",
+        metavar="A,B,...",
+        help=f"arms in order, the first is the baseline: native, fabric, lightning,"
+        f" lightning-services, or all (default {','.join(DEFAULT_ARMS)}); an arm listed"
+        " twice runs an A/A check (native,native)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        metavar="R",
+        help=f"blocks to run, i.e. runs per arm (default {DEFAULT_REPEATS}; with"
+        f" --target-half-width the most, default {ADAPTIVE_MAX_BLOCKS})",
+    )
+    p.add_argument(
+        "--warmup-runs",
+        type=int,
+        default=DEFAULT_WARMUP_RUNS,
+        metavar="K",
+        help=f"runs of each arm before block 1, recorded in the manifest but not counted"
+        f" (default {DEFAULT_WARMUP_RUNS}; 0 counts every run): a fresh machine's first"
+        " runs are slower, and block 1 starts with the baseline",
+    )
+    p.add_argument(
+        "--target-half-width",
+        type=float,
+        metavar="PP",
+        help="adaptive: stop once every arm's 95%% interval of the overhead is at most PP"
+        f" percentage points wide on each side (checked from block {MIN_ADAPTIVE_BLOCKS})",
+    )
+    p.add_argument(
+        "--budget-minutes",
+        type=float,
+        metavar="M",
+        help="start no block that would end, at the mean block time so far, after M minutes",
+    )
+    p.add_argument(
+        "--run-timeout",
+        type=float,
+        metavar="S",
+        help="stop a run after S seconds (SIGTERM, then SIGKILL); it is recorded as failed",
+    )
+    p.add_argument(
+        "--plan", metavar="NAME", help="run a named plan (--list-plans); options after -- are added"
+    )
     p.add_argument("--variant", metavar="NAME", help="with --plan: only this variant")
     p.add_argument("--list-plans", action="store_true", help="print every plan's name and question")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="the experiment folder, new or empty (default out/<plan or arms>-<UTC time>/)")
-    p.add_argument("--launch", choices=("auto", "self", "srun"), default="auto",
-                   help="self: the runner starts its ranks; srun: each run through srun"
-                        " --kill-on-bad-exit=1 with --devices/--num-nodes from the job;"
-                        " auto (default): srun inside a Slurm allocation, else self")
-    p.add_argument("--python", default=sys.executable, metavar="PATH",
-                   help="the interpreter that runs the runners and compare (default: this one)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="the experiment folder, new or empty (default out/<plan or arms>-<UTC time>/)",
+    )
+    p.add_argument(
+        "--launch",
+        choices=("auto", "self", "srun"),
+        default="auto",
+        help="self: the runner starts its ranks; srun: each run through srun"
+        " --kill-on-bad-exit=1 with --devices/--num-nodes from the job;"
+        " auto (default): srun inside a Slurm allocation, else self",
+    )
+    p.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="the interpreter that runs the runners and compare (default: this one)",
+    )
     return p
 
 
@@ -78,15 +119,16 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a new folder")
     if out.is_dir() and any(out.iterdir()):
-        raise UsageError(f"--out {out} is not empty; give a new folder (results are never"
-                         " overwritten)")
+        raise UsageError(
+            f"--out {out} is not empty; give a new folder (results are never overwritten)"
+        )
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     """(own options, runner options after --)."""
     if "--" in argv:
         i = argv.index("--")
-        return argv[:i], argv[i + 1:]
+        return argv[:i], argv[i + 1 :]
     return argv, []
 
 
@@ -102,52 +144,76 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         raise UsageError(f"--repeats must be 1 or more, got {args.repeats}")
     if args.warmup_runs < 0:
         raise UsageError(f"--warmup-runs must be 0 or more, got {args.warmup_runs}")
-    _positive("--target-half-width", args.target_half_width,
-              "a positive number of percentage points")
+    _positive(
+        "--target-half-width", args.target_half_width, "a positive number of percentage points"
+    )
     _positive("--budget-minutes", args.budget_minutes)
     if args.run_timeout is not None and not args.run_timeout > 0:
         raise UsageError(f"--run-timeout must be positive, got {args.run_timeout}")
     for opt in runner:
         if opt.split("=")[0] in FORBIDDEN:
-            raise UsageError(f"runner option {opt}: results go into the experiment folder;"
-                             " use --out DIR")
+            raise UsageError(
+                f"runner option {opt}: results go into the experiment folder; use --out DIR"
+            )
     check_placeholders(runner)
     mode = launch.resolve_mode(args.launch)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    adaptive_repeats = (ADAPTIVE_MAX_BLOCKS if args.target_half_width is not None
-                        else DEFAULT_REPEATS)
-    common = dict(python=args.python, launch=mode, warmup_runs=args.warmup_runs,
-                  target_half_width=args.target_half_width,
-                  budget_minutes=args.budget_minutes, command=command)
+    adaptive_repeats = (
+        ADAPTIVE_MAX_BLOCKS if args.target_half_width is not None else DEFAULT_REPEATS
+    )
+    common = dict(
+        python=args.python,
+        launch=mode,
+        warmup_runs=args.warmup_runs,
+        target_half_width=args.target_half_width,
+        budget_minutes=args.budget_minutes,
+        command=command,
+    )
     if args.plan is None:
         if args.variant is not None:
             raise UsageError("--variant needs --plan")
         arms = parse_arms(args.arms) if args.arms else label_arms(list(DEFAULT_ARMS))
         out = args.out or Path("out") / f"{'-'.join(a.label for a in arms)}-{stamp}"
         check_out(out)
-        found = [Settings(out=out, arms=arms, options=runner,
-                          repeats=args.repeats or adaptive_repeats,
-                          run_timeout=args.run_timeout, **common)]
+        found = [
+            Settings(
+                out=out,
+                arms=arms,
+                options=runner,
+                repeats=args.repeats or adaptive_repeats,
+                run_timeout=args.run_timeout,
+                **common,
+            )
+        ]
     else:
         if args.arms:
             raise UsageError("--arms and --plan: a plan names its own arms")
         plan = plans.find(args.plan)
         variants = [v for v in plan.variants if args.variant in (None, v.name)]
         if not variants:
-            raise UsageError(f"--variant: plan {plan.name} has no variant '{args.variant}';"
-                             f" choose from {', '.join(v.name for v in plan.variants)}")
+            raise UsageError(
+                f"--variant: plan {plan.name} has no variant '{args.variant}';"
+                f" choose from {', '.join(v.name for v in plan.variants)}"
+            )
         root = args.out or Path("out") / f"{plan.name}-{stamp}"
         check_out(root)
         found = []
         for v in variants:
             options = [*plan.options, *v.options, *runner]
             check_placeholders(options)
-            found.append(Settings(
-                out=root / v.name if v.name else root, arms=list(v.arms or plan.arms),
-                options=options, repeats=args.repeats or plan.repeats,
-                experiment=f"{plan.name}/{v.name}" if v.name else plan.name,
-                run_timeout=args.run_timeout or v.run_timeout,
-                compare_options=list(plan.compare_options), env=dict(v.env), **common))
+            found.append(
+                Settings(
+                    out=root / v.name if v.name else root,
+                    arms=list(v.arms or plan.arms),
+                    options=options,
+                    repeats=args.repeats or plan.repeats,
+                    experiment=f"{plan.name}/{v.name}" if v.name else plan.name,
+                    run_timeout=args.run_timeout or v.run_timeout,
+                    compare_options=list(plan.compare_options),
+                    env=dict(v.env),
+                    **common,
+                )
+            )
     if mode == "srun":
         for s in found:
             launch.srun_options(s.options)
@@ -158,8 +224,7 @@ def list_plans() -> None:
     """Every plan's name and question (and its variants)."""
     width = max(len(p.name) for p in plans.PLANS)
     for plan in plans.PLANS:
-        variants = (f" [{', '.join(v.name for v in plan.variants)}]" if plan.variants[0].name
-                    else "")
+        variants = f" [{', '.join(v.name for v in plan.variants)}]" if plan.variants[0].name else ""
         print(f"{plan.name:<{width}}  {plan.question}{variants}")
 
 

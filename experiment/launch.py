@@ -41,8 +41,9 @@ def srun_options(options: list[str]) -> list[str]:
     if not shutil.which("srun"):
         raise UsageError("--launch srun but srun is not on PATH")
     if not os.environ.get("SLURM_JOB_ID"):
-        raise UsageError("--launch srun outside a Slurm allocation (SLURM_JOB_ID unset);"
-                         " use --launch self")
+        raise UsageError(
+            "--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch self"
+        )
     per_node, nodes = slurm_job_shape(os.environ)
     added = []
     for name, value in (("--devices", per_node), ("--num-nodes", nodes)):
@@ -51,8 +52,9 @@ def srun_options(options: list[str]) -> list[str]:
             added += [name, str(value)]
         elif given != str(value):
             what = "tasks per node" if name == "--devices" else "nodes"
-            raise UsageError(f"{name} {given} but the Slurm job has {value} ({what});"
-                             f" leave {name} out")
+            raise UsageError(
+                f"{name} {given} but the Slurm job has {value} ({what}); leave {name} out"
+            )
     return added
 
 

@@ -44,18 +44,25 @@ def check_placeholders(options: list[str]) -> None:
     for opt in options:
         for name in PLACEHOLDER.findall(opt):
             if name not in PLACEHOLDERS:
-                raise UsageError(f"runner option '{opt}': unknown placeholder {{{name}}};"
-                                 f" use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+                raise UsageError(
+                    f"runner option '{opt}': unknown placeholder {{{name}}};"
+                    f" use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+                )
 
 
-def expand(options: list[str], out: Path, label: str, repeat: int,
-           warmup: bool = False) -> list[str]:
+def expand(
+    options: list[str], out: Path, label: str, repeat: int, warmup: bool = False
+) -> list[str]:
     """Options with {out}, {label}, {repeat}, {run} (= LABEL-rK) filled in for one run.
 
     For the k-th warm-up run {repeat} is k (a number, as options such as --seed need) and {run}
     is LABEL-wK: files named by {run} never take the name of a counted run's."""
-    values = {"out": str(out), "label": label, "repeat": str(repeat),
-              "run": f"{label}-{'w' if warmup else 'r'}{repeat}"}
+    values = {
+        "out": str(out),
+        "label": label,
+        "repeat": str(repeat),
+        "run": f"{label}-{'w' if warmup else 'r'}{repeat}",
+    }
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], opt) for opt in options]
 
 
@@ -107,11 +114,18 @@ class Experiment:
     def manifest(self) -> Manifest:
         """The manifest of the runs so far."""
         return Manifest(
-            manifest_version=MANIFEST_VERSION, experiment=self.s.experiment,
-            created_utc=self.created, command=self.s.command, baseline=self.s.arms[0].label,
-            arms=[ManifestArm(label=a.label, runner=a.runner, argv=a.argv, python=self.s.python)
-                  for a in self.s.arms],
-            runner_options=self.s.options, runs=self.runs)
+            manifest_version=MANIFEST_VERSION,
+            experiment=self.s.experiment,
+            created_utc=self.created,
+            command=self.s.command,
+            baseline=self.s.arms[0].label,
+            arms=[
+                ManifestArm(label=a.label, runner=a.runner, argv=a.argv, python=self.s.python)
+                for a in self.s.arms
+            ],
+            runner_options=self.s.options,
+            runs=self.runs,
+        )
 
     def write_manifest(self) -> None:
         """manifest.json, replaced atomically (common.output, mode "replace")."""
@@ -148,8 +162,9 @@ class Experiment:
                     return 124, True
 
     # --- one run ----------------------------------------------------------------------
-    def run_one(self, index: int, block: int, position: int, arm: Arm,
-                warmup: bool = False) -> ManifestRun:
+    def run_one(
+        self, index: int, block: int, position: int, arm: Arm, warmup: bool = False
+    ) -> ManifestRun:
         """Start one run in a fresh process group, log it, record it.
 
         A warm-up run (`<label>-w<k>`) writes its result under warmup/ and is recorded with
@@ -170,8 +185,9 @@ class Experiment:
         env.update(self.s.env)
         started, t0 = utc_now(), time.monotonic()
         with open(log, "w", encoding="utf-8") as f:
-            self.current = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
+            self.current = subprocess.Popen(
+                cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
             status, timed_out = self.wait(self.current, self.s.run_timeout)
             self.current = None
         if timed_out:
@@ -179,19 +195,31 @@ class Experiment:
                 f.write(f"{PROG}: stopped after the run timeout of {self.s.run_timeout:g} s\n")
         ok = status == 0 and result.is_file()
         return ManifestRun(
-            index=index, block=0 if warmup else block, position=position, label=arm.label,
-            runner=arm.runner, repeat=None if warmup else block, warmup=block if warmup else None,
-            command=cmd, result=f"{folder}/{name}.json" if ok else None, log=f"logs/{name}.log",
-            status=("warmup" if warmup else "ok") if ok else "failed", exit_status=status,
-            started_utc=started, finished_utc=utc_now(), seconds=round(time.monotonic() - t0, 3))
+            index=index,
+            block=0 if warmup else block,
+            position=position,
+            label=arm.label,
+            runner=arm.runner,
+            repeat=None if warmup else block,
+            warmup=block if warmup else None,
+            command=cmd,
+            result=f"{folder}/{name}.json" if ok else None,
+            log=f"logs/{name}.log",
+            status=("warmup" if warmup else "ok") if ok else "failed",
+            exit_status=status,
+            started_utc=started,
+            finished_utc=utc_now(),
+            seconds=round(time.monotonic() - t0, 3),
+        )
 
     # --- compare, in this process -----------------------------------------------------
     def report(self) -> Report:
         """compare's Report of this folder (its ok runs, their labels), with the plan's compare
         options (e.g. --allow-mismatch); a UsageError when compare refuses."""
         args = compare_parser().parse_args([str(self.s.out), *self.s.compare_options])
-        return analyse_paths([self.s.out], baseline=args.baseline,
-                             allow_mismatch=args.allow_mismatch)
+        return analyse_paths(
+            [self.s.out], baseline=args.baseline, allow_mismatch=args.allow_mismatch
+        )
 
     def estimate(self) -> Estimate:
         """Each arm's overhead against the baseline so far, or compare's error."""
@@ -214,8 +242,9 @@ class Experiment:
         for o in estimate.overhead:
             head = f"    {o.arm} vs {o.baseline}: {o.percent:+.2f}%"
             if o.verdict_possible and o.half_width is not None:
-                head += (f" (95% CI {o.ci_low:+.2f}..{o.ci_high:+.2f}, "
-                         f"half-width {o.half_width:.2f} pp)")
+                head += (
+                    f" (95% CI {o.ci_low:+.2f}..{o.ci_high:+.2f}, half-width {o.half_width:.2f} pp)"
+                )
             else:
                 head += f" (no verdict yet; needs {o.runs_needed} runs a side)"
             lines.append(head)
@@ -224,8 +253,13 @@ class Experiment:
     def target_reached(self, estimate: Estimate) -> bool:
         """Every arm's interval is at most the target half-width."""
         others = {a.label for a in self.s.arms[1:]}
-        have = {o.arm for o in estimate.overhead if o.verdict_possible
-                and o.half_width is not None and o.half_width <= self.s.target_half_width}
+        have = {
+            o.arm
+            for o in estimate.overhead
+            if o.verdict_possible
+            and o.half_width is not None
+            and o.half_width <= self.s.target_half_width
+        }
         return bool(estimate.overhead) and others <= have
 
     # --- the whole experiment ---------------------------------------------------------
@@ -246,8 +280,13 @@ class Experiment:
         except Stopped:
             self.write_manifest()
             sig = self.signal or signal.SIGTERM
-            print(f"{PROG}: stopped by {signal.Signals(sig).name}; {len(self.runs)} run(s) recorded in"
-                  f" {self.s.out}", file=sys.stderr, flush=True)
+            print(
+                f"{PROG}: stopped by {signal.Signals(sig).name}; {len(self.runs)} run(s) recorded"
+                " in"
+                f" {self.s.out}",
+                file=sys.stderr,
+                flush=True,
+            )
             return 128 + sig
         finally:
             for sig, handler in old.items():
@@ -257,10 +296,17 @@ class Experiment:
         s, arms = self.s, self.s.arms
         self.write_manifest()
         adaptive = s.target_half_width is not None
-        total = f"<={s.repeats * len(arms)}" if adaptive or s.budget_minutes else str(s.repeats * len(arms))
-        print(f"{PROG}: {', '.join(a.label for a in arms)}; {s.warmup_runs} warm-up run(s) per arm,"
-              f" then {s.repeats} block(s){' at most' if adaptive else ''};"
-              f" options: {' '.join(s.options) or '(none)'}; folder {s.out}", flush=True)
+        total = (
+            f"<={s.repeats * len(arms)}"
+            if adaptive or s.budget_minutes
+            else str(s.repeats * len(arms))
+        )
+        print(
+            f"{PROG}: {', '.join(a.label for a in arms)}; {s.warmup_runs} warm-up run(s) per arm,"
+            f" then {s.repeats} block(s){' at most' if adaptive else ''};"
+            f" options: {' '.join(s.options) or '(none)'}; folder {s.out}",
+            flush=True,
+        )
         # Warm-up runs, in block 1's order and not counted: the first runs on a fresh machine
         # (cold caches, clocks) are slower, and block 1 always starts with the baseline.
         for k in range(1, s.warmup_runs + 1):
@@ -274,7 +320,9 @@ class Experiment:
             if s.budget_minutes is not None and block_times:
                 mean = sum(block_times) / len(block_times)
                 if time.monotonic() - self.start + mean > s.budget_minutes * 60:
-                    reason = f"the budget of {s.budget_minutes:g} min would be exceeded by another block"
+                    reason = (
+                        f"the budget of {s.budget_minutes:g} min would be exceeded by another block"
+                    )
                     break
             t0 = time.monotonic()
             order = arms if block % 2 else arms[::-1]  # ABBA: drift favours no arm
@@ -302,17 +350,23 @@ class Experiment:
             raise Stopped
         name = f"{arm.label} {'w' if warmup else 'r'}{block}"
         ok = record.status != "failed"
-        print(f"[{progress} {self.elapsed()}] {name}: {'ok' if ok else 'failed'} in"
-              f" {record.seconds:.1f} s" + (" (warm-up, not counted)" if warmup and ok else "")
-              + ("" if ok else f" (exit status {record.exit_status}, log {record.log})"),
-              flush=True)
+        print(
+            f"[{progress} {self.elapsed()}] {name}: {'ok' if ok else 'failed'} in"
+            f" {record.seconds:.1f} s"
+            + (" (warm-up, not counted)" if warmup and ok else "")
+            + ("" if ok else f" (exit status {record.exit_status}, log {record.log})"),
+            flush=True,
+        )
         if not ok and record.exit_status != EXIT_USAGE:
             tail = (self.s.out / record.log).read_text(errors="replace").splitlines()[-5:]
             print("\n".join(f"    {line}" for line in tail), flush=True)
         if record.exit_status == EXIT_USAGE:
             lines = (self.s.out / record.log).read_text(errors="replace").strip().splitlines()
-            print(lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
-                  file=sys.stderr, flush=True)
+            print(
+                lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
+                file=sys.stderr,
+                flush=True,
+            )
             return True
         return False
 
@@ -331,17 +385,24 @@ class Experiment:
         if (self.s.out / "report.txt").is_file():
             print((self.s.out / "report.txt").read_text(), end="")
         if warm_failed:
-            print(f"{PROG}: warning: {len(warm_failed)} warm-up run(s) failed (not counted): "
-                  + ", ".join(f"{r.label} w{r.warmup} (exit {r.exit_status})"
-                              for r in warm_failed), file=sys.stderr)
+            print(
+                f"{PROG}: warning: {len(warm_failed)} warm-up run(s) failed (not counted): "
+                + ", ".join(f"{r.label} w{r.warmup} (exit {r.exit_status})" for r in warm_failed),
+                file=sys.stderr,
+            )
         if failed:
-            print(f"{PROG}: {len(failed)} run(s) failed: "
-                  + ", ".join(f"{r.label} r{r.repeat} (exit {r.exit_status})" for r in failed),
-                  file=sys.stderr)
+            print(
+                f"{PROG}: {len(failed)} run(s) failed: "
+                + ", ".join(f"{r.label} r{r.repeat} (exit {r.exit_status})" for r in failed),
+                file=sys.stderr,
+            )
             status = 1
         warm = sum(r.warmup is not None for r in self.runs)
-        print(f"{PROG}: {len(self.runs)} run(s){f' ({warm} warm-up)' if warm else ''} in"
-              f" {self.elapsed()}; folder {self.s.out}", flush=True)
+        print(
+            f"{PROG}: {len(self.runs)} run(s){f' ({warm} warm-up)' if warm else ''} in"
+            f" {self.elapsed()}; folder {self.s.out}",
+            flush=True,
+        )
         return status
 
     def write_reports(self) -> None:
@@ -351,5 +412,9 @@ class Experiment:
         report = self.report()
         for name, fmt in (("report.txt", "text"), ("report.md", "markdown")):
             write_text(self.s.out / name, render(report, fmt), mode="new", option=name)
-        write_atomically(self.s.out / "comparison.png", lambda tmp: draw(report, tmp),
-                         mode="new", option="comparison.png")
+        write_atomically(
+            self.s.out / "comparison.png",
+            lambda tmp: draw(report, tmp),
+            mode="new",
+            option="comparison.png",
+        )
