@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--python",
         default=sys.executable,
         metavar="PATH",
-        help="the interpreter that runs the runners and compare (default: this one)",
+        help="the interpreter that runs the runners (default: this one)",
     )
     return p
 

@@ -108,6 +108,7 @@ class Experiment:
         self.signal: int | None = None
         self.start = time.monotonic()
         self.created = utc_now()
+        self.stopping: dict[str, object] | None = None  # the rule and why it stopped, at the end
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
 
     # --- the folder -------------------------------------------------------------------
@@ -125,6 +126,7 @@ class Experiment:
             ],
             runner_options=self.s.options,
             runs=self.runs,
+            stopping=self.stopping,
         )
 
     def write_manifest(self) -> None:
@@ -339,6 +341,13 @@ class Experiment:
                 reason = f"half-width <= {s.target_half_width:g} pp after {block} block(s)"
                 break
         print(f"{PROG}: stopped: {reason}", flush=True)
+        self.stopping = {
+            "reason": reason,
+            "max_blocks": s.repeats,
+            "target_half_width": s.target_half_width,
+            "budget_minutes": s.budget_minutes,
+        }
+        self.write_manifest()
         return self.finish()
 
     def one(self, block: int, position: int, arm: Arm, progress: str, warmup: bool = False) -> bool:

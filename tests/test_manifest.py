@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from common.manifest import load_manifest, write_manifest
 from common.result import ResultError
-from conftest import ROOT
 
 COMMITTED = sorted((ROOT / "results").rglob("manifest.json"))
 
