@@ -262,3 +262,22 @@ def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_p
     exp.write_manifest()
     line = exp.describe(exp.estimate())
     assert line.startswith("    estimate: compare failed: ") and "native-r1.json: not valid JSON" in line
+
+
+def test_srun_options_read_the_job_shape_as_the_runners_do(monkeypatch):
+    from common.errors import UsageError
+    from experiment import launch
+
+    monkeypatch.setattr(launch.shutil, "which", lambda name: "/usr/bin/srun")
+    for name in ("SLURM_NTASKS_PER_NODE", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x3)")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "3")
+    assert launch.srun_options(["--steps", "5"]) == ["--devices", "2", "--num-nodes", "3"]
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "3,1")
+    with pytest.raises(UsageError, match=r"spread unevenly .*--ntasks-per-node"):
+        launch.srun_options([])
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2")
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    assert "MASTER_PORT" not in launch.srun_environment()  # the runners derive it (one rule)
