@@ -90,6 +90,13 @@ class Stopped(Exception):
     """A signal asked us to stop (the exit status is 128 + signal number)."""
 
 
+def compare_error(error: Exception) -> str:
+    """compare's error as one line: a user's mistake as it says, anything else with its type."""
+    if isinstance(error, (UsageError, OutputError)):
+        return one_line(str(error))
+    return one_line(f"{type(error).__name__}: {error}")
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The running estimate: each arm against the baseline, or why compare could not say."""
@@ -230,8 +237,8 @@ class Experiment:
             return Estimate()
         try:
             report = self.report()
-        except UsageError as error:
-            return Estimate(error=one_line(str(error)))
+        except Exception as error:  # a bug in compare too: shown, and the runs go on
+            return Estimate(error=compare_error(error))
         return Estimate([o for o in report.overhead if o.baseline == self.s.arms[0].label])
 
     def describe(self, estimate: Estimate) -> str:
@@ -388,8 +395,8 @@ class Experiment:
         status = 0
         try:
             self.write_reports()
-        except (UsageError, OutputError) as error:
-            print(f"{PROG}: compare failed: {one_line(str(error))}", file=sys.stderr)
+        except Exception as error:  # the runs are recorded; say why there is no report
+            print(f"{PROG}: compare failed: {compare_error(error)}", file=sys.stderr)
             status = 1
         if (self.s.out / "report.txt").is_file():
             print((self.s.out / "report.txt").read_text(), end="")
