@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
-from common.result import OutputError, write_atomically
+from common.output import OutputError, mode_for, write_text
 from lesson.page import render
 from lesson.source import LessonError, read_runners
 
@@ -20,8 +20,9 @@ PAGE = ROOT / "docs" / "lesson.html"
 
 
 def write_page(path: Path, text: str, replace: bool) -> None:
-    """The one call to the suite's atomic writer (temp file, fsync, rename or no-clobber link)."""
-    write_atomically(path, replace, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    """The one call to the suite's writer: the page this command owns is replaced, any other
+    --output PATH follows --overwrite-output."""
+    write_text(path, text, mode="replace" if path == PAGE else mode_for(replace))
 
 
 def main(argv: list[str] | None = None) -> int:
