@@ -521,16 +521,9 @@ def _interval(method: str, log_ratio: float, se: float, df: float, arm_runs: int
 
 def paired_log_interval(log_ratios: Sequence[float], confidence: float = CONFIDENCE,
                         power: float = POWER) -> ArmInterval:
-    """The t-interval on per-block log ratios (arm / baseline), df = blocks - 1. The core of
-    block_paired_interval, without its checks (the simulations call it directly)."""
-    n = len(log_ratios)
-    m = math.fsum(log_ratios) / n
-    if n < 2:
-        return ArmInterval(METHOD_BLOCKS, _pct(m), None, None, None, n, n, blocks=n,
-                           no_verdict_reason=f"{n} complete block(s): the interval needs 2")
-    var = math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1)
-    return _interval(METHOD_BLOCKS, m, math.sqrt(var / n), n - 1, n, n, confidence, power,
-                     blocks=n)
+    """The t-interval on per-block log ratios (arm / baseline) in balanced order, df = blocks
+    - 1: blocks_log_interval without positions."""
+    return blocks_log_interval(log_ratios, None, None, confidence, power)
 
 
 def welch_hsu_interval(base: Sequence[float], arm: Sequence[float],
@@ -590,11 +583,76 @@ def _dropped_warning(blocks: Blocks, arm: str, baseline: str) -> tuple[str, ...]
              " complete block(s) used"),)
 
 
+def _position_fit(log_ratios: Sequence[float], gaps: Sequence[int]
+                  ) -> tuple[float, float, float] | None:
+    """Least squares d = e + gamma x gap: (e, residual sd, sqrt(1/n + mean gap^2 / Sxx)), the
+    estimate at gap 0 (the arms in balanced positions) and its standard error per unit sd.
+    None when gap 0 is not inside the gaps' range (one order only) or too few blocks."""
+    n = len(log_ratios)
+    if n < 3 or not min(gaps) < 0 < max(gaps):
+        return None
+    gm, dm = sum(gaps) / n, math.fsum(log_ratios) / n
+    sxx = sum((g - gm) ** 2 for g in gaps)
+    slope = math.fsum((g - gm) * (d - dm) for g, d in zip(gaps, log_ratios)) / sxx
+    e = dm - slope * gm
+    resid = math.fsum((d - e - slope * g) ** 2 for g, d in zip(gaps, log_ratios))
+    return e, math.sqrt(resid / (n - 2)), math.sqrt(1.0 / n + gm * gm / sxx)
+
+
+def blocks_log_interval(log_ratios: Sequence[float], gaps: Sequence[int] | None = None,
+                        rule: StoppingRule | None = None, confidence: float = CONFIDENCE,
+                        power: float = POWER, arm: str = "the arm",
+                        baseline: str = "the baseline") -> ArmInterval:
+    """The interval from complete blocks in block order: log ratio arm / baseline per block and
+    the arm's position minus the baseline's (gaps; None: assumed balanced). The core of
+    block_paired_interval and stein_interval, without RunPoints (the simulations call it).
+
+    Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
+    the log ratios. Unbalanced but both orders present (failed runs dropped blocks of one
+    order): the estimate at gap 0 from d = e + gamma x gap, df one less. One order only: no
+    verdict, the position is confounded with the arm. With `rule`: Stein's interval (see
+    StoppingRule), df = first_stage_blocks - 1."""
+    n = len(log_ratios)
+    stein = rule is not None and n >= rule.first_stage_blocks
+    method = METHOD_STEIN if stein else METHOD_BLOCKS
+    m = math.fsum(log_ratios) / n if n else math.nan
+    balance = _one_sample_balance_t(gaps) if gaps is not None and n >= 2 else 0.0
+    fit = _position_fit(log_ratios, gaps) if balance > BALANCE_MAX_T else None  # type: ignore
+    if balance > BALANCE_MAX_T and fit is None:
+        shown = ", ".join(f"{g:+d}" for g in gaps)  # type: ignore[union-attr]
+        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
+                           no_verdict_reason=f"the blocks' orders are unbalanced ({arm}'s"
+                           f" position minus {baseline}'s: {shown}): drift within a block would"
+                           " be confounded with the difference (ABBA order balances it)",
+                           confidence=confidence)
+    if n < 2:
+        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
+                           no_verdict_reason=f"{n} complete block(s): the interval needs 2",
+                           confidence=confidence)
+    sd = math.sqrt(math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1))
+    estimate, scale, df = m, 1.0 / math.sqrt(n), float(n - 1)
+    extra: dict[str, object] = {"blocks": n}
+    if fit is not None:
+        estimate, sd, scale = fit
+        df = float(n - 2)
+        method += "; adjusted for the arms' positions in the block (df one less)"
+        extra["warnings"] = ((f"{arm} vs {baseline}: the complete blocks' orders are"
+                              f" unbalanced (balance t {balance:.2f}); the estimate is adjusted"
+                              " for the position in the block"),)
+    if stein:
+        s0 = first_stage_sd(log_ratios, rule)  # type: ignore[arg-type]
+        sd = max(sd, s0)  # type: ignore[type-var]
+        df = float(rule.first_stage_blocks - 1)  # type: ignore[union-attr]
+    return _interval(method, estimate, sd * scale, df, n, n, confidence, power,
+                     **extra)  # type: ignore[arg-type]
+
+
 def block_paired_interval(points: Sequence[RunPoint], arm: str, baseline: str,
-                          confidence: float = CONFIDENCE, power: float = POWER) -> ArmInterval:
+                          confidence: float = CONFIDENCE, power: float = POWER,
+                          rule: StoppingRule | None = None) -> ArmInterval:
     """Pair by block: per-block log ratio arm / baseline, t-interval with df = complete blocks
-    - 1. Incomplete blocks are dropped and named in warnings. No verdict when the blocks' orders
-    are unbalanced (e.g. every block ran the baseline first: drift inside a block would be
+    - 1 (blocks_log_interval). Incomplete blocks are dropped and named in warnings. No verdict
+    when every complete block has the arms in the same order (drift within a block would be
     confounded with the difference; ABBA balances it), or on ties or zero variation."""
     blocks = complete_blocks(points, arm, baseline)
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
@@ -603,21 +661,14 @@ def block_paired_interval(points: Sequence[RunPoint], arm: str, baseline: str,
                            no_verdict_reason=blocks.problem)
     warnings = _dropped_warning(blocks, arm, baseline)
     used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
-    m = math.fsum(blocks.log_ratios) / len(blocks.log_ratios) if blocks.log_ratios else 0.0
+    iv = blocks_log_interval(blocks.log_ratios, blocks.gaps, rule, confidence, power, arm,
+                             baseline)
     refuse = _check_values(used)
-    balance = _one_sample_balance_t(blocks.gaps) if len(blocks.gaps) >= 2 else 0.0
-    if refuse is None and balance > BALANCE_MAX_T:
-        refuse = (f"the blocks' orders are unbalanced ({arm}'s position minus {baseline}'s:"
-                  f" {', '.join(f'{g:+d}' for g in blocks.gaps)}): drift within a block would"
-                  f" be confounded with the difference (balance t {balance:.2f} >"
-                  f" {BALANCE_MAX_T:g}; ABBA order balances it)")
     if refuse is not None:
-        return ArmInterval(METHOD_BLOCKS, _pct(m), None, None, None, len(blocks.blocks),
-                           len(blocks.blocks), blocks=len(blocks.blocks),
-                           dropped_blocks=blocks.dropped, no_verdict_reason=refuse,
-                           warnings=warnings, confidence=confidence)
-    iv = paired_log_interval(blocks.log_ratios, confidence, power)
-    return dataclasses.replace(iv, dropped_blocks=blocks.dropped, warnings=warnings)
+        iv = ArmInterval(iv.method, iv.percent, None, None, None, iv.arm_runs, iv.baseline_runs,
+                         blocks=iv.blocks, no_verdict_reason=refuse, confidence=confidence)
+    return dataclasses.replace(iv, dropped_blocks=blocks.dropped,
+                               warnings=(*warnings, *iv.warnings))
 
 
 @dataclass(frozen=True)
@@ -676,9 +727,11 @@ class StoppingRule:
     Stein (1945): the first `first_stage_blocks` complete blocks give the variance s0^2 of the
     per-block log ratio (df = first_stage_blocks - 1); the experiment runs until it has
     N = max(n0, ceil((t x s0 / w)^2)) complete blocks, w = asinh(target / 100); the final
-    interval is mean of all N log ratios +- t x s0 / sqrt(N). N depends on s0 alone, and the
-    mean is independent of s0, so the interval is exact (95% under normal noise) however
-    the data fall: no optional-stopping inflation. A run that fails leaves its block incomplete:
+    interval is mean of all N log ratios +- t x max(s0, s) / sqrt(N), s the sd of all N. N
+    depends on s0 alone, and the mean is independent of s0, so Stein's interval (with s0) is
+    exact (95% under normal noise) however the data fall: no optional-stopping inflation. Taking
+    the larger of s0 and s only widens it (so it stays valid), and keeps it honest when a short
+    first stage missed rare slow-downs (one-sided interference) that later blocks show. A run that fails leaves its block incomplete:
     blocks count only when complete (successful runs of the arm and the baseline).
     """
 
@@ -772,37 +825,22 @@ def stopping_decision(points: Sequence[RunPoint], baseline: str, arms: Sequence[
 def stein_interval(points: Sequence[RunPoint], arm: str, baseline: str, rule: StoppingRule,
                    confidence: float = CONFIDENCE, power: float = POWER) -> ArmInterval:
     """The final interval of an experiment run under `rule`: mean of all complete blocks' log
-    ratios +- t_{n0-1} x s0 / sqrt(N). Fewer complete blocks than the first stage (the experiment
-    hit its maximum): the fixed-design paired interval over those blocks, said in a warning."""
-    blocks = complete_blocks(points, arm, baseline)
-    if blocks.problem is not None or len(blocks.blocks) < rule.first_stage_blocks:
-        iv = block_paired_interval(points, arm, baseline, confidence, power)
-        if blocks.problem is None:
-            note = (f"{arm} vs {baseline}: only {len(blocks.blocks)} complete block(s), fewer"
-                    f" than the rule's first stage ({rule.first_stage_blocks}): fixed-design"
-                    " paired interval")
-            iv = dataclasses.replace(iv, warnings=(*iv.warnings, note))
-        return iv
-    paired = block_paired_interval(points, arm, baseline, confidence, power)
-    if paired.no_verdict_reason is not None:  # ties, zero variation, unbalanced orders
-        return dataclasses.replace(paired, method=METHOD_STEIN)
-    s0 = first_stage_sd(blocks.log_ratios, rule)
-    n = len(blocks.log_ratios)
-    m = math.fsum(blocks.log_ratios) / n
-    iv = _interval(METHOD_STEIN, m, s0 / math.sqrt(n), rule.first_stage_blocks - 1,  # type: ignore
-                   n, n, confidence, power, blocks=n)
-    return dataclasses.replace(iv, dropped_blocks=blocks.dropped, warnings=paired.warnings)
+    ratios +- t_{n0-1} x max(s0, s) / sqrt(N) (blocks_log_interval with the rule). Fewer
+    complete blocks than the first stage (the experiment hit its maximum): the fixed-design
+    paired interval over those blocks, said in a warning."""
+    iv = block_paired_interval(points, arm, baseline, confidence, power, rule)
+    if iv.blocks is not None and iv.blocks < rule.first_stage_blocks:
+        note = (f"{arm} vs {baseline}: only {iv.blocks} complete block(s), fewer than the"
+                f" rule's first stage ({rule.first_stage_blocks}): fixed-design paired interval")
+        iv = dataclasses.replace(iv, warnings=(*iv.warnings, note))
+    return iv
 
 
 def stein_log_interval(log_ratios: Sequence[float], rule: StoppingRule,
-                       confidence: float = CONFIDENCE, power: float = POWER) -> ArmInterval:
-    """The core of stein_interval on log ratios in block order (the simulations call it)."""
-    if len(log_ratios) < rule.first_stage_blocks:
-        return paired_log_interval(log_ratios, confidence, power)
-    s0 = first_stage_sd(log_ratios, rule)
-    n = len(log_ratios)
-    return _interval(METHOD_STEIN, math.fsum(log_ratios) / n, s0 / math.sqrt(n),  # type: ignore
-                     rule.first_stage_blocks - 1, n, n, confidence, power, blocks=n)
+                       gaps: Sequence[int] | None = None, confidence: float = CONFIDENCE,
+                       power: float = POWER) -> ArmInterval:
+    """Stein's interval on log ratios in block order (blocks_log_interval with the rule)."""
+    return blocks_log_interval(log_ratios, gaps, rule, confidence, power)
 
 
 # --- the one entry compare calls --------------------------------------------------------------
