@@ -718,7 +718,7 @@ def run_level_arm_interval(points: Sequence[RunPoint], arm: str, baseline: str,
     warnings = () if order.interleaved is not False and order.balance_t is not None else (
         (f"{arm} vs {baseline}: {order.reason}",) if order.interleaved is None else ())
     refuse = _check_values([*a, *b]) or (order.reason if order.interleaved is False else None)
-    if refuse is not None and iv.no_verdict_reason is None:
+    if refuse is not None and not (iv.no_verdict_reason or "").startswith("the interval needs"):
         return ArmInterval(METHOD_WELCH, iv.percent, None, None, None, len(a), len(b),
                            no_verdict_reason=refuse, warnings=warnings, confidence=confidence)
     return dataclasses.replace(iv, warnings=warnings)
