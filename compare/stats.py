@@ -183,9 +183,9 @@ def run_level_interval(base: Sequence[float], arm: Sequence[float],
         raise ValueError("per-run medians must be positive and finite")
     lb, la = np.log(xb), np.log(xa)
     diff = float(la.mean() - lb.mean())
-    common = dict(percent=_pct(diff), baseline_runs=len(base), arm_runs=len(arm),
-                  baseline_ms=float(math.exp(lb.mean())), arm_ms=float(math.exp(la.mean())),
-                  min_percent=(min(arm) / min(base) - 1.0) * 100.0, confidence=confidence)
+    common = {"percent": _pct(diff), "baseline_runs": len(base), "arm_runs": len(arm),
+                  "baseline_ms": float(math.exp(lb.mean())), "arm_ms": float(math.exp(la.mean())),
+                  "min_percent": (min(arm) / min(base) - 1.0) * 100.0, "confidence": confidence}
     if len(base) < MIN_RUNS or len(arm) < MIN_RUNS:
         return RunLevelInterval(ci_low=None, ci_high=None, half_width=None,
                                 min_detectable_percent=None, df=None, **common)
@@ -246,7 +246,8 @@ def step_jitter_percent(series: Sequence[float]) -> float:
 
 
 def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
-    """Median of the first and of the second half of a series, and the second's change in % of the first."""
+    """Medians of the first and the second half of a series, and the second's change in % of
+    the first."""
     half = len(series) // 2  # an odd middle step belongs to neither half, so both count the same
     if half == 0:
         raise ValueError("halves of a series need 2 steps or more")
@@ -255,7 +256,8 @@ def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
 
 
 def slow_ranks(rank_medians: Sequence[float]) -> list[int]:
-    """Indices of ranks whose median step time is an outlier above the ranks' median (rule above)."""
+    """Indices of ranks whose median step time is an outlier above the ranks' median (rule
+    above)."""
     center = median(rank_medians)
     mad = median([abs(m - center) for m in rank_medians])
     threshold = max(SLOW_RANK_MADS * mad, SLOW_RANK_FLOOR * center)
@@ -314,7 +316,8 @@ STEIN_RULE = "stein-two-stage"
 SETTLE_BETWEEN_RUNS = 0.015
 SETTLE_WITHIN_RUN = 0.02
 FASTEST_RUN_LABEL = ("fastest-run ratio: fastest arm run / fastest baseline run - 1"
-                     " (descriptive, no interval; biased when the arms' noise or run counts differ)")
+                     " (descriptive, no interval; biased when the arms' noise or run counts"
+                     " differ)")
 METHOD_BLOCKS = "paired by block: t-interval on per-block log ratios (df = complete blocks - 1)"
 METHOD_WELCH = ("Welch t-interval on mean log per-run median, Hsu's df = min(runs a side) - 1"
                 " (one number per run)")
@@ -347,8 +350,9 @@ class ArmInterval:
     this size gets a 'slower' verdict from an experiment of this design in at least
     DETECTABLE_PROMISE (75%) of cases (DETECTABLE_POWER, 90%, under normal noise; averaged over
     experiments and at the median one), from the calibrated factor detectable_factor(df); None
-    below MIN_DETECTABLE_DF or without an interval, with min_detectable_note saying why. warnings: true statements a report should show (dropped
-    blocks, unknown start times, a fallback).
+    below MIN_DETECTABLE_DF or without an interval, with min_detectable_note saying why.
+    warnings: true statements a report should show (dropped blocks, unknown start times, a
+    fallback, a position adjustment).
     """
 
     method: str
@@ -533,7 +537,8 @@ def paired_log_interval(log_ratios: Sequence[float], confidence: float = CONFIDE
 
 
 def welch_hsu_interval(base: Sequence[float], arm: Sequence[float],
-                       confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER) -> ArmInterval:
+                       confidence: float = CONFIDENCE,
+                       power: float = DETECTABLE_POWER) -> ArmInterval:
     """Welch's interval on mean log per-run numbers with Hsu's conservative df = min(n) - 1: it
     holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
     where the Welch-Satterthwaite df does not. The core of run_level_arm_interval."""
@@ -708,7 +713,8 @@ def interleaving(base_started: Sequence[float | None], arm_started: Sequence[flo
 
 
 def run_level_arm_interval(points: Sequence[RunPoint], arm: str, baseline: str,
-                           confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER) -> ArmInterval:
+                           confidence: float = CONFIDENCE,
+                           power: float = DETECTABLE_POWER) -> ArmInterval:
     """Plain file lists: welch_hsu_interval, no verdict when the start times show the arms were
     not interleaved or on ties / zero variation; a warning when start times are unknown."""
     a = [p for p in points if p.arm == arm]
@@ -737,8 +743,9 @@ class StoppingRule:
     depends on s0 alone, and the mean is independent of s0, so Stein's interval (with s0) is
     exact (95% under normal noise) however the data fall: no optional-stopping inflation. Taking
     the larger of s0 and s only widens it (so it stays valid), and keeps it honest when a short
-    first stage missed rare slow-downs (one-sided interference) that later blocks show. A run that fails leaves its block incomplete:
-    blocks count only when complete (successful runs of the arm and the baseline).
+    first stage missed rare slow-downs (one-sided interference) that later blocks show. A run
+    that fails leaves its block incomplete: blocks count only when complete (successful runs of
+    the arm and the baseline).
     """
 
     target_half_width: float  # percentage points
