@@ -324,6 +324,7 @@ METHOD_WELCH = ("Welch t-interval on mean log per-run median, Hsu's df = min(run
 METHOD_STEIN = ("Stein's two-stage rule: paired by block, first stage's variance,"
                 " df = first-stage blocks - 1")
 
+ZERO_SE = 1e-12
 _t_crit = cache(t_quantile)
 
 
@@ -516,8 +517,9 @@ def _one_sample_balance_t(values: Sequence[float]) -> float:
 
 def _interval(method: str, log_ratio: float, se: float, df: float, arm_runs: int,
               baseline_runs: int, confidence: float, power: float, **extra: object) -> ArmInterval:
-    """An ArmInterval from a log-ratio estimate, its standard error and df."""
-    if se == 0.0:
+    """An ArmInterval from a log-ratio estimate, its standard error and df. A standard error
+    under ZERO_SE (log units: 1e-10 %) is rounding, not noise: no verdict."""
+    if se < ZERO_SE:
         return ArmInterval(method, _pct(log_ratio), None, None, None, arm_runs, baseline_runs,
                            no_verdict_reason="the runs show zero variation (identical values):"
                            " no noise to scale an interval by", **extra)  # type: ignore[arg-type]

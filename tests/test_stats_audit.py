@@ -84,6 +84,10 @@ def test_zero_variation_gives_no_verdict() -> None:
     assert not iv.verdict_possible and "zero variation" in (iv.no_verdict_reason or "")
     iv = stats.welch_hsu_interval([100.0, 100.0, 100.0], [101.0, 101.0, 101.0])
     assert not iv.verdict_possible and "zero variation" in (iv.no_verdict_reason or "")
+    # equal ratios from different numbers differ in the last bits only: still zero variation
+    base = [30.1, 29.7, 31.3]
+    iv = stats.paired_log_interval([math.log(b * 1.0154 / b) for b in base])
+    assert not iv.verdict_possible and "zero variation" in (iv.no_verdict_reason or "")
 
 
 def test_audit_min_run_percent_is_a_labelled_descriptive_ratio() -> None:
