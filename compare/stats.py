@@ -884,6 +884,13 @@ def compare_arms(points: Sequence[RunPoint], arm: str, baseline: str,
 
 # --- the fastest-run ratio, the verdict sentence, host settling -----------------------------
 
+def geometric_mean(values: Sequence[float]) -> float:
+    """exp(mean log value): the per-arm step time the log-scale intervals compare."""
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError("geometric mean needs positive, finite values")
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+
+
 def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[float | None, str]:
     """(fastest arm run / fastest baseline run - 1 in %, what it is). Descriptive only: the
     minimum of more runs is lower, and of noisier runs lower still, so with unequal run counts it

@@ -159,3 +159,9 @@ def test_host_settled(medians, halves, settled, why) -> None:
 def test_host_settled_needs_halves_for_each_run() -> None:
     with pytest.raises(ValueError, match="one"):
         stats.host_settled([100.0, 100.0], [(100.0, 100.0)])
+
+
+def test_geometric_mean() -> None:
+    assert stats.geometric_mean([25.0, 100.0]) == pytest.approx(50.0)
+    with pytest.raises(ValueError):
+        stats.geometric_mean([1.0, 0.0])
