@@ -165,3 +165,38 @@ def test_geometric_mean() -> None:
     assert stats.geometric_mean([25.0, 100.0]) == pytest.approx(50.0)
     with pytest.raises(ValueError):
         stats.geometric_mean([1.0, 0.0])
+
+
+def _abba(blocks: int, seed: int, fail: tuple[tuple[int, str], ...] = ()) -> list[stats.RunPoint]:
+    rng = np.random.default_rng(seed)
+    runs = []
+    for block in range(1, blocks + 1):
+        order = ("native", "fabric") if block % 2 else ("fabric", "native")
+        for position, arm in enumerate(order, 1):
+            if (block, arm) not in fail:
+                ms = 100.0 * (1.02 if arm == "fabric" else 1.0) * math.exp(rng.normal(0, 0.004))
+                runs.append(stats.RunPoint(arm, ms, block, position, name=f"{arm}-r{block}"))
+    return runs
+
+
+def test_compare_arms_with_a_recorded_rule_gives_steins_interval() -> None:
+    rule = stats.StoppingRule.from_manifest(
+        {"rule": "stein-two-stage", "first_stage_blocks": 5, "target_half_width": 0.5})
+    runs = _abba(12, 6)
+    iv = stats.compare_arms(runs, "fabric", "native", rule)
+    assert iv.method == stats.METHOD_STEIN and iv.df == 4 and iv.blocks == 12
+    ratios = [math.log(a.ms / b.ms) for a, b in zip(runs[1::2], runs[0::2])]
+    ratios = [r if k % 2 == 0 else -r for k, r in enumerate(ratios)]  # even blocks: arm first
+    assert iv.percent == pytest.approx((math.exp(sum(ratios) / 12) - 1) * 100)
+    few = stats.compare_arms(_abba(3, 6), "fabric", "native", rule)
+    assert few.method == stats.METHOD_BLOCKS and few.df == 2
+    assert any("fewer than the rule's first stage" in w for w in few.warnings)
+
+
+def test_blocks_left_unbalanced_by_failures_are_adjusted_for_position() -> None:
+    # ABBA over 8 blocks; blocks 2, 4 and 6 lost their fabric run: gaps +1 +1 +1 +1 -1
+    lost = ((2, "fabric"), (4, "fabric"), (6, "fabric"))
+    iv = stats.compare_arms(_abba(8, 7, lost), "fabric", "native")
+    assert iv.verdict_possible and iv.df == 3 and "adjusted" in iv.method
+    assert any("adjusted for the position" in w for w in iv.warnings)
+    assert any("block(s) 2, 4, 6 dropped" in w for w in iv.warnings)
