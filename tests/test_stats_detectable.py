@@ -101,3 +101,22 @@ def table() -> list[str]:
 
 if __name__ == "__main__":
     print("\n".join(table()))
+
+
+@pytest.mark.parametrize("kind", ["normal", "t3", "spikes"])
+def test_steins_reported_size_is_detected_by_a_fresh_stein_experiment(kind: str) -> None:
+    """The same check for the adaptive rule (target 0.6 pp, 10% of runs failing): the value a
+    Stein experiment reports, as the true overhead of a fresh Stein experiment, gets a 'slower'
+    verdict in >= 75% of experiments (observed - 3 MC SE)."""
+    from test_stats_adaptive import draws, stein_experiment
+
+    rule = stats.StoppingRule(target_half_width=0.6)
+    ratios, complete = draws(2450, kind, 0.0, 0.1, 0.0)
+    reported = np.array([stein_experiment(r, k, rule)[0].min_detectable_percent or np.nan
+                         for r, k in zip(ratios, complete)])
+    assert np.mean(np.isnan(reported)) < 0.01  # none only where failures left one order
+    fresh, complete = draws(2451, kind, 0.0, 0.1, 0.0)
+    fresh = fresh + np.log1p(np.nan_to_num(reported, nan=np.nanmedian(reported)) / 100)[:, None]
+    rate = float(np.mean([(stein_experiment(r, k, rule)[0].ci_low or 0.0) > 0
+                          for r, k in zip(fresh, complete)]))
+    assert lower_bound(rate, REPS) >= 0.75, f"verdict rate {rate:.4f}"
