@@ -10,6 +10,10 @@ of its per-step pace. Runs of one runner differ from each other far more than st
 run do, so an interval over steps measures step jitter, not the uncertainty of an overhead.
 The interval is Welch's t-interval on the difference of mean log per-run medians, turned
 into a percent ratio; tests/test_compare_coverage.py shows by simulation that it covers.
+
+Issue 21's methods (second half of this file) replace it once analysis and experiment call them:
+compare_arms (paired by block, Welch-Hsu with an interleaving check, or Stein's two-stage rule),
+stopping_decision, host_settled; tests/test_stats_*.py prove them by simulation.
 """
 
 from __future__ import annotations
