@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 
 LAUNCHER_PID_VAR = "DDPBENCH_LAUNCHER_PID"  # set by a launcher for the ranks it starts
 _PR_SET_PDEATHSIG = 1
@@ -68,3 +68,10 @@ def _gone(pid: int) -> None:
     print(f"rank process {os.getpid()}: its launcher (pid {pid}) is gone; exiting",
           file=sys.stderr, flush=True)
     os._exit(1)
+
+
+def become_launcher(env: MutableMapping[str, str]) -> None:
+    """Name this process the launcher of the ranks it will start (Lightning's rank 0 starts
+    them from inside fit() with a copy of os.environ), unless a launcher started it."""
+    if launcher_pid(env) is None:
+        env[LAUNCHER_PID_VAR] = str(os.getpid())
