@@ -25,7 +25,7 @@ from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
-from common.steps import StepHooks, planned_steps
+from common.steps import StepHooks, planned_steps  # native: StepHooks (its own loop)
 from common.timing import mark_phase
 from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
 from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
