@@ -38,7 +38,7 @@ def omp_threads(devices: int, env: MutableMapping[str, str] | None = None) -> in
     """
     env = os.environ if env is None else env
     if "OMP_NUM_THREADS" not in env:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cpus = launcher.available_cpus()
         env["OMP_NUM_THREADS"] = str(max(1, cpus // devices))
     value = env["OMP_NUM_THREADS"]
     if not value.isdigit() or int(value) < 1:

@@ -32,6 +32,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from common.lifetime import LAUNCHER_PID_VAR
+
 PROCESS_START = time.perf_counter()  # read once per process, at first import
 # In order; each ends where the next begins. launch: the launcher's start to this process's
 # start (None unless a launcher of ours or Lightning's started it); imports: process start to
@@ -158,8 +160,6 @@ class StepTimer:
     def phases(self) -> dict[str, float | None]:
         """PHASES up to `timed`, in seconds, from the marks, the process start and this timer
         (build_result adds profiled and report); None where a mark or the start is unknown."""
-        from common.lifetime import LAUNCHER_PID_VAR  # no torch, no cycle
-
         now = time.perf_counter()
         age = process_age_seconds()
         started = None if age is None else now - age
