@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import torchvision
 
 from common.config import BenchConfig
-from common.errors import UsageError
+from common.launcher import thread_count
 
 # The original scripts' `data` string; "CPU-resident" on CPU runs.
 DATA_DESCRIPTION = "synthetic {where}-resident 3x{size}x{size} images with random labels"
@@ -28,14 +28,13 @@ def configure_threads(devices: int) -> int:
 
     Lightning applies this policy only when it launches processes itself; applying it in
     every launch mode, before Lightning looks, keeps the two runners on the same numerics.
+    A value given is checked by `launcher.thread_count` (ASCII digits, 1 to the node's CPUs).
     """
-    if "OMP_NUM_THREADS" not in os.environ:
+    threads = thread_count(os.environ)
+    if threads is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // devices))
-    value = os.environ["OMP_NUM_THREADS"]
-    if not value.isdigit() or int(value) < 1:
-        raise UsageError(f"OMP_NUM_THREADS={value!r} must be a whole number of threads, 1 or more")
-    threads = int(value)
+        threads = max(1, cpus // devices)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     return threads
 
