@@ -144,7 +144,8 @@ def detect(env: Mapping[str, str]) -> Launch:
                 "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION")
         # Lightning's SLURMEnvironment reads all four (int(os.environ[...])): a task without
         # one fails there with a KeyError, so both runners refuse it here.
-        for name in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS"):
+        whole_number(env, "SLURM_NTASKS")  # set (is_slurm): its value first
+        for name in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID"):
             if name not in env:
                 raise UsageError(f"{name} is not set but SLURM_NTASKS is: srun sets SLURM_PROCID,"
                                  " SLURM_LOCALID and SLURM_NODEID in every task; start the ranks"
@@ -412,12 +413,11 @@ def thread_count(env: Mapping[str, str]) -> int | None:
     """
     if "OMP_NUM_THREADS" not in env:
         return None
-    cpus = os.cpu_count() or 1
-    threads = whole_number(env, "OMP_NUM_THREADS")
-    if not 1 <= threads <= cpus:
-        raise UsageError(f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']!r} must be a number of threads"
-                         f" from 1 to this node's {cpus} CPUs")
-    return threads
+    cpus, text = os.cpu_count() or 1, env["OMP_NUM_THREADS"]
+    if not (_ASCII_NUMBER.fullmatch(text) and 1 <= int(text) <= cpus):
+        raise UsageError(f"OMP_NUM_THREADS={text!r} must be a whole number of threads, from 1 to"
+                         f" this node's {cpus} CPUs")
+    return int(text)
 
 
 
