@@ -9,7 +9,9 @@ import io
 import json
 import math
 import os
+import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -251,3 +253,67 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"{module}: error: ") and message in proc.stderr
     assert proc.stdout == "", "no rank may have started"
     assert list(tmp_path.iterdir()) == []
+
+
+# --- slurm/sweep.sh: every mistake one line, exit 2, nothing made (issue 26, class 6) -----
+
+SWEEP = ROOT / "slurm" / "sweep.sh"
+
+
+@pytest.fixture(scope="module")
+def no_sbatch_path(tmp_path_factory) -> str:
+    """A PATH with the tools sweep.sh uses before it submits, and no sbatch: never submits."""
+    folder = tmp_path_factory.mktemp("bin")
+    for tool in ("ls", "dirname", "date", "sed", "mkdir"):
+        (folder / tool).symlink_to(shutil.which(tool))
+    return str(folder)
+
+
+def sweep(args: list[str], path: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("bash"), str(SWEEP), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=60, env={"PATH": path, "HOME": str(cwd)}, check=False)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--gpus"], "--gpus needs a value (see --help)"),
+    (["--gpus", "1", "--mode"], "--mode needs a value"),
+    (["--gpus", "1", "--mode", "weak", "--outdir"], "--outdir needs a value"),
+    (["--gpus", "1", "--mode", "weak", "--sbatch"], "--sbatch needs a value"),
+    (["--gpus", "9" * 20, "--mode", "weak"], f"--gpus {'9' * 20}: use at most 1024"),
+    (["--shapes", f"{'9' * 19}x2", "--mode", "weak"], "nodes 9999999999999999999: use at most 10000"),
+    (["--gpus", "1,2", "--mode", "strong", "--batch", "9" * 20], "--batch 9999"),
+    (["--gpus", "1", "--mode", "weak", "--repeats", "08x"], "--repeats 08x: use a whole number >= 1"),
+    (["--gpus", "1", "--mode", "weak", "--outdir="], "--outdir needs a folder"),
+    (["--gpus", "1", "--mode", "weak", "--outdir", "FILE"], "--outdir FILE is not a folder"),
+    (["--gpus", "1", "--mode", "weak", "--outdir", "FILE/sub"], "--outdir FILE/sub: FILE is not a folder"),
+])
+def test_sweep_mistakes_are_one_line_and_exit_2(args, message, tmp_path, no_sbatch_path):
+    (tmp_path / "FILE").write_text("keep")
+    proc = sweep(args, no_sbatch_path, tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("sweep.sh: error: ")
+    assert message in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+    assert (tmp_path / "FILE").read_text() == "keep"
+
+
+SWEEP_OPTIONS = ["--gpus", "--mode", "--batch", "--shapes", "--nodes", "--repeats", "--warmup-runs",
+                 "--sbatch", "--outdir", "--cpu", "--wait", "--", "--bogus"]
+SWEEP_VALUES = (st.sampled_from(["1", "2", "1,2", "0", "-1", "08", "1x2", "2x2,1x1", "weak", "strong",
+                                 "9" * 20, "", "x", "FILE", "FILE/sub", "new"])
+                | st.integers(0, 2**70).map(str) | st.text(max_size=6))
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(SWEEP_OPTIONS) | SWEEP_VALUES, max_size=8))
+def test_any_sweep_command_line_exits_2_with_one_line_before_submitting(no_sbatch_path, argv):
+    """Without sbatch every command line ends before a submission: one line, nothing made."""
+    if {"-h", "--help"} & set(argv):
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        (cwd / "FILE").write_text("keep")
+        proc = sweep(argv, no_sbatch_path, cwd)
+        assert proc.returncode == 2 and proc.stdout == "", (argv, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("sweep.sh: error: "), argv
+        assert sorted(p.name for p in cwd.iterdir()) == ["FILE"], argv
