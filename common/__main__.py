@@ -1,16 +1,24 @@
 """python -m common schema: print the result JSON Schema (schema/result.schema.json).
-python -m common source-digest: print this checkout's source digest (results record it)."""
+python -m common source-digest [TREE]: print the source digest of TREE (default: the checkout
+this `common` was imported from) and the tree's path, `DIGEST  PATH`, as sha256sum does."""
 
 import json
 import sys
+from pathlib import Path
 
+from common.errors import one_line
 from common.result import json_schema
-from common.source import source_digest
+from common.source import SOURCE_PACKAGES, SUITE_ROOT, source_digest
 
 if sys.argv[1:] == ["schema"]:
     print(json.dumps(json_schema(), indent=2, sort_keys=True))
-elif sys.argv[1:] == ["source-digest"]:
-    print(source_digest())
+elif sys.argv[1:2] == ["source-digest"] and len(sys.argv) <= 3:
+    tree = Path(sys.argv[2]).resolve() if len(sys.argv) == 3 else SUITE_ROOT
+    if not all((tree / package).is_dir() for package in SOURCE_PACKAGES):
+        print(f"python -m common: error: {one_line(str(tree))} is not a checkout of this suite (it needs"
+              f" {', '.join(p + '/' for p in SOURCE_PACKAGES)})", file=sys.stderr)
+        sys.exit(2)
+    print(f"{source_digest(tree)}  {one_line(str(tree))}")
 else:
-    print("usage: python -m common schema | source-digest", file=sys.stderr)
+    print("usage: python -m common schema | source-digest [TREE]", file=sys.stderr)
     sys.exit(2)

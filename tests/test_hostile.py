@@ -317,3 +317,26 @@ def test_any_sweep_command_line_exits_2_with_one_line_before_submitting(no_sbatc
         assert proc.returncode == 2 and proc.stdout == "", (argv, proc.stderr)
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("sweep.sh: error: "), argv
         assert sorted(p.name for p in cwd.iterdir()) == ["FILE"], argv
+
+
+# --- provenance: the digest names the tree it digested (issue 26, class 7) ----------------
+
+def test_source_digest_names_the_tree_and_digests_the_one_given(tmp_path):
+    import sys
+    from common.source import SOURCE_PACKAGES, source_digest
+    copy = tmp_path / "other checkout"
+    for package in SOURCE_PACKAGES:
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "native" / "extra.py").write_text("# an edit in the other checkout\n")
+
+    def digest(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "common", "source-digest", *args], cwd=tmp_path,
+                              env=clean_env(), capture_output=True, text=True, check=False, timeout=120)
+
+    installed, other = digest(), digest(str(copy))
+    assert installed.stdout == f"{source_digest(ROOT)}  {ROOT}\n"  # run elsewhere: says which tree
+    assert other.stdout == f"{source_digest(copy)}  {copy}\n"
+    assert source_digest(copy) != source_digest(ROOT)
+    refused = digest(str(tmp_path))
+    assert refused.returncode == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1
+    assert f"{tmp_path} is not a checkout of this suite" in refused.stderr
