@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
@@ -27,7 +28,8 @@ from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 LIGHTNING = ROOT / "results" / "h200" / "precisions" / "lightning-bf16-r1.json"
-RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning)]
+RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning),
+           pytest.param("lightning_impl.fabric", marks=needs_lightning)]
 FAST = settings(derandomize=True, max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -235,22 +237,42 @@ def test_any_json_loads_or_gives_one_line_never_a_traceback(doc):
 
 # --- end to end: refused before any rank starts, nothing written -------------------------
 
+SLURM_ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
+                  "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_STEP_ID": "0",
+                  "SLURM_JOB_ID": "4321", "SLURM_JOB_NAME": "bench", "SLURM_NODELIST": "localhost"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("module", RUNNERS)
-@pytest.mark.parametrize("case", ["nan", "cpus", "rank"])
+@pytest.mark.parametrize("case", ["nan", "cpus", "rank", "vit", "omp", "nodeid", "addr", "port"])
 def test_refused_before_any_rank_starts(module, case, tmp_path):
+    """Every arm refuses the same inputs, with the same line (issue 26: SLURM_NODEID used to be
+    a KeyError in Lightning's arms only)."""
     out = tmp_path / "r.json"
-    args, env, message = {
-        "nan": ([*TINY, "--lr", "nan"], {}, "--lr must be a finite number, got nan"),
-        "cpus": ([*TINY, "--devices", str(launcher.available_cpus() + 1)], {}, "--oversubscribe-cpus"),
-        "rank": ([*TINY, "--devices", "2"], {"TORCHELASTIC_RUN_ID": "x", "RANK": "2", "LOCAL_RANK": "0",
-                                             "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
-                 "RANK=2 is outside 0..1"),
-    }[case]
-    proc = run_module(module, [*args, "--output", str(out)], timeout=120, env=clean_env(**env))
+    torchrun = {"TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2",
+                "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        args, env, message = {
+            "nan": ([*TINY, "--lr", "nan"], {}, "--lr must be a finite number, got nan"),
+            "cpus": ([*TINY, "--devices", str(launcher.available_cpus() + 1)], {}, "--oversubscribe-cpus"),
+            "rank": ([*TINY, "--devices", "2"], {**torchrun, "RANK": "2", "LOCAL_RANK": "0"},
+                     "RANK=2 is outside 0..1"),
+            "vit": ([*TINY, "--arch", "vit_b_16"], {}, "--arch vit_b_16 takes 224x224 images only"),
+            "omp": (TINY, {"OMP_NUM_THREADS": "²"}, "OMP_NUM_THREADS='²' must be a whole number"),
+            "nodeid": (TINY, {k: v for k, v in SLURM_ONE_TASK.items() if k != "SLURM_NODEID"},
+                       "SLURM_NODEID is not set but SLURM_NTASKS is"),
+            "addr": ([*TINY, "--devices", "2"], {**torchrun, "MASTER_ADDR": "no-such-host.invalid"},
+                     "MASTER_ADDR='no-such-host.invalid' cannot be resolved"),
+            "port": (TINY, {**SLURM_ONE_TASK, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
+                     f"MASTER_PORT={port} is already in use on this host"),
+        }[case]
+        proc = run_module(module, [*args, "--output", str(out)], timeout=120, env=clean_env(**env))
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"{module}: error: ") and message in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"{module}: error: "), proc.stderr
+    assert message in proc.stderr, proc.stderr
     assert proc.stdout == "", "no rank may have started"
     assert list(tmp_path.iterdir()) == []
 
