@@ -6,6 +6,9 @@ import os
 import re
 import shutil
 
+from common.errors import UsageError
+from common.launcher import whole_number
+
 # Test-only: a program run in place of `-m MODULE` (it receives `-m MODULE ...` as arguments).
 FAKE_RUNNER_VARIABLE = "DDPBENCH_EXPERIMENT_FAKE_RUNNER"
 SRUN = ["srun", "--kill-on-bad-exit=1"]
@@ -21,11 +24,22 @@ def resolve_mode(mode: str) -> str:
 def job_shape() -> tuple[int, int]:
     """(tasks per node, nodes) of the Slurm job; ValueError when they cannot be read."""
     per_node = os.environ.get("SLURM_NTASKS_PER_NODE") or os.environ.get("SLURM_TASKS_PER_NODE", "1")
-    found = re.fullmatch(r"(\d+)(\(x\d+\))?", per_node)
+    found = re.fullmatch(r"([0-9]+)(\(x[0-9]+\))?", per_node)
     if not found:
         raise ValueError(f"tasks are spread unevenly over the nodes ({per_node}); submit with --ntasks-per-node")
-    nodes = os.environ.get("SLURM_NNODES") or os.environ.get("SLURM_JOB_NUM_NODES") or "1"
-    return int(found.group(1)), int(nodes)
+    name = next((n for n in ("SLURM_NNODES", "SLURM_JOB_NUM_NODES") if os.environ.get(n)), None)
+    return int(found.group(1)), slurm_count(name) if name else 1
+
+
+def slurm_count(name: str) -> int:
+    """Slurm variable `name` as a whole number >= 1; ValueError naming it (as launcher's)."""
+    try:
+        value = whole_number(os.environ, name)
+    except UsageError as error:
+        raise ValueError(str(error)) from None
+    if value < 1:
+        raise ValueError(f"{name}={value} must be 1 or more")
+    return value
 
 
 def option_value(options: list[str], name: str) -> str | None:
@@ -46,6 +60,8 @@ def srun_options(options: list[str]) -> list[str]:
     if not os.environ.get("SLURM_JOB_ID"):
         raise ValueError("--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch self")
     per_node, nodes = job_shape()
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        slurm_count("SLURM_CPUS_PER_TASK")  # srun_environment reads it for every run
     added = []
     for name, value in (("--devices", per_node), ("--num-nodes", nodes)):
         given = option_value(options, name)
@@ -64,7 +80,8 @@ def srun_environment() -> dict[str, str]:
     env.setdefault("MASTER_PORT", str(20000 + job % 20000))
     if "OMP_NUM_THREADS" not in env:
         per_node, _ = job_shape()
-        cpus = int(env.get("SLURM_CPUS_PER_TASK") or 0) or max(1, (os.cpu_count() or 1) // per_node)
+        cpus = (slurm_count("SLURM_CPUS_PER_TASK") if env.get("SLURM_CPUS_PER_TASK")
+                else max(1, (os.cpu_count() or 1) // per_node))
         env["OMP_NUM_THREADS"] = str(cpus)
     env["PYTHONUNBUFFERED"] = "1"
     return env

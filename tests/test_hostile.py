@@ -429,3 +429,27 @@ def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_res
                                 or (batch == 1 and ONE_IMAGE in err.getvalue())
                                 or (arch == "maxvit_t" and size == 223))  # stem rounds to 112
                 assert conservative, (argv, err.getvalue())
+
+
+@pytest.mark.parametrize("variable,value,message", [
+    ("SLURM_CPUS_PER_TASK", "abc", "SLURM_CPUS_PER_TASK='abc' is not a whole number"),
+    ("SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK=0 must be 1 or more"),
+    ("SLURM_NNODES", "x", "SLURM_NNODES='x' is not a whole number"),
+    ("SLURM_NTASKS_PER_NODE", "٣", "tasks are spread unevenly over the nodes (٣)"),
+])
+def test_experiment_under_srun_names_a_bad_slurm_variable_before_any_run(variable, value, message,
+                                                                         tmp_path):
+    """python -m experiment --launch srun reads these for every run: checked before the first."""
+    import sys
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "srun").write_text("#!/bin/sh\nexit 99\n")
+    (bin_ / "srun").chmod(0o755)
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1", variable: value}
+    env = clean_env(PATH=f"{bin_}:{os.environ['PATH']}", **slurm)
+    out = tmp_path / "exp"
+    proc = subprocess.run([sys.executable, "-m", "experiment", "--launch", "srun", "--repeats", "1",
+                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr and not out.exists()
