@@ -15,8 +15,9 @@ if sys.argv[1:] == ["schema"]:
 elif sys.argv[1:2] == ["source-digest"] and len(sys.argv) <= 3:
     tree = Path(sys.argv[2]).resolve() if len(sys.argv) == 3 else SUITE_ROOT
     if not all((tree / package).is_dir() for package in SOURCE_PACKAGES):
-        print(f"python -m common: error: {one_line(str(tree))} is not a checkout of this suite (it needs"
-              f" {', '.join(p + '/' for p in SOURCE_PACKAGES)})", file=sys.stderr)
+        needs = ", ".join(p + "/" for p in SOURCE_PACKAGES)
+        print(f"python -m common: error: {one_line(str(tree))} is not a checkout of this suite"
+              f" (it needs {needs})", file=sys.stderr)
         sys.exit(2)
     print(f"{source_digest(tree)}  {one_line(str(tree))}")
 else:

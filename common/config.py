@@ -423,7 +423,8 @@ def _validate_arch_input(cfg: BenchConfig) -> None:
                          " which the benchmark's loss cannot take; choose another --arch")
     if arch.startswith(FIXED_SIZE_ARCH_PREFIXES) and size != FIXED_IMAGE_SIZE:
         raise UsageError(f"--arch {arch} takes {FIXED_IMAGE_SIZE}x{FIXED_IMAGE_SIZE} images only"
-                         f" (torchvision builds it for that size); use --image-size {FIXED_IMAGE_SIZE}")
+                         " (torchvision builds it for that size); use --image-size"
+                         f" {FIXED_IMAGE_SIZE}")
     min_size = MIN_IMAGE_SIZE_BY_ARCH.get(arch, MIN_IMAGE_SIZE)
     if size < min_size:
         raise UsageError(f"--image-size {size} is too small for {arch}; use {min_size} or more")
@@ -431,7 +432,8 @@ def _validate_arch_input(cfg: BenchConfig) -> None:
             and cfg.per_device_batch() == 1):
         raise UsageError(f"--image-size {size} with one image per device is too small for {arch}:"
                          " its last BatchNorm layer would see one value per channel; use"
-                         f" --image-size {ONE_IMAGE_MIN_SIZE} or more, or 2 or more images per device")
+                         f" --image-size {ONE_IMAGE_MIN_SIZE} or more, or 2 or more images per"
+                         " device")
 
 
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:
