@@ -40,10 +40,9 @@ def omp_threads(devices: int, env: MutableMapping[str, str] | None = None) -> in
     if "OMP_NUM_THREADS" not in env:
         cpus = launcher.available_cpus()
         env["OMP_NUM_THREADS"] = str(max(1, cpus // devices))
-    value = env["OMP_NUM_THREADS"]
-    if not value.isdigit() or int(value) < 1:
-        raise UsageError(f"OMP_NUM_THREADS={value!r} must be a whole number of threads, 1 or more")
-    return int(value)
+    threads = launcher.thread_count(env)  # ASCII digits, 1 up to this node's CPUs
+    assert threads is not None  # set just above when it was not
+    return threads
 
 
 def check(cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *,
@@ -55,7 +54,7 @@ def check(cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *,
         raise UsageError("--no-barebones applies to the Lightning Trainer only"
                          " (python -m lightning_impl); leave it out here")
     launch = launcher.detect(env)
-    launcher.validate(cfg, launch, env)
+    launcher.validate(cfg, launch, env, rendezvous=not cfg.check)  # --check meets no rank 0
     threads = omp_threads(cfg.devices, env)
     bf16 = precision.local_bf16_support(cfg.accelerator, cfg.devices)
     prec = precision.resolve_precision(cfg.precision, cfg.accelerator, bf16)
