@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Where a site caps or pins torch (CI here: torch==2.14.1 torchvision==0.29.1), say so here.
 TORCH_PACKAGES ?= torch torchvision
 
-.PHONY: setup demo test test-fast schema clean
+.PHONY: setup demo test test-fast schema lesson clean
 
 setup: $(VENV)/.installed
 
@@ -30,6 +30,9 @@ test-fast: setup
 
 schema: setup
 	$(PY) -m common schema > schema/result.schema.json
+
+lesson: setup
+	$(PY) -m lesson
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

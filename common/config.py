@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from common.errors import OneLineParser, UsageError
-from common.result import output_path_problem
+from common.output import output_path_problem
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
@@ -394,7 +394,7 @@ def _validate_arch(arch: str) -> None:
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:
     """The result path: a regular file (new, or --overwrite-output) in a writable folder.
 
-    The policy (symbolic links and device nodes refused) is `common.result.output_path_problem`'s,
+    The policy (symbolic links and device nodes refused) is `common.output.output_path_problem`'s,
     which compare's --output and --plot share; `write_result` checks again when it writes.
     """
     if output is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.metadata
 import os
 import platform
@@ -15,6 +14,7 @@ import numpy as np
 import torch
 import torchvision
 
+from common.clock import utc_now
 from common.config import BenchConfig
 from common.source import SUITE_ROOT, source_digest
 from common.steps import FAULT_VAR
@@ -22,11 +22,6 @@ from common.steps import FAULT_VAR
 # Taken when a runner imports this module, at its start: the code that runs, even if the files
 # change on disk before the result is written (a git pull during a long sweep).
 SOURCE_DIGEST = source_digest()
-
-
-def utc_now() -> str:
-    """Current UTC time, ISO 8601 with seconds."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def lightning_version() -> str | None:

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Iterator
 from typing import NoReturn
 
-USAGE_EXIT_CODE = 2
+EXIT_USAGE = 2  # the one exit status for a mistake the user can fix
 
 
 class UsageError(Exception):
@@ -23,19 +23,23 @@ def one_line(text: str) -> str:
     """`text` with newlines and other control characters escaped, so an error stays one line
     whatever a path or a variable held (a file name may contain a newline)."""
     return "".join(c if c.isprintable()
-                   else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in text)
+                   else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
 
 
 @contextlib.contextmanager
 def exit_on_usage_error(prog: str, verbose: bool = False) -> Iterator[None]:
-    """Turn a UsageError into one line on stderr and exit status 2 (a traceback too if verbose)."""
+    """Turn a UsageError into one line on stderr and exit status 2 (a traceback too if verbose).
+
+    Every command uses it: the runners, compare and the experiment (`ResultError`, compare's
+    `CompareError` and `OutputError` are UsageErrors)."""
     try:
         yield
     except UsageError as error:
         if verbose:
             traceback.print_exc()
         print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr, flush=True)
-        raise SystemExit(USAGE_EXIT_CODE) from None
+        raise SystemExit(EXIT_USAGE) from None
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -45,5 +49,6 @@ class OneLineParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr, flush=True)
-        raise SystemExit(USAGE_EXIT_CODE)
+        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr,
+              flush=True)
+        raise SystemExit(EXIT_USAGE)

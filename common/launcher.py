@@ -36,11 +36,6 @@ class Launch:
     is_child: bool  # False only for the self-launching parent, before it starts the ranks
     slurm: dict[str, str] | None = None
 
-    @property
-    def is_rank_zero(self) -> bool:
-        """Global rank zero writes results and prints the summary."""
-        return self.rank == 0
-
 
 def is_slurm(env: Mapping[str, str]) -> bool:
     """Lightning's rule: SLURM_NTASKS set and not an interactive job named bash/interactive."""
@@ -69,6 +64,19 @@ def slurm_master_port(env: Mapping[str, str]) -> int:
     job_id = env.get("SLURM_JOB_ID")
     digits = "".join(c for c in (job_id or "") if c.isdigit())[-4:]
     return 15000 + int(digits) if digits else DEFAULT_MASTER_PORT
+
+
+def slurm_job_shape(env: Mapping[str, str]) -> tuple[int, int]:
+    """(tasks per node, nodes) of the Slurm job, as srun starts its tasks; UsageError when
+    the tasks are spread unevenly over the nodes (SLURM_TASKS_PER_NODE such as "2(x3)" is even).
+    """
+    per_node = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "1")
+    found = re.fullmatch(r"(\d+)(\(x\d+\))?", per_node)
+    if not found:
+        raise UsageError(f"tasks are spread unevenly over the nodes ({per_node});"
+                         " submit with --ntasks-per-node")
+    nodes = "SLURM_NNODES" if env.get("SLURM_NNODES") else "SLURM_JOB_NUM_NODES"
+    return int(found.group(1)), _int(env, nodes) if env.get(nodes) else 1
 
 
 def _port(env: Mapping[str, str], name: str) -> int:

@@ -19,29 +19,14 @@ that run's busy fraction is lower.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from common.output import mode_for, write_atomically
 from common.result import HOST_BOUND_BELOW, timed_share
-
-
-
-def write_atomically(path: Path, write: Callable[[str], object]) -> None:
-    """Call write(temporary path) beside `path`, then rename: no half-written or damaged file.
-
-    The temporary name keeps `path`'s ending, so a writer that compresses `.gz` still does.
-    """
-    partial = path.with_name(f".partial-{os.getpid()}-{path.name}")
-    try:
-        write(str(partial))
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -63,9 +48,10 @@ class GpuActivityProbe:
     """Profiles steps first..first+count-1 on a GPU; `summary()` gives the result fields."""
 
     def __init__(self, first_step: int, count: int, device: torch.device,
-                 trace_path: Path | None = None) -> None:
+                 trace_path: Path | None = None, overwrite: bool = False) -> None:
         self.first = first_step
         self.trace_path = trace_path  # a Chrome trace with host activity too (diagnostic)
+        self.overwrite = overwrite  # --overwrite-output: config.py checked the path under it
         self.count = count  # 0 on CPU runs: planned_steps() plans profiled steps on GPUs only
         self.device = device
         self._prof: profile | None = None
@@ -94,7 +80,9 @@ class GpuActivityProbe:
             self._wall = time.perf_counter() - self._wall
             self._prof.__exit__(None, None, None)
             if self.trace_path:
-                write_atomically(self.trace_path, self._prof.export_chrome_trace)
+                export = self._prof.export_chrome_trace
+                write_atomically(self.trace_path, lambda tmp: export(str(tmp)),
+                                 mode=mode_for(self.overwrite), option="--trace")
 
     def summary(self, timed_median_ms: float) -> dict[str, object] | None:
         """`gpu_activity` fields, or None when nothing was profiled."""

@@ -17,9 +17,10 @@ import torch
 
 from common import checks, environment
 from common.config import BenchConfig
+from common.output import OutputError
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
-from common.result import SCHEMA_VERSION, OutputError, Result, StepStats, gpu_share, write_result
+from common.result import SCHEMA_VERSION, Result, StepStats, gpu_share, write_result
 from common.timing import Timing
 from common.workload import DATA_DESCRIPTION
 

@@ -1,8 +1,7 @@
-"""The result schema (versioned), its atomic writer and its validating loader.
+"""The result schema (versioned), its writer and its validating loader.
 
-    write_result(result, Path("out.json"), overwrite=False)
+    write_result(result, Path("out.json"), overwrite=False)   # through common.output
     result = load_result(Path("out.json"))         # raises ResultError naming file and field
-    problem = output_path_problem("--output", path, overwrite)   # None, or why not (one line)
 
 The top-level fields named like the original single-file scripts' flat JSON keep their names
 and meanings (`images_per_second`, `milliseconds_per_step`, `peak_allocated_gib`, ...), so
@@ -12,24 +11,20 @@ This module imports neither torch nor lightning: `compare` uses it on any laptop
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import math
-import os
-import stat
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from common.errors import UsageError
+from common.output import mode_for, write_text
+
 SCHEMA_VERSION = 1
-IMPLEMENTATIONS = ("native", "fabric", "lightning")
 
 
-class ResultError(Exception):
+class ResultError(UsageError):
     """A result file that cannot be read or does not match the schema (names file and field)."""
 
 
@@ -326,123 +321,14 @@ def load_result(path: Path) -> Result | OriginalResult:
         raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
 
 
-class OutputError(Exception):
-    """An output file that cannot be written where asked; the message names the path and the fix."""
-
-
-# Kinds of file an output path must never be: a rename onto one replaces the device node itself.
-_SPECIAL_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                  (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
-# Why a write failed for lack of room, in words.
-_NO_ROOM = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-            errno.EROFS: "the file system is read-only"}
-
-
-def output_path_problem(option: str, path: Path, overwrite: bool) -> str | None:
-    """Why `path` cannot receive an output file (one line naming `option` and the fix), or None.
-
-    The policy, shared by the runners' --output and compare's --output and --plot:
-    - the path must name a regular file, or nothing yet, in an existing writable folder;
-    - a symbolic link is refused, neither followed nor replaced: the atomic write renames a
-      new file onto the path, which would replace the link itself, and following it would
-      write where these checks never looked. Give the link's target instead. (Links among
-      the folders above the file are fine: only the last component is the output.)
-    - a device node, FIFO or socket is refused: as root, a rename onto /dev/null or
-      /dev/full would replace the device node with a regular file;
-    - an existing regular file only with --overwrite-output.
-    """
-    path = Path(path)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    except ValueError:  # an embedded NUL character
-        return f"{option} {path!r} is not a usable file name"
-    except OSError as error:  # a parent that is a file, a loop of links, a name too long, no access
-        return f"{option} {path}: cannot use this path ({error.strerror}); give another path"
-    if st is not None:
-        if stat.S_ISLNK(st.st_mode):
-            return (f"{option} {path} is a symbolic link (to {os.readlink(path)}); links are neither"
-                    f" followed nor replaced: give the target's own path or another name")
-        if stat.S_ISDIR(st.st_mode):
-            return f"{option} {path} is a folder; give a file path inside it"
-        for is_kind, kind in _SPECIAL_FILES:
-            if is_kind(st.st_mode):
-                return (f"{option} {path} is {kind}, not a regular file; outputs go to regular files"
-                        f" only (to keep no file, leave out {option})")
-        if not overwrite:
-            return f"{option} {path} already exists; choose another path or add --overwrite-output"
-    parent = path.parent
-    if not parent.is_dir():
-        return f"{option} folder {parent} does not exist; create it first (mkdir -p {parent})"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{option} folder {parent} is not writable; choose another folder"
-    return None
-
-
-def write_atomically(path: Path, overwrite: bool, fill: Callable[[Path], None],
-                     option: str = "--output") -> None:
-    """Let `fill` write a temp file beside `path`, then move it into place; OutputError if not.
-
-    The path is checked again here (it may have changed during a long run), and once more
-    by the move itself: without `overwrite` a no-clobber hard link, which fails if anything
-    appeared at the path; with it a rename. A crash or a full disk leaves the old file or
-    none, never half a file, and never a temp file. (Between the last check and the rename
-    a concurrent process could still put a link or device at the path: that narrow window is
-    the limit of what a rename can promise.)
-    """
-    path = Path(path)
-    if problem := output_path_problem(option, path, overwrite):
-        raise OutputError(f"{problem}; nothing was written")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
-                                   dir=path.parent)
-    except OSError as error:
-        raise OutputError(_cannot_write(option, path, error)) from None
-    try:
-        try:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; outputs are shared like any file
-            fill(Path(tmp))
-            os.fsync(fd)  # the same inode `fill` wrote: the data is on disk before it has the name
-        finally:
-            os.close(fd)
-        if problem := output_path_problem(option, path, overwrite):  # changed while `fill` ran?
-            raise OutputError(f"{problem}; nothing was written")
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if the path exists: never replaces anything
-            except FileExistsError:
-                raise OutputError(f"{option} {path} appeared while this ran; it was left alone and"
-                                  " nothing was written: choose another path or add --overwrite-output"
-                                  ) from None
-            os.unlink(tmp)
-    except OSError as error:
-        raise OutputError(_cannot_write(option, path, error)) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)  # gone already after a successful move
-
-
-def _cannot_write(option: str, path: Path, error: OSError) -> str:
-    """One line for a failed write: the path, the reason in words, the errno name, the fix."""
-    name = errno.errorcode.get(error.errno or 0, "error")
-    why = _NO_ROOM.get(error.errno or 0) or error.strerror or str(error)
-    fix = ("free some space or choose another" if error.errno in (errno.ENOSPC, errno.EDQUOT)
-           else "choose another")
-    return (f"cannot write {option} {path}: {why} ({name}); nothing was written there:"
-            f" {fix} {option}")
-
-
 def write_result(result: Result, path: Path, overwrite: bool) -> None:
-    """Write the result as JSON atomically (`write_atomically`); OutputError naming the path if not.
+    """Write the result as JSON through `common.output` (mode "new", or "overwrite" when asked);
+    OutputError naming the path if not.
 
     Without `overwrite` an existing file, even one created while the benchmark ran, is left
     alone. The path policy (regular files only, symbolic links refused) is
-    `output_path_problem`'s.
+    `common.output.output_path_problem`'s.
     """
-    text = json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    write_atomically(Path(path), overwrite, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    text = json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True,
+                      allow_nan=False) + "\n"
+    write_text(Path(path), text, mode=mode_for(overwrite))

@@ -29,7 +29,8 @@ from collections.abc import Callable
 import torch
 
 from common.config import BenchConfig
-from common.profiling import GpuActivityProbe, write_atomically
+from common.output import mode_for, write_atomically
+from common.profiling import GpuActivityProbe
 from common.timing import StepTimer
 
 FAULT_VAR = "DDPBENCH_FAULT"  # test-only, so an environment variable rather than an option
@@ -82,7 +83,8 @@ class StepHooks:
         self.total_steps = planned_steps(cfg)
         timed_end = cfg.warmup_steps + cfg.steps
         trace = cfg.trace if rank == 0 else None
-        self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device, trace)
+        self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device, trace,
+                                      cfg.overwrite_output)
         self._warmup = cfg.warmup_steps
         self._rank = rank
         self._say = say
@@ -90,6 +92,7 @@ class StepHooks:
         self._timed_end = timed_end
         self._pyprofile_path = cfg.pyprofile if rank == 0 else None
         self._pyprofile: cProfile.Profile | None = None
+        self._pyprofile_mode = mode_for(cfg.overwrite_output)  # as config.py checked the path
         self._host_delay = cfg.host_delay_us / 1e6
 
     def before_step(self, step: int) -> None:
@@ -110,7 +113,9 @@ class StepHooks:
         """Call after step `step` has been issued (optimizer step included)."""
         if self._pyprofile is not None and step == self._timed_end - 1:
             self._pyprofile.disable()
-            write_atomically(self._pyprofile_path, self._pyprofile.dump_stats)
+            stats = self._pyprofile
+            write_atomically(self._pyprofile_path, lambda tmp: stats.dump_stats(str(tmp)),
+                             mode=self._pyprofile_mode, option="--pyprofile")
             self._pyprofile = None
         self.timer.after_step(step)
         self.probe.after_step(step)

@@ -2,5 +2,9 @@
 
     python -m compare results/native.json results/lightning.json --plot comparison.png
 
-Reads result files only (`common.result`); imports neither torch nor lightning.
+    from compare.api import analyse_paths                # as a library: a typed Report
+    report = analyse_paths(["out/my-experiment"])
+
+Reads result files and experiment manifests only (`common.result`, `common.manifest`);
+imports neither torch nor lightning.
 """

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from pathlib import Path
 
-from common.errors import OneLineParser
-from common.result import OutputError, ResultError, output_path_problem, write_atomically
+from common.errors import OneLineParser, exit_on_usage_error
+from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
 from compare import stats
-from compare.analysis import Report, analyse
+from compare.analysis import Report
+from compare.api import analyse_paths
 from compare.errors import CompareError
-from compare.load import load_inputs
 from compare.report import FORMATS, render
 
 PROG = "compare"
 EXIT_OK = 0
-EXIT_USAGE = 2
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,36 +32,66 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog=PROG,
         description=(
-            "Compare benchmark results of several arms (native, fabric, lightning, lightning-services, or"
-            " the labels of an experiment folder): configuration side by side, throughput, step-time"
-            " percentiles, each arm's overhead over the baseline, slow ranks and, over several world sizes,"
-            " scaling. Runs of one arm label and workload are repeats; runs may differ in world size only."
+            "Compare benchmark results of several arms (native, fabric, lightning,"
+            " lightning-services, or"
+            " the labels of an experiment folder): configuration side by side, throughput,"
+            " step-time"
+            " percentiles, each arm's overhead over the baseline, slow ranks and, over several"
+            " world sizes,"
+            " scaling. Runs of one arm label and workload are repeats; runs may differ in world"
+            " size only."
             " The unit of evidence is a run: each contributes its median step, and the overhead's"
-            f" {stats.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log per-run median; with"
+            f" {stats.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log per-run"
+            " median; with"
             f" fewer than {stats.MIN_RUNS} runs a side there is a point estimate and no verdict."
             " Results of the original single-file scripts form their own group."
         ),
-        epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure different"
-               " workloads, or an output that exists (one line on stderr).",
+        epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure"
+        " different workloads, or an output that exists (one line on stderr).",
         allow_abbrev=False,
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE|DIR",
-                   help="result JSON files (labelled by their arm) and/or experiment folders holding"
-                        " manifest.json (their runs with status ok, labelled by the manifest)")
-    p.add_argument("--baseline", metavar="LABEL",
-                   help="the arm every other arm is compared with (default: the manifest's baseline, else"
-                        " native, else the first label)")
-    p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
-                        " json: everything, machine-readable")
-    p.add_argument("--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout")
-    p.add_argument("--overwrite-output", action="store_true",
-                   help="allow --output and --plot to replace existing files")
-    p.add_argument("--plot", type=Path, metavar="PATH.png",
-                   help="also draw throughput, step-time distributions, overhead with CI and scaling"
-                        f" ({', '.join(PLOT_SUFFIXES)})")
-    p.add_argument("--allow-mismatch", action="store_true",
-                   help="compare runs whose workloads differ beyond the world size (differences become warnings)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE|DIR",
+        help="result JSON files (labelled by their arm) and/or experiment folders holding"
+        " manifest.json (their runs with status ok, labelled by the manifest)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="the arm every other arm is compared with (default: the manifest's baseline, else"
+        " native, else the first label)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
+        " json: everything, machine-readable",
+    )
+    p.add_argument(
+        "--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout"
+    )
+    p.add_argument(
+        "--overwrite-output",
+        action="store_true",
+        help="allow --output and --plot to replace existing files",
+    )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PATH.png",
+        help="also draw throughput, step-time distributions, overhead with CI and scaling"
+        f" ({', '.join(PLOT_SUFFIXES)})",
+    )
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare runs whose workloads differ beyond the world size (differences become"
+        " warnings)",
+    )
     p.add_argument("--verbose", action="store_true", help="print a traceback with any error")
     return p
 
@@ -72,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 def check_new_file(option: str, path: Path, overwrite: bool) -> None:
     """An output path must be a regular file (new unless overwriting) in an existing folder.
 
-    The runners' policy (`common.result.output_path_problem`): symbolic links, device nodes,
+    The runners' policy (`common.output.output_path_problem`): symbolic links, device nodes,
     FIFOs and sockets are refused, never followed or replaced.
     """
     if problem := output_path_problem(option, path, overwrite):
@@ -87,16 +114,18 @@ def check_options(args: argparse.Namespace) -> None:
         check_new_file("--output", args.output, args.overwrite_output)
     if args.plot is not None:
         if args.plot.suffix.lower() not in PLOT_SUFFIXES:
-            raise CompareError(f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}")
+            raise CompareError(
+                f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}"
+            )
         check_new_file("--plot", args.plot, args.overwrite_output)
         if args.output is not None and args.output.resolve() == args.plot.resolve():
             raise CompareError("--output and --plot name the same file; give them different paths")
 
 
-def write_text(text: str, path: Path, overwrite: bool) -> None:
-    """Write the report atomically, checking the path again (`common.result.write_atomically`)."""
+def write_report(text: str, path: Path, overwrite: bool) -> None:
+    """Write the report through `common.output` (the path checked again, never half a file)."""
     try:
-        write_atomically(path, overwrite, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        write_text(path, text, mode=mode_for(overwrite))
     except OutputError as error:
         raise CompareError(str(error)) from None
 
@@ -107,7 +136,9 @@ def write_plot(report: Report, path: Path, overwrite: bool) -> None:
     from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
 
     try:
-        write_atomically(path, overwrite, lambda tmp: draw(report, tmp), option="--plot")
+        write_atomically(
+            path, lambda tmp: draw(report, tmp), mode=mode_for(overwrite), option="--plot"
+        )
     except OutputError as error:
         raise CompareError(str(error)) from None
 
@@ -115,10 +146,7 @@ def write_plot(report: Report, path: Path, overwrite: bool) -> None:
 def run(args: argparse.Namespace) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
     check_options(args)
-    runs, manifest_baseline = load_inputs(args.files)
-    # A manifest's baseline whose runs all failed is no mistake of the user: fall back.
-    fallback = manifest_baseline if any(run.group == manifest_baseline for run in runs) else None
-    report = analyse(runs, allow_mismatch=args.allow_mismatch, baseline=args.baseline or fallback)
+    report = analyse_paths(args.files, baseline=args.baseline, allow_mismatch=args.allow_mismatch)
     text = render(report, args.format)
     if args.plot is not None:
         write_plot(report, args.plot, args.overwrite_output)
@@ -126,7 +154,7 @@ def run(args: argparse.Namespace) -> None:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        write_text(text, args.output, args.overwrite_output)
+        write_report(text, args.output, args.overwrite_output)
         print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
 
 
@@ -134,14 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run compare on argv (default sys.argv[1:]); returns the exit status."""
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as exit_:  # --help (0) or a parser error (2, already printed)
+        with exit_on_usage_error(PROG, args.verbose):
+            run(args)
+    except SystemExit as exit_:  # --help (0), a parser error or a usage error (2, printed)
         return int(exit_.code or 0)
-    try:
-        run(args)
-    except (ResultError, CompareError) as error:
-        if args.verbose:
-            traceback.print_exc()
-        message = " ".join(str(error).split())  # one line, whatever the message held
-        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
     return EXIT_OK

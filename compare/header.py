@@ -1,7 +1,7 @@
 """What was compared, before any number: configuration and environment side by side, a title.
 
-    rows = header_rows(runs)     # field | one column per arm label, differing rows marked
-    title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
+rows = header_rows(runs)     # field | one column per arm label, differing rows marked
+title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
 """
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.load import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run, environment_of, show, span, world_unit
+from compare.display import cell, environment_of, span, world_unit
+from compare.model import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run
 from compare.pairing import labels
 
-# Header facts that differ between any two runs by nature: marking them would hide the real differences.
+# Header facts that differ between any two runs by nature: marking them would hide the real
+# differences.
 _ALWAYS_DIFFERENT = frozenset({"file", "started (UTC)", "slurm job"})
 
 
@@ -29,22 +31,33 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
     """Configuration and environment rows: each arm's distinct values."""
     facts = []
     for run in runs:
-        config = {name: show(run.workload[name]) for name in WORKLOAD_FIELDS}
-        config["precision_requested"] = run.result.precision_requested
-        config["warmup_steps"] = str(run.result.warmup_steps)
-        config["seed"] = str(run.result.seed)
-        facts.append({"file": run.label, **config, **environment_of(run)})
-    names = ["file", *WORKLOAD_FIELDS, "precision_requested", "warmup_steps", "seed", *ENVIRONMENT_FIELDS]
+        config = {name: cell(run.workload[name]) for name in WORKLOAD_FIELDS}
+        config["precision_requested"] = run.precision_requested
+        config["warmup_steps"] = str(run.warmup_steps)
+        config["seed"] = str(run.seed)
+        facts.append({"file": run.file, **config, **environment_of(run)})
+    names = [
+        "file",
+        *WORKLOAD_FIELDS,
+        "precision_requested",
+        "warmup_steps",
+        "seed",
+        *ENVIRONMENT_FIELDS,
+    ]
     rows = []
     for name in names:
-        per_impl = {
-            label: list(dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.group == label))
+        per_arm = {
+            label: list(
+                dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.label == label)
+            )
             for label in labels(runs, baseline)
         }
-        if all(v == ["-"] or not v for v in per_impl.values()):
+        if all(v == ["-"] or not v for v in per_arm.values()):
             continue  # recorded by no run: an empty row says nothing
-        recorded = {value for values in per_impl.values() for value in values if value != "-"}
-        cells = {impl: _cell(name, values) if values else "(no run)" for impl, values in per_impl.items()}
+        recorded = {value for values in per_arm.values() for value in values if value != "-"}
+        cells = {
+            arm: _cell(name, values) if values else "(no run)" for arm, values in per_arm.items()
+        }
         differs = name not in _ALWAYS_DIFFERENT and len(recorded) > 1
         rows.append(HeaderRow(name, cells, differs=differs))
     return rows
@@ -68,24 +81,30 @@ def title_of(runs: Sequence[Run]) -> str:
     first = runs[0].workload
     gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
     per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
-    batch = (f"{first['batch_size_per_device']} images/{per}" if first["batch_mode"] == "fixed_per_device"
-             else f"global batch {first['global_batch_size']}")
-    title = (f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
-             f"channels_last {show(first['channels_last'])} · compile {show(first['compile'])}")
+    batch = (
+        f"{first['batch_size_per_device']} images/{per}"
+        if first["batch_mode"] == "fixed_per_device"
+        else f"global batch {first['global_batch_size']}"
+    )
+    title = (
+        f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
+        f"channels_last {cell(first['channels_last'])} · compile {cell(first['compile'])}"
+    )
     return title + diagnostics_note(runs)
 
 
 def diagnostics_note(runs: Sequence[Run]) -> str:
-    """" · diagnostic: lightning --host-delay-us=2000" when runs used diagnostic options, else "".
+    """ " · diagnostic: lightning --host-delay-us=2000" when runs used diagnostic options, else "".
 
     Option names read as a command line (`--option=value` is valid argparse); results written
     before the options existed name the environment variables instead (DDPBENCH_X=v).
     """
     used: dict[str, dict[str, str]] = {}
     for run in runs:
-        environment = getattr(run.result, "environment", None)  # the originals' results have none
-        for key, value in ((environment.diagnostics or {}) if environment else {}).items():
-            used.setdefault(run.group, {})[key] = value
-    parts = [f"{impl} " + ", ".join(f"{k}={v}" for k, v in sorted(switches.items()))
-             for impl, switches in sorted(used.items())]
+        for key, value in run.diagnostics.items():
+            used.setdefault(run.label, {})[key] = value
+    parts = [
+        f"{arm} " + ", ".join(f"{k}={v}" for k, v in sorted(switches.items()))
+        for arm, switches in sorted(used.items())
+    ]
     return " · diagnostic: " + "; ".join(parts) if parts else ""

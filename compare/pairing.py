@@ -1,4 +1,4 @@
-"""Group runs into cells (implementation x world size) and find what differs between runs.
+"""Group runs into cells (arm label x world size) and find what differs between runs.
 
     problems = workload_differences(runs)    # [] when nothing but the world size varies
     cells = group(runs, "native")            # {("native", 2): [run, run], ("lightning", 2): [run]}
@@ -15,11 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compare.load import ORIGINAL_LABEL, Run, environment_of, show
+from compare.display import cell, environment_of
+from compare.model import ORIGINAL_LABEL, Run
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
-WARN_ENVIRONMENT = ("pytorch", "lightning", "cuda", "cudnn", "nccl", "gpu", "driver", "hosts", "source digest")
+WARN_ENVIRONMENT = (
+    "pytorch",
+    "lightning",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "gpu",
+    "driver",
+    "hosts",
+    "source digest",
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,11 @@ class Difference:
 
 def scaling_key(run: Run) -> dict[str, Any]:
     """The workload key without the world size and the batch field that follows from it."""
-    follows = "global_batch_size" if run.workload["batch_mode"] == "fixed_per_device" else "batch_size_per_device"
+    follows = (
+        "global_batch_size"
+        if run.workload["batch_mode"] == "fixed_per_device"
+        else "batch_size_per_device"
+    )
     return {k: v for k, v in run.workload.items() if k not in ("world_size", follows)}
 
 
@@ -53,8 +68,8 @@ def _differences(
             continue
         values: dict[str, list[str]] = {label: [] for label in labels(runs)}
         for run, value in counted:
-            if value not in values[run.group]:
-                values[run.group].append(value)
+            if value not in values[run.label]:
+                values[run.label].append(value)
         found.append(Difference(name, values))
     return found
 
@@ -63,7 +78,7 @@ def workload_differences(runs: Sequence[Run]) -> list[Difference]:
     """Workload fields (other than the world size and what follows from it) that differ."""
     keys = [scaling_key(run) for run in runs]
     fields = list(dict.fromkeys(name for key in keys for name in key))
-    facts = [{name: show(key.get(name)) for name in fields} for key in keys]
+    facts = [{name: cell(key.get(name)) for name in fields} for key in keys]
     return _differences(runs, facts, fields, skip_missing=False)
 
 
@@ -75,11 +90,15 @@ def environment_differences(runs: Sequence[Run]) -> list[Difference]:
 
 def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:
     """Arm labels in order: the baseline first, then native, fabric, lightning, then as given."""
-    order = {name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))}
-    seen = list(dict.fromkeys(run.group for run in runs))
+    order = {
+        name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))
+    }
+    seen = list(dict.fromkeys(run.label for run in runs))
+
     def rank(label: str) -> tuple[bool, int, bool, int]:
         plain = label.removesuffix(f" {ORIGINAL_LABEL}")
         return label != baseline, order.get(plain, len(order)), plain != label, seen.index(label)
+
     return sorted(seen, key=rank)
 
 
@@ -87,21 +106,25 @@ def group(runs: Sequence[Run], baseline: str | None = None) -> dict[tuple[str, i
     """Runs by (arm label, world size), in labels() order, world sizes ascending."""
     cells: dict[tuple[str, int], list[Run]] = {}
     for run in runs:
-        cells.setdefault((run.group, run.world_size), []).append(run)
+        cells.setdefault((run.label, run.world_size), []).append(run)
     order = {label: i for i, label in enumerate(labels(runs, baseline))}
     return dict(sorted(cells.items(), key=lambda item: (order[item[0][0]], item[0][1])))
 
 
-def unpaired(cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str = "GPU(s)") -> list[str]:
+def unpaired(
+    cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str = "GPU(s)"
+) -> list[str]:
     """Warnings for world sizes an arm measured without the baseline (not compared there)."""
     if len({label for label, _ in cells}) < 2:
         return []
     warnings = []
     for label, world in cells:
         if label != baseline and (baseline, world) not in cells:
-            files = ", ".join(run.label for run in cells[(label, world)])
-            warnings.append(f"{label} at {world} {unit} ({files}) has no {baseline} run at that size:"
-                            " not compared with the baseline")
+            files = ", ".join(run.file for run in cells[(label, world)])
+            warnings.append(
+                f"{label} at {world} {unit} ({files}) has no {baseline} run at that size:"
+                " not compared with the baseline"
+            )
     return warnings
 
 

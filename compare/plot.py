@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import matplotlib
 from matplotlib.axes import Axes
@@ -19,18 +20,27 @@ from matplotlib.figure import Figure
 
 from compare.analysis import Report
 
-PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
+PALETTE = (
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+)
 DPI = 120
 
 
 def color_of(report: Report, label: str) -> str:
     """One colour per arm label, in the report's label order."""
-    order = report.labels or list(dict.fromkeys(row["implementation"] for row in report.table))
+    order = _labels(report)
     return PALETTE[order.index(label) % len(PALETTE)] if label in order else "tab:gray"
 
 
 def _labels(report: Report) -> list[str]:
-    return report.labels or list(dict.fromkeys(row["implementation"] for row in report.table))
+    return report.labels or list(dict.fromkeys(row["arm"] for row in report.table))
 
 
 def _throughput(ax: Axes, report: Report) -> None:
@@ -40,7 +50,7 @@ def _throughput(ax: Axes, report: Report) -> None:
     width = 0.8 / max(len(names), 1)
     for k, label in enumerate(names):
         offset = (k - (len(names) - 1) / 2) * width
-        rows = {row["world_size"]: row for row in report.table if row["implementation"] == label}
+        rows = {row["world_size"]: row for row in report.table if row["arm"] == label}
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
         ys = [rows[w]["images_per_second_median"] for w in worlds if w in rows]
         if xs:
@@ -54,18 +64,26 @@ def _throughput(ax: Axes, report: Report) -> None:
 
 
 def _distributions(ax: Axes, report: Report) -> None:
-    """(2) Step-time box plots per implementation and world size (a dot where only a mean exists)."""
+    """(2) Step-time box plots per arm and world size (a dot where only a mean exists)."""
     for i, (key, samples) in enumerate(report.samples_ms.items()):
         label = key.rsplit("@", 1)[0]
         if len(samples) > 1:
-            box = ax.boxplot([samples], positions=[i], widths=0.6, patch_artist=True, showfliers=True)
+            box = ax.boxplot(
+                [samples], positions=[i], widths=0.6, patch_artist=True, showfliers=True
+            )
             box["boxes"][0].set_facecolor(color_of(report, label))
             box["boxes"][0].set_alpha(0.6)
         else:
             ax.plot([i], samples, "D", color=color_of(report, label))
-    ax.set_xticks(range(len(report.samples_ms)),
-                  [f"{k.rsplit('@', 1)[0].replace(' (', chr(10) + '(')}\n{k.rsplit('@', 1)[1]} {report.unit}"
-                   for k in report.samples_ms], fontsize=8)
+    ax.set_xticks(
+        range(len(report.samples_ms)),
+        [
+            f"{k.rsplit('@', 1)[0].replace(' (', chr(10) + '(')}\n{k.rsplit('@', 1)[1]}"
+            f" {report.unit}"
+            for k in report.samples_ms
+        ],
+        fontsize=8,
+    )
     ax.set_xlim(-0.7, len(report.samples_ms) - 0.3)
     ax.set_ylabel("step time (ms; lower is better)")
     ax.set_title("Step times (all ranks; ◆ = wall-clock mean only)")
@@ -76,14 +94,28 @@ def overhead_panel(ax: Axes, report: Report) -> None:
     for i, o in enumerate(report.overhead):
         if o.ci_low is None or o.ci_high is None:
             ax.plot([i], [o.percent], "o", color="tab:gray")
-            ax.annotate(f"no verdict ({o.arm_runs}/{o.baseline_runs} runs)", (i, o.percent),
-                        textcoords="offset points", xytext=(6, 4), fontsize=8)
+            ax.annotate(
+                f"no verdict ({o.arm_runs}/{o.baseline_runs} runs)",
+                (i, o.percent),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize=8,
+            )
         else:
-            ax.errorbar([i], [o.percent], yerr=[[o.percent - o.ci_low], [o.ci_high - o.percent]],
-                        fmt="o", color=color_of(report, o.arm), capsize=6)
+            ax.errorbar(
+                [i],
+                [o.percent],
+                yerr=[[o.percent - o.ci_low], [o.ci_high - o.percent]],
+                fmt="o",
+                color=color_of(report, o.arm),
+                capsize=6,
+            )
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(report.overhead)),
-                  [f"{o.arm}\nvs {o.baseline}\n{o.world_size} {report.unit}" for o in report.overhead], fontsize=7)
+    ax.set_xticks(
+        range(len(report.overhead)),
+        [f"{o.arm}\nvs {o.baseline}\n{o.world_size} {report.unit}" for o in report.overhead],
+        fontsize=7,
+    )
     ax.set_xlim(-0.7, max(len(report.overhead), 1) - 0.3)
     ax.set_ylabel("overhead (% of the baseline's step; lower is better)")
     ax.set_title("Overhead with 95% CI over runs")
@@ -93,7 +125,7 @@ def _scaling(ax: Axes, report: Report) -> None:
     """(4) Throughput (solid) and efficiency (dashed, right axis) against GPU count."""
     right = ax.twinx()
     for label in _labels(report):
-        rows = [s for s in report.scaling if s.implementation == label]
+        rows = [s for s in report.scaling if s.arm == label]
         if not rows:
             continue
         worlds = [s.world_size for s in rows]
@@ -101,8 +133,14 @@ def _scaling(ax: Axes, report: Report) -> None:
         ax.plot(worlds, [s.throughput for s in rows], "o-", color=color, label=f"{label} img/s")
         ideal = [rows[0].throughput * w / worlds[0] for w in worlds]
         ax.plot(worlds, ideal, ":", color=color, alpha=0.6, label=f"{label} linear")
-        right.plot(worlds, [s.efficiency * 100 for s in rows], "s--", color=color, alpha=0.7,
-                   label=f"{label} efficiency")
+        right.plot(
+            worlds,
+            [s.efficiency * 100 for s in rows],
+            "s--",
+            color=color,
+            alpha=0.7,
+            label=f"{label} efficiency",
+        )
     ax.set_xticks(sorted({s.world_size for s in report.scaling}))
     ax.set_xlabel(report.units)
     ax.set_ylabel("throughput (images/s, global; higher is better)")
@@ -124,8 +162,9 @@ def plain_text_figure(size: tuple[float, float]) -> Iterator[Figure]:
         yield fig
 
 
-def draw(report: Report, path: Path) -> None:
-    """Write the figure to `path` (format from the suffix: .png, .svg or .pdf)."""
+def draw(report: Report, path: Path | BinaryIO) -> None:
+    """Write the figure to `path` (format from the suffix: .png, .svg or .pdf; PNG into a
+    file object)."""
     panels = [_throughput, _distributions, overhead_panel] + ([_scaling] if report.scaling else [])
     with plain_text_figure((14, 10) if len(panels) == 4 else (18, 5.5)) as fig:
         shape = (2, 2) if len(panels) == 4 else (1, 3)
@@ -133,4 +172,4 @@ def draw(report: Report, path: Path) -> None:
             panel(fig.add_subplot(*shape, i + 1), report)
         fig.suptitle(report.title)
         fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
+        fig.savefig(path, dpi=DPI, format=None if isinstance(path, Path) else "png")

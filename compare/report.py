@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from string import Formatter
 
 import pandas as pd
 
 from compare import stats
 from compare.analysis import Report
+from compare.display import cell
+from compare.flags import Flag
 from compare.tables import markdown_table, text_table
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -24,16 +27,23 @@ LEGEND = "↑ higher is better, ↓ lower is better"
 
 # (key in the table rows, header, number format). Split in two so the text fits a terminal.
 SPEED_COLUMNS = (
-    ("implementation", "arm", ""), ("world_size", "GPUs", "d"), ("runs", "runs", "d"),
-    ("images_per_second_median", "img/s ↑", ".1f"), ("images_per_second_per_device", "img/s/GPU ↑", ".1f"),
-    ("step_median_ms", "median ms ↓", ".2f"), ("step_p5_ms", "p5 ms ↓", ".2f"),
+    ("arm", "arm", ""),
+    ("world_size", "GPUs", "d"),
+    ("runs", "runs", "d"),
+    ("images_per_second_median", "img/s ↑", ".1f"),
+    ("images_per_second_per_device", "img/s/GPU ↑", ".1f"),
+    ("step_median_ms", "median ms ↓", ".2f"),
+    ("step_p5_ms", "p5 ms ↓", ".2f"),
     ("step_p95_ms", "p95 ms ↓", ".2f"),
     ("images_per_second", "wall-clock img/s ↑", ".1f"),
 )
 COST_COLUMNS = (
-    ("implementation", "arm", ""), ("world_size", "GPUs", "d"),
-    ("warmup_seconds", "warm-up s ↓", ".2f"), ("first_step_seconds", "first step s ↓", ".3f"),
-    ("peak_allocated_gib", "peak alloc GiB ↓", ".2f"), ("peak_reserved_gib", "peak reserved GiB ↓", ".2f"),
+    ("arm", "arm", ""),
+    ("world_size", "GPUs", "d"),
+    ("warmup_seconds", "warm-up s ↓", ".2f"),
+    ("first_step_seconds", "first step s ↓", ".3f"),
+    ("peak_allocated_gib", "peak alloc GiB ↓", ".2f"),
+    ("peak_reserved_gib", "peak reserved GiB ↓", ".2f"),
     ("parameters_synchronized", "params synced (want yes)", ""),
     ("numerics_identical", "same numerics as baseline (want yes on CPU)", ""),
 )
@@ -49,50 +59,58 @@ class Section:
     lines: list[str] = field(default_factory=list)
 
 
-def cell(value: Any, spec: str = "") -> str:
-    """A value as text: '-' for missing, yes/no for booleans, numbers by format spec."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)) and spec:
-        return format(value, spec)
-    return str(value)
+def grouped_warnings(flags: Sequence[Flag]) -> list[str]:
+    """Warnings of one kind about runs of one arm as one line: the numbers as ranges, then the
+    runs.
 
-
-_RUN_WARNING = re.compile(r"^(?P<run>\S+\.json): (?P<rest>.+)$")
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_REPEAT = re.compile(r"-[rw]\d+\.json$")
-
-
-def grouped_warnings(warnings: list[str]) -> list[str]:
-    """Per-run warnings of one kind and one arm as one line: the numbers as ranges, then the runs.
-
-    "n-r1.json: host-bound (GPU busy 82% ...)" and "n-r2.json: host-bound (GPU busy 89% ...)"
-    become "host-bound (GPU busy 82..89% ...) [2 runs: n-r1.json, n-r2.json]"; other warnings
-    stay as they are, in their order.
+    host-bound flags of n-r1.json (GPU busy 82%) and n-r2.json (89%) become
+    "host-bound (GPU busy 82..89% ...) [2 runs: n-r1.json, n-r2.json]"; a warning about one
+    run, or about several runs at once, stays as it is, in its order.
     """
-    groups: dict[object, list[tuple[str, str]]] = {}
-    for i, w in enumerate(warnings):
-        m = _RUN_WARNING.match(w)
-        key = (_REPEAT.sub("", m["run"]), _NUMBER.sub("#", m["rest"])) if m else i
-        groups.setdefault(key, []).append((m["run"], m["rest"]) if m else ("", w))
+    groups: dict[object, list[Flag]] = {}
+    for i, flag in enumerate(flags):
+        key = (
+            (flag.kind, flag.arm, flag.template, tuple(sorted(flag.words.items())))
+            if flag.file
+            else i
+        )
+        groups.setdefault(key, []).append(flag)
     out = []
     for members in groups.values():
         if len(members) == 1:
-            run, rest = members[0]
-            out.append(f"{run}: {rest}" if run else rest)
+            out.append(members[0].text)
             continue
-        numbers = [_NUMBER.findall(rest) for _, rest in members]
-        parts = iter(_NUMBER.split(members[0][1]))
-        text = next(parts)
-        for i, part in enumerate(parts):
-            tokens = sorted((n[i] for n in numbers), key=float)
-            text += tokens[0] if tokens[0] == tokens[-1] else f"{tokens[0]}..{tokens[-1]}"
-            text += part
-        runs = sorted((run for run, _ in members), key=_natural)
+        numbers = {
+            name: _range([m.numbers[name] for m in members], spec)
+            for _, name, spec, _ in Formatter().parse(members[0].template)
+            if name in members[0].numbers
+        }
+        text = members[0].template.format(
+            **{name: _Literal(value) for name, value in numbers.items()}, **members[0].words
+        )
+        runs = sorted((m.file or "" for m in members), key=_natural)
         out.append(f"{text} [{len(members)} runs: {', '.join(runs)}]")
     return out
+
+
+class _Literal(str):
+    """Text that a format spec leaves as it is (a range already formatted)."""
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+def _range(values: list[float], spec: str | None) -> str:
+    """'lo..hi' of the values in `spec` (a unit after the number written once), or one value."""
+    low, high = format(min(values), spec or ""), format(max(values), spec or "")
+    if low == high:
+        return low
+    n = 0  # characters of a unit both end with ("%"), written once
+    while (
+        n < min(len(low), len(high)) and low[-1 - n] == high[-1 - n] and not low[-1 - n].isdigit()
+    ):
+        n += 1
+    return f"{low[: len(low) - n]}..{high}"
 
 
 def _natural(name: str) -> list[object]:
@@ -105,49 +123,92 @@ def _ci(low: float | None, high: float | None) -> str:
     return "-" if low is None or high is None else f"{low:.2f}..{high:.2f}"
 
 
-def _columns(report: Report, columns: tuple[tuple[str, str, str], ...]) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the per-implementation table for some columns."""
+def _columns(
+    report: Report, columns: tuple[tuple[str, str, str], ...]
+) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the per-arm table for some columns."""
     cpu = report.unit != "GPU(s)"
     names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
     headers = [names.get(h, h) for _, h, _ in columns]
     return headers, [[cell(row[k], f) for k, _, f in columns] for row in report.table]
 
 
-
 def sections(report: Report) -> list[Section]:
     """The report's blocks in reading order: what was compared before any number."""
     names = report.labels or sorted({label for r in report.header for label in r.values})
-    out = [Section("Configuration and environment (* = values differ between runs)",
-                   ["*", "field", *names],
-                   [["*" if r.differs else "", r.field, *(r.values.get(n, "(no run)") for n in names)]
-                    for r in report.header])]
+    out = [
+        Section(
+            "Configuration and environment (* = values differ between runs)",
+            ["*", "field", *names],
+            [
+                ["*" if r.differs else "", r.field, *(r.values.get(n, "(no run)") for n in names)]
+                for r in report.header
+            ],
+        )
+    ]
     if report.warnings:
         out.append(Section("Warnings", lines=[f"! {w}" for w in grouped_warnings(report.warnings)]))
     out.append(Section(f"Speed ({LEGEND})", *_columns(report, SPEED_COLUMNS)))
     out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
     if report.overhead:
-        out.append(Section(
-            "Overhead: arm vs baseline, (geometric mean of per-run median steps, arm / baseline - 1) x 100;"
-            " one number per run, a step's time its slowest rank's (↓ lower is better)",
-            [report.units, "arm vs baseline", "overhead % ↓", "95% CI %", "± pp", "detectable %", "runs",
-             "min-run % ↓", "step jitter %"],
-            [[cell(o.world_size), f"{o.arm} vs {o.baseline}", f"{o.percent:+.2f}", _ci(o.ci_low, o.ci_high),
-              cell(o.half_width, ".2f"), cell(o.min_detectable_percent, ".2f"), f"{o.arm_runs}/{o.baseline_runs}",
-              f"{o.min_percent:+.2f}", cell(o.step_jitter_percent, ".1f")] for o in report.overhead],
-            [f"{o.world_size} {report.unit}: {o.verdict}" for o in report.overhead] + [
-                f"estimator: {report.overhead[0].estimator}; interval: {report.overhead[0].method}"
-                f" ({stats.CONFIDENCE:.0%}, at least {stats.MIN_RUNS} runs a side); detectable = the smallest"
-                f" overhead these runs would detect with {stats.POWER:.0%} power; min-run % = the robust"
-                f" estimate from the fastest run of each side ({stats.ROBUST_ESTIMATOR}), no interval;"
-                " step jitter = (p95 - p5) / median within a run, descriptive only"]))
+        out.append(
+            Section(
+                "Overhead: arm vs baseline, (geometric mean of per-run median steps, arm /"
+                " baseline - 1) x 100;"
+                " one number per run, a step's time its slowest rank's (↓ lower is better)",
+                [
+                    report.units,
+                    "arm vs baseline",
+                    "overhead % ↓",
+                    "95% CI %",
+                    "± pp",
+                    "detectable %",
+                    "runs",
+                    "min-run % ↓",
+                    "step jitter %",
+                ],
+                [
+                    [
+                        cell(o.world_size),
+                        f"{o.arm} vs {o.baseline}",
+                        f"{o.percent:+.2f}",
+                        _ci(o.ci_low, o.ci_high),
+                        cell(o.half_width, ".2f"),
+                        cell(o.min_detectable_percent, ".2f"),
+                        f"{o.arm_runs}/{o.baseline_runs}",
+                        f"{o.min_percent:+.2f}",
+                        cell(o.step_jitter_percent, ".1f"),
+                    ]
+                    for o in report.overhead
+                ],
+                [f"{o.world_size} {report.unit}: {o.verdict}" for o in report.overhead]
+                + [
+                    f"estimator: {report.overhead[0].estimator}; interval:"
+                    f" {report.overhead[0].method}"
+                    f" ({stats.CONFIDENCE:.0%}, at least {stats.MIN_RUNS} runs a side); detectable"
+                    " = the smallest"
+                    f" overhead these runs would detect with {stats.POWER:.0%} power; min-run % ="
+                    " the robust"
+                    f" estimate from the fastest run of each side ({stats.ROBUST_ESTIMATOR}), no"
+                    " interval;"
+                    " step jitter = (p95 - p5) / median within a run, descriptive only"
+                ],
+            )
+        )
     else:
         out.append(Section("Overhead", lines=["not computed: no world size has runs of two arms"]))
     out.append(_steady_state_section(report))
-    rule = (f"rule: a rank is slow when its median step time exceeds the median of the ranks' medians by more than"
-            f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median); needs 3+ ranks")
-    slow = [f"{s.implementation} {s.file}: rank {s.rank} on {s.hostname}: median {s.median_ms:.2f} ms vs"
-            f" {s.run_median_ms:.2f} ms for the run ({(s.median_ms / s.run_median_ms - 1) * 100:+.1f}%)"
-            for s in report.slow_ranks]
+    rule = (
+        "rule: a rank is slow when its median step time exceeds the median of the ranks' medians"
+        " by more than"
+        f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median); needs"
+        " 3+ ranks"
+    )
+    slow = [
+        f"{s.arm} {s.file}: rank {s.rank} on {s.hostname}: median {s.median_ms:.2f} ms vs"
+        f" {s.run_median_ms:.2f} ms for the run ({(s.median_ms / s.run_median_ms - 1) * 100:+.1f}%)"
+        for s in report.slow_ranks
+    ]
     out.append(Section("Slow ranks", lines=[*(slow or ["none flagged"]), rule]))
     if report.scaling:
         out.append(_scaling_section(report))
@@ -158,25 +219,58 @@ def sections(report: Report) -> list[Section]:
 
 def _steady_state_section(report: Report) -> Section:
     """First vs second half of each run's timed steps ('-' for results without step times)."""
-    rows = [[s.file, cell(s.first_half_median_ms, ".2f"), cell(s.second_half_median_ms, ".2f"),
-             cell(s.change_percent, "+.2f")] for s in report.steady_state]
-    rule = (f"rule: |Δ| over {stats.STEADY_STATE_TOLERANCE:.0%} means the run was still warming up (or drifting:"
-            " clocks, heat) while timed; each step's time is its slowest rank's")
-    return Section("Steady state: first vs second half of timed steps",
-                   ["run file", "first-half median ms", "second-half median ms", "Δ %"], rows, [rule])
+    rows = [
+        [
+            s.file,
+            cell(s.first_half_median_ms, ".2f"),
+            cell(s.second_half_median_ms, ".2f"),
+            cell(s.change_percent, "+.2f"),
+        ]
+        for s in report.steady_state
+    ]
+    rule = (
+        f"rule: |Δ| over {stats.STEADY_STATE_TOLERANCE:.0%} means the run was still warming up (or"
+        " drifting:"
+        " clocks, heat) while timed; each step's time is its slowest rank's"
+    )
+    return Section(
+        "Steady state: first vs second half of timed steps",
+        ["run file", "first-half median ms", "second-half median ms", "Δ %"],
+        rows,
+        [rule],
+    )
 
 
 def _scaling_section(report: Report) -> Section:
     """Speed-up and efficiency table, titled with the scaling mode recognised."""
     mode = {
-        "weak": "weak scaling recognised (fixed per-device batch): efficiency = img/s_N / (N/N0 x img/s_N0)",
+        "weak": "weak scaling recognised (fixed per-device batch):"
+        " efficiency = img/s_N / (N/N0 x img/s_N0)",
         "strong": "strong scaling recognised (fixed global batch): efficiency = speed-up / (N/N0)",
-        "mixed": "scaling mode unknown (batch modes differ between runs): efficiency = speed-up / (N/N0)",
+        "mixed": "scaling mode unknown (batch modes differ between runs):"
+        " efficiency = speed-up / (N/N0)",
     }[report.scaling_mode or "mixed"]
-    rows = [[s.implementation, cell(s.world_size), f"{s.throughput:.1f}", f"{s.speedup:.3f}", f"{s.efficiency:.1%}",
-             cell(s.overhead_percent, "+.2f"), _ci(s.overhead_ci_low, s.overhead_ci_high)] for s in report.scaling]
-    headers = ["arm", report.units, "img/s ↑", "speed-up ↑", "efficiency ↑", f"overhead vs {report.baseline} % ↓",
-               "95% CI %"]
+    rows = [
+        [
+            s.arm,
+            cell(s.world_size),
+            f"{s.throughput:.1f}",
+            f"{s.speedup:.3f}",
+            f"{s.efficiency:.1%}",
+            cell(s.overhead_percent, "+.2f"),
+            _ci(s.overhead_ci_low, s.overhead_ci_high),
+        ]
+        for s in report.scaling
+    ]
+    headers = [
+        "arm",
+        report.units,
+        "img/s ↑",
+        "speed-up ↑",
+        "efficiency ↑",
+        f"overhead vs {report.baseline} % ↓",
+        "95% CI %",
+    ]
     return Section(f"Scaling: {mode}", headers, rows)
 
 
@@ -212,4 +306,9 @@ def render_json(report: Report) -> str:
 
 def render(report: Report, fmt: str) -> str:
     """The report in one of FORMATS."""
-    return {"text": render_text, "markdown": render_markdown, "csv": render_csv, "json": render_json}[fmt](report)
+    return {
+        "text": render_text,
+        "markdown": render_markdown,
+        "csv": render_csv,
+        "json": render_json,
+    }[fmt](report)

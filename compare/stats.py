@@ -10,13 +10,19 @@ of its per-step pace. Runs of one runner differ from each other far more than st
 run do, so an interval over steps measures step jitter, not the uncertainty of an overhead.
 The interval is Welch's t-interval on the difference of mean log per-run medians, turned
 into a percent ratio; tests/test_compare_coverage.py shows by simulation that it covers.
+
+Issue 21's methods (second half of this file) replace it once analysis and experiment call them:
+compare_arms (paired by block, Welch-Hsu with an interleaving check, or Stein's two-stage rule),
+stopping_decision, host_settled; tests/test_stats_*.py prove them by simulation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -181,9 +187,9 @@ def run_level_interval(base: Sequence[float], arm: Sequence[float],
         raise ValueError("per-run medians must be positive and finite")
     lb, la = np.log(xb), np.log(xa)
     diff = float(la.mean() - lb.mean())
-    common = dict(percent=_pct(diff), baseline_runs=len(base), arm_runs=len(arm),
-                  baseline_ms=float(math.exp(lb.mean())), arm_ms=float(math.exp(la.mean())),
-                  min_percent=(min(arm) / min(base) - 1.0) * 100.0, confidence=confidence)
+    common = {"percent": _pct(diff), "baseline_runs": len(base), "arm_runs": len(arm),
+                  "baseline_ms": float(math.exp(lb.mean())), "arm_ms": float(math.exp(la.mean())),
+                  "min_percent": (min(arm) / min(base) - 1.0) * 100.0, "confidence": confidence}
     if len(base) < MIN_RUNS or len(arm) < MIN_RUNS:
         return RunLevelInterval(ci_low=None, ci_high=None, half_width=None,
                                 min_detectable_percent=None, df=None, **common)
@@ -244,7 +250,8 @@ def step_jitter_percent(series: Sequence[float]) -> float:
 
 
 def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
-    """Median of the first and of the second half of a series, and the second's change in % of the first."""
+    """Medians of the first and the second half of a series, and the second's change in % of
+    the first."""
     half = len(series) // 2  # an odd middle step belongs to neither half, so both count the same
     if half == 0:
         raise ValueError("halves of a series need 2 steps or more")
@@ -253,7 +260,8 @@ def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
 
 
 def slow_ranks(rank_medians: Sequence[float]) -> list[int]:
-    """Indices of ranks whose median step time is an outlier above the ranks' median (rule above)."""
+    """Indices of ranks whose median step time is an outlier above the ranks' median (rule
+    above)."""
     center = median(rank_medians)
     mad = median([abs(m - center) for m in rank_medians])
     threshold = max(SLOW_RANK_MADS * mad, SLOW_RANK_FLOOR * center)
@@ -279,3 +287,677 @@ def scaling_points(world_sizes: Sequence[int], throughputs: Sequence[float]) -> 
     pairs = sorted(zip(world_sizes, throughputs))
     n0, t0 = pairs[0]
     return [ScalingPoint(n, t, t / t0, (t / t0) / (n / n0)) for n, t in pairs]
+
+
+# =============================================================================================
+# Issue 21: block-aware intervals, a valid adaptive rule, an honest smallest detectable size,
+# the fastest-run ratio, degenerate inputs and host settling. Pure functions (numpy, math);
+# the simulations that prove them are tests/test_stats_*.py.
+#
+#     iv = compare_arms(runs, "fabric", "native", rule=None)   # the one entry compare calls
+#     decision = stopping_decision(runs, "native", ["fabric"], rule, blocks_started, max_blocks)
+#     settled = host_settled(baseline_warmup_medians, baseline_warmup_halves)
+# =============================================================================================
+
+# Interleaving / order balance: the Welch t statistic of the runs' start times between the arms
+# (file lists), or of the within-block position gaps (manifests). A linear drift biases the
+# difference by at most this many standard errors, which keeps a 95% interval's coverage at
+# about 95% (the drift's part of the spread is not random, so it does not add to the tails).
+BALANCE_MAX_T = 1.0
+# The smallest detectable size is calibrated to this power under normal noise, so that with
+# heavy tails (t, 3 df) or one-sided interference a true overhead of the reported size is still
+# detected in >= 75% of experiments (tests/test_stats_detectable.py: 79-90% simulated).
+DETECTABLE_POWER = 0.90
+DETECTABLE_PROMISE = 0.75
+# The smallest detectable size is shown from this many degrees of freedom (3 runs a side, or 3
+# complete blocks): at 1 degree of freedom the calibrated factor exceeds 60 standard errors.
+MIN_DETECTABLE_DF = 2
+# Stein's two-stage rule: the first stage's complete blocks (its variance has df = this - 1).
+FIRST_STAGE_BLOCKS = 5
+STEIN_RULE = "stein-two-stage"
+# Host settling: the last two warm-up run medians of the baseline within this of each other,
+# and each of those runs' halves (first vs second half of its timed steps) within this.
+SETTLE_BETWEEN_RUNS = 0.015
+SETTLE_WITHIN_RUN = 0.02
+FASTEST_RUN_LABEL = ("fastest-run ratio: fastest arm run / fastest baseline run - 1"
+                     " (descriptive, no interval; biased when the arms' noise or run counts"
+                     " differ)")
+METHOD_BLOCKS = "paired by block: t-interval on per-block log ratios (df = complete blocks - 1)"
+METHOD_WELCH = ("Welch t-interval on mean log per-run median, Hsu's df = min(runs a side) - 1"
+                " (one number per run)")
+METHOD_STEIN = ("Stein's two-stage rule: paired by block, first stage's variance,"
+                " df = first-stage blocks - 1")
+
+ZERO_SE = 1e-12
+_t_crit = cache(t_quantile)
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One counted run as the statistics need it: its arm, its one number (the median pace in
+    ms), and where the manifest put it (block, position in the block) and when it started
+    (POSIX seconds; None when unknown). `name` (a file or run name) only labels reasons."""
+
+    arm: str
+    ms: float
+    block: int | None = None
+    position: int | None = None
+    started_s: float | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ArmInterval:
+    """An arm's overhead over a baseline, in percent of the baseline, with its interval.
+
+    percent: the point estimate, exp(mean log ratio) - 1 in %. ci_low/ci_high/df are None when
+    there is no verdict; no_verdict_reason says why. min_detectable_percent: a true overhead of
+    this size gets a 'slower' verdict from an experiment of this design in at least
+    DETECTABLE_PROMISE (75%) of cases (DETECTABLE_POWER, 90%, under normal noise; averaged over
+    experiments and at the median one), from the calibrated factor detectable_factor(df); None
+    below MIN_DETECTABLE_DF or without an interval, with min_detectable_note saying why.
+    warnings: true statements a report should show (dropped blocks, unknown start times, a
+    fallback, a position adjustment).
+    """
+
+    method: str
+    percent: float
+    ci_low: float | None
+    ci_high: float | None
+    df: float | None
+    arm_runs: int
+    baseline_runs: int
+    blocks: int | None = None  # complete blocks used (block methods)
+    dropped_blocks: tuple[int, ...] = ()  # blocks missing the arm or the baseline
+    min_detectable_percent: float | None = None
+    min_detectable_note: str | None = None
+    no_verdict_reason: str | None = None
+    warnings: tuple[str, ...] = ()
+    confidence: float = CONFIDENCE
+
+    @property
+    def verdict_possible(self) -> bool:
+        """True when there is an interval."""
+        return self.ci_low is not None and self.ci_high is not None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width in percentage points."""
+        if self.ci_low is None or self.ci_high is None:
+            return None
+        return (self.ci_high - self.ci_low) / 2.0
+
+    @property
+    def significant(self) -> bool:
+        """True when the whole interval lies on one side of zero."""
+        if self.ci_low is None or self.ci_high is None:
+            return False
+        return self.ci_low > 0 or self.ci_high < 0
+
+
+# --- distributions for the smallest detectable size (no scipy) ----------------------------
+
+def _phi(x: np.ndarray) -> np.ndarray:
+    """Standard normal CDF (erfc by Numerical Recipes' Chebyshev fit, relative error < 1.2e-7)."""
+    z = -np.asarray(x, dtype=float) / math.sqrt(2.0)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = (-1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277)))))))))
+    erfc = t * np.exp(-a * a + poly)
+    return 0.5 * np.where(z >= 0, erfc, 2.0 - erfc)
+
+
+def _chi_grid(df: int, points: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes W = sqrt(chi2_df / df) (the ratio s / sigma) and their quadrature weights."""
+    u = np.linspace(0.0, math.sqrt(df) + 12.0, points + 1)
+    u = 0.5 * (u[1:] + u[:-1])  # midpoints
+    logw = (df - 1) * np.log(u) - 0.5 * u * u
+    w = np.exp(logw - logw.max())
+    return u / math.sqrt(df), w / w.sum()
+
+
+@cache
+def detectable_factor(df: int, confidence: float = CONFIDENCE,
+                      power: float = DETECTABLE_POWER) -> float:
+    """c such that a true overhead of c x (estimated standard error) gets a 'slower' verdict with
+    probability `power` both on average over experiments and at the median experiment.
+
+    With normal data the t statistic at a true log effect delta is noncentral t(df, delta/SE), and
+    the estimated SE is SE x W, W = sqrt(chi2_df/df). Reported value c x SE x W; its verdict rate
+    is pi(c W) = P(T'(c W) > t_crit). c is the larger of the solutions of E_W[pi(c W)] = power
+    and pi(c median(W)) = power, so the statement holds in either reading.
+    """
+    tc = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(df))
+    nodes, weights = _chi_grid(df)
+    lam = np.linspace(0.0, 400.0, 2001)
+
+    def verdict_rate(lams: np.ndarray) -> np.ndarray:
+        out = np.empty(len(lams))
+        for i in range(0, len(lams), 500):
+            out[i:i + 500] = _phi(lams[i:i + 500, None] - tc * nodes[None, :]) @ weights
+        return out
+
+    rate = verdict_rate(lam)  # pi on a grid of noncentralities, increasing
+
+    def expected(c: float) -> float:
+        return float(weights @ np.interp(c * nodes, lam, rate, right=1.0))
+
+    lo, hi = 0.0, 1.0
+    while expected(hi) < power:
+        lo, hi = hi, hi * 2.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if expected(mid) < power else (lo, mid)
+    c_mean = hi
+    median_w = float(nodes[np.searchsorted(np.cumsum(weights), 0.5)])
+    c_median = float(np.interp(power, rate, lam)) / median_w
+    return max(c_mean, c_median)
+
+
+def _detectable(df: float | None, se: float, confidence: float,
+                power: float) -> tuple[float | None, str | None]:
+    """The smallest detectable overhead in % (or None and why) at these df and log SE."""
+    if df is None or se <= 0.0:
+        return None, "no interval"
+    if df < MIN_DETECTABLE_DF:
+        return None, (f"not shown below {MIN_DETECTABLE_DF} degrees of freedom (here {df:g}):"
+                      " the spread is too uncertain for an honest detectable size")
+    return _pct(detectable_factor(int(df), confidence, power) * se), None
+
+
+# --- degenerate inputs ----------------------------------------------------------------------
+
+def exact_ties(points: Sequence[RunPoint]) -> list[tuple[str, str]]:
+    """Pairs of runs (names) whose numbers are exactly equal: real timings never tie to the last
+    bit, so a tie means a duplicated result (or a clock without resolution)."""
+    seen: dict[float, str] = {}
+    ties = []
+    for p in points:
+        if p.ms in seen:
+            ties.append((seen[p.ms], p.name or f"{p.arm} run"))
+        else:
+            seen[p.ms] = p.name or f"{p.arm} run"
+    return ties
+
+
+def _check_values(points: Sequence[RunPoint]) -> str | None:
+    """Why these runs cannot give a verdict (non-positive numbers, exact ties), or None."""
+    bad = [p.name or p.arm for p in points if not (math.isfinite(p.ms) and p.ms > 0)]
+    if bad:
+        return f"per-run step times must be positive and finite ({', '.join(bad)})"
+    ties = exact_ties(points)
+    if ties:
+        pairs = "; ".join(f"{a} = {b}" for a, b in ties)
+        return (f"runs with exactly equal step times ({pairs}): duplicated results give no"
+                " information about the noise")
+    return None
+
+
+def _balance_t(values_a: Sequence[float], values_b: Sequence[float]) -> float:
+    """Welch's t statistic of b against a (0 when equal; inf when separated with no spread)."""
+    na, nb = len(values_a), len(values_b)
+    ma, mb = sum(values_a) / na, sum(values_b) / nb
+    va = sum((x - ma) ** 2 for x in values_a) / (na - 1) if na > 1 else 0.0
+    vb = sum((x - mb) ** 2 for x in values_b) / (nb - 1) if nb > 1 else 0.0
+    se = math.sqrt(va / na + vb / nb)
+    if se == 0.0:
+        return 0.0 if ma == mb else math.inf
+    return abs(mb - ma) / se
+
+
+def _one_sample_balance_t(values: Sequence[float]) -> float:
+    """|mean| / (sd / sqrt(n)) of the position gaps: 0 when balanced, inf when all alike."""
+    n = len(values)
+    m = sum(values) / n
+    v = sum((x - m) ** 2 for x in values) / (n - 1) if n > 1 else 0.0
+    if v == 0.0:
+        return 0.0 if m == 0 else math.inf
+    return abs(m) / math.sqrt(v / n)
+
+
+# --- the intervals -----------------------------------------------------------------------------
+
+def _interval(method: str, log_ratio: float, se: float, df: float, arm_runs: int,
+              baseline_runs: int, confidence: float, power: float, **extra: object) -> ArmInterval:
+    """An ArmInterval from a log-ratio estimate, its standard error and df. A standard error
+    under ZERO_SE (log units: 1e-10 %) is rounding, not noise: no verdict."""
+    if se < ZERO_SE:
+        return ArmInterval(method, _pct(log_ratio), None, None, None, arm_runs, baseline_runs,
+                           no_verdict_reason="the runs show zero variation (identical values):"
+                           " no noise to scale an interval by", **extra)  # type: ignore[arg-type]
+    t = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(df))
+    mde, note = _detectable(df, se, confidence, power)
+    return ArmInterval(method, _pct(log_ratio), _pct(log_ratio - t * se),
+                       _pct(log_ratio + t * se), df, arm_runs, baseline_runs,
+                       min_detectable_percent=mde, min_detectable_note=note,
+                       confidence=confidence, **extra)  # type: ignore[arg-type]
+
+
+def paired_log_interval(log_ratios: Sequence[float], confidence: float = CONFIDENCE,
+                        power: float = DETECTABLE_POWER) -> ArmInterval:
+    """The t-interval on per-block log ratios (arm / baseline) in balanced order, df = blocks
+    - 1: blocks_log_interval without positions."""
+    return blocks_log_interval(log_ratios, None, None, confidence, power)
+
+
+def welch_hsu_interval(base: Sequence[float], arm: Sequence[float],
+                       confidence: float = CONFIDENCE,
+                       power: float = DETECTABLE_POWER) -> ArmInterval:
+    """Welch's interval on mean log per-run numbers with Hsu's conservative df = min(n) - 1: it
+    holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
+    where the Welch-Satterthwaite df does not. The core of run_level_arm_interval."""
+    nb, na = len(base), len(arm)
+    lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]
+    mb, ma = math.fsum(lb) / nb, math.fsum(la) / na
+    if min(nb, na) < MIN_RUNS:
+        return ArmInterval(METHOD_WELCH, _pct(ma - mb), None, None, None, na, nb,
+                           no_verdict_reason=f"the interval needs at least {MIN_RUNS} runs a side")
+    vb = math.fsum((x - mb) ** 2 for x in lb) / (nb - 1)
+    va = math.fsum((x - ma) ** 2 for x in la) / (na - 1)
+    return _interval(METHOD_WELCH, ma - mb, math.sqrt(vb / nb + va / na), min(nb, na) - 1,
+                     na, nb, confidence, power)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The complete blocks of one arm against the baseline, in block order."""
+
+    blocks: tuple[int, ...]
+    log_ratios: tuple[float, ...]  # log(arm ms / baseline ms) per complete block
+    gaps: tuple[int, ...]  # arm position - baseline position per complete block
+    dropped: tuple[int, ...]  # blocks with the arm or the baseline missing (failed runs)
+    problem: str | None = None  # a block with two runs of one arm, or a run without a block
+
+
+def complete_blocks(points: Sequence[RunPoint], arm: str, baseline: str) -> Blocks:
+    """Pair the arm's run with the baseline's run of the same block; other blocks are dropped."""
+    by_block: dict[int, dict[str, RunPoint]] = {}
+    for p in points:
+        if p.arm not in (arm, baseline):
+            continue
+        if p.block is None or p.position is None:
+            return Blocks((), (), (), (), problem=f"{p.name or p.arm}: no block or position")
+        cell = by_block.setdefault(p.block, {})
+        if p.arm in cell:
+            return Blocks((), (), (), (), problem=f"block {p.block} has two {p.arm} runs")
+        cell[p.arm] = p
+    done = sorted(b for b, cell in by_block.items() if len(cell) == 2)
+    return Blocks(
+        blocks=tuple(done),
+        log_ratios=tuple(math.log(by_block[b][arm].ms / by_block[b][baseline].ms) for b in done),
+        gaps=tuple(by_block[b][arm].position - by_block[b][baseline].position  # type: ignore
+                   for b in done),
+        dropped=tuple(sorted(b for b, cell in by_block.items() if len(cell) < 2)))
+
+
+def _dropped_warning(blocks: Blocks, arm: str, baseline: str) -> tuple[str, ...]:
+    if not blocks.dropped:
+        return ()
+    return ((f"{arm} vs {baseline}: block(s) {', '.join(map(str, blocks.dropped))} dropped"
+             f" (a run of {arm} or {baseline} failed or is missing); {len(blocks.blocks)}"
+             " complete block(s) used"),)
+
+
+def _position_fit(log_ratios: Sequence[float], gaps: Sequence[int]
+                  ) -> tuple[float, float, float] | None:
+    """Least squares d = e + gamma x gap: (e, residual sd, sqrt(1/n + mean gap^2 / Sxx)), the
+    estimate at gap 0 (the arms in balanced positions) and its standard error per unit sd.
+    None when gap 0 is not inside the gaps' range (one order only) or too few blocks."""
+    n = len(log_ratios)
+    if n < 3 or not min(gaps) < 0 < max(gaps):
+        return None
+    gm, dm = sum(gaps) / n, math.fsum(log_ratios) / n
+    sxx = sum((g - gm) ** 2 for g in gaps)
+    slope = math.fsum((g - gm) * (d - dm) for g, d in zip(gaps, log_ratios)) / sxx
+    e = dm - slope * gm
+    resid = math.fsum((d - e - slope * g) ** 2 for g, d in zip(gaps, log_ratios))
+    return e, math.sqrt(resid / (n - 2)), math.sqrt(1.0 / n + gm * gm / sxx)
+
+
+def blocks_log_interval(log_ratios: Sequence[float], gaps: Sequence[int] | None = None,
+                        rule: StoppingRule | None = None, confidence: float = CONFIDENCE,
+                        power: float = DETECTABLE_POWER, arm: str = "the arm",
+                        baseline: str = "the baseline") -> ArmInterval:
+    """The interval from complete blocks in block order: log ratio arm / baseline per block and
+    the arm's position minus the baseline's (gaps; None: assumed balanced). The core of
+    block_paired_interval and stein_interval, without RunPoints (the simulations call it).
+
+    Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
+    the log ratios. Unbalanced but both orders present (failed runs dropped blocks of one
+    order): the estimate at gap 0 from d = e + gamma x gap, df one less. One order only: no
+    verdict, the position is confounded with the arm. With `rule`: Stein's interval (see
+    StoppingRule), df = first_stage_blocks - 1."""
+    n = len(log_ratios)
+    stein = rule is not None and n >= rule.first_stage_blocks
+    method = METHOD_STEIN if stein else METHOD_BLOCKS
+    m = math.fsum(log_ratios) / n if n else math.nan
+    balance = _one_sample_balance_t(gaps) if gaps is not None and n >= 2 else 0.0
+    fit = _position_fit(log_ratios, gaps) if balance > BALANCE_MAX_T else None  # type: ignore
+    if balance > BALANCE_MAX_T and fit is None:
+        shown = ", ".join(f"{g:+d}" for g in gaps)  # type: ignore[union-attr]
+        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
+                           no_verdict_reason=f"the blocks' orders are unbalanced ({arm}'s"
+                           f" position minus {baseline}'s: {shown}): drift within a block would"
+                           " be confounded with the difference (ABBA order balances it)",
+                           confidence=confidence)
+    if n < 2:
+        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
+                           no_verdict_reason=f"{n} complete block(s): the interval needs 2",
+                           confidence=confidence)
+    sd = math.sqrt(math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1))
+    estimate, scale, df = m, 1.0 / math.sqrt(n), float(n - 1)
+    extra: dict[str, object] = {"blocks": n}
+    if fit is not None:
+        estimate, sd, scale = fit
+        df = float(n - 2)
+        method += "; adjusted for the arms' positions in the block (df one less)"
+        extra["warnings"] = ((f"{arm} vs {baseline}: the complete blocks' orders are"
+                              f" unbalanced (balance t {balance:.2f}); the estimate is adjusted"
+                              " for the position in the block"),)
+    if stein:
+        s0 = first_stage_sd(log_ratios, rule)  # type: ignore[arg-type]
+        sd = max(sd, s0)  # type: ignore[type-var]
+        df = float(rule.first_stage_blocks - 1)  # type: ignore[union-attr]
+    return _interval(method, estimate, sd * scale, df, n, n, confidence, power,
+                     **extra)  # type: ignore[arg-type]
+
+
+def block_paired_interval(points: Sequence[RunPoint], arm: str, baseline: str,
+                          confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER,
+                          rule: StoppingRule | None = None) -> ArmInterval:
+    """Pair by block: per-block log ratio arm / baseline, t-interval with df = complete blocks
+    - 1 (blocks_log_interval). Incomplete blocks are dropped and named in warnings. No verdict
+    when every complete block has the arms in the same order (drift within a block would be
+    confounded with the difference; ABBA balances it), or on ties or zero variation."""
+    blocks = complete_blocks(points, arm, baseline)
+    counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
+    if blocks.problem is not None:
+        return ArmInterval(METHOD_BLOCKS, math.nan, None, None, None, *counts,
+                           no_verdict_reason=blocks.problem)
+    warnings = _dropped_warning(blocks, arm, baseline)
+    used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
+    iv = blocks_log_interval(blocks.log_ratios, blocks.gaps, rule, confidence, power, arm,
+                             baseline)
+    refuse = _check_values(used)
+    if refuse is not None:
+        iv = ArmInterval(iv.method, iv.percent, None, None, None, iv.arm_runs, iv.baseline_runs,
+                         blocks=iv.blocks, no_verdict_reason=refuse, confidence=confidence)
+    return dataclasses.replace(iv, dropped_blocks=blocks.dropped,
+                               warnings=(*warnings, *iv.warnings))
+
+
+@dataclass(frozen=True)
+class Interleaving:
+    """Whether the runs' start times show the arms interleaved in time."""
+
+    interleaved: bool | None  # None: start times unknown
+    balance_t: float | None  # Welch t of start times between the arms
+    reason: str
+
+
+def interleaving(base_started: Sequence[float | None], arm_started: Sequence[float | None],
+                 arm: str = "arm", baseline: str = "baseline") -> Interleaving:
+    """Welch's t statistic of the start times, arm against baseline. Under a linear drift the
+    run-level difference is biased by this many standard errors at most, so above BALANCE_MAX_T
+    (e.g. all of one arm, then all of the other) there is no verdict."""
+    if any(s is None for s in (*base_started, *arm_started)):
+        return Interleaving(None, None, "start times unknown for some runs: whether the arms were"
+                            " interleaved (drift favours neither) cannot be checked")
+    tb = [float(s) for s in base_started]  # type: ignore[arg-type]
+    ta = [float(s) for s in arm_started]  # type: ignore[arg-type]
+    if len(tb) < 2 or len(ta) < 2:
+        return Interleaving(None, None, "too few runs to check interleaving")
+    bal = _balance_t(tb, ta)
+    if bal > BALANCE_MAX_T:
+        first = baseline if sum(tb) / len(tb) < sum(ta) / len(ta) else arm
+        return Interleaving(False, bal, f"the arms were not interleaved in time ({first}'s runs"
+                            f" mostly started first; start-time balance t {bal:.2f} >"
+                            f" {BALANCE_MAX_T:g}): any drift would be read as a difference")
+    return Interleaving(True, bal, f"interleaved (start-time balance t {bal:.2f})")
+
+
+def run_level_arm_interval(points: Sequence[RunPoint], arm: str, baseline: str,
+                           confidence: float = CONFIDENCE,
+                           power: float = DETECTABLE_POWER) -> ArmInterval:
+    """Plain file lists: welch_hsu_interval, no verdict when the start times show the arms were
+    not interleaved or on ties / zero variation; a warning when start times are unknown."""
+    a = [p for p in points if p.arm == arm]
+    b = [p for p in points if p.arm == baseline]
+    iv = welch_hsu_interval([p.ms for p in b], [p.ms for p in a], confidence, power)
+    order = interleaving([p.started_s for p in b], [p.started_s for p in a], arm, baseline)
+    warnings = () if order.interleaved is not False and order.balance_t is not None else (
+        (f"{arm} vs {baseline}: {order.reason}",) if order.interleaved is None else ())
+    refuse = _check_values([*a, *b]) or (order.reason if order.interleaved is False else None)
+    if refuse is not None and not (iv.no_verdict_reason or "").startswith("the interval needs"):
+        return ArmInterval(METHOD_WELCH, iv.percent, None, None, None, len(a), len(b),
+                           no_verdict_reason=refuse, warnings=warnings, confidence=confidence)
+    return dataclasses.replace(iv, warnings=warnings)
+
+
+# --- adaptive stopping: Stein's two-stage rule ---------------------------------------------
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """The adaptive rule the manifest records: {rule, first_stage_blocks, target_half_width}.
+
+    Stein (1945): the first `first_stage_blocks` complete blocks give the variance s0^2 of the
+    per-block log ratio (df = first_stage_blocks - 1); the experiment runs until it has
+    N = max(n0, ceil((t x s0 / w)^2)) complete blocks, w = asinh(target / 100); the final
+    interval is mean of all N log ratios +- t x max(s0, s) / sqrt(N), s the sd of all N. N
+    depends on s0 alone, and the mean is independent of s0, so Stein's interval (with s0) is
+    exact (95% under normal noise) however the data fall: no optional-stopping inflation. Taking
+    the larger of s0 and s only widens it (so it stays valid), and keeps it honest when a short
+    first stage missed rare slow-downs (one-sided interference) that later blocks show. A run
+    that fails leaves its block incomplete: blocks count only when complete (successful runs of
+    the arm and the baseline).
+    """
+
+    target_half_width: float  # percentage points
+    first_stage_blocks: int = FIRST_STAGE_BLOCKS
+    rule: str = STEIN_RULE
+
+    def __post_init__(self) -> None:
+        if self.rule != STEIN_RULE:
+            raise ValueError(f"unknown stopping rule {self.rule!r} (known: {STEIN_RULE})")
+        if self.first_stage_blocks < 2 or not self.target_half_width > 0:
+            raise ValueError("the stopping rule needs first_stage_blocks >= 2 and a positive"
+                             " target_half_width")
+
+    def to_manifest(self) -> dict[str, object]:
+        """The manifest's "stopping" entry."""
+        return {"rule": self.rule, "first_stage_blocks": self.first_stage_blocks,
+                "target_half_width": self.target_half_width}
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, object]) -> StoppingRule:
+        """The rule from a manifest's "stopping" entry (ValueError naming what is wrong)."""
+        try:
+            return cls(rule=str(entry["rule"]),
+                       first_stage_blocks=int(entry["first_stage_blocks"]),  # type: ignore
+                       target_half_width=float(entry["target_half_width"]))  # type: ignore
+        except KeyError as missing:
+            raise ValueError(f"stopping rule: missing {missing}") from None
+
+
+def first_stage_sd(log_ratios: Sequence[float], rule: StoppingRule) -> float | None:
+    """s0: the sd of the first stage's log ratios; None before the first stage is complete."""
+    n0 = rule.first_stage_blocks
+    if len(log_ratios) < n0:
+        return None
+    first = log_ratios[:n0]
+    m = math.fsum(first) / n0
+    return math.sqrt(math.fsum((x - m) ** 2 for x in first) / (n0 - 1))
+
+
+def blocks_needed(log_ratios: Sequence[float], rule: StoppingRule,
+                  confidence: float = CONFIDENCE) -> int | None:
+    """N, the complete blocks Stein's rule needs (from the first stage only); None before the
+    first stage is complete."""
+    s0 = first_stage_sd(log_ratios, rule)
+    if s0 is None:
+        return None
+    t = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(rule.first_stage_blocks - 1))
+    w = math.asinh(rule.target_half_width / 100.0)
+    return max(rule.first_stage_blocks, math.ceil((t * s0 / w) ** 2 - 1e-9))
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    """What the experiment loop does after a block: "continue", "target" (stop: every arm has
+    the complete blocks its rule needs) or "max" (stop: the most blocks were started)."""
+
+    action: str
+    complete_blocks: dict[str, int]  # per arm against the baseline
+    needed: dict[str, int | None]  # per arm; None before its first stage is complete
+    reason: str
+
+    @property
+    def stop(self) -> bool:
+        return self.action != "continue"
+
+
+def stopping_decision(points: Sequence[RunPoint], baseline: str, arms: Sequence[str],
+                      rule: StoppingRule, blocks_started: int, max_blocks: int,
+                      confidence: float = CONFIDENCE) -> StopDecision:
+    """The rule, called after each block with every counted successful run so far (warm-up runs
+    excluded). Counts complete blocks per arm, never blocks started."""
+    done: dict[str, int] = {}
+    needed: dict[str, int | None] = {}
+    for arm in arms:
+        blocks = complete_blocks(points, arm, baseline)
+        done[arm] = len(blocks.blocks)
+        needed[arm] = blocks_needed(blocks.log_ratios, rule, confidence)
+    waiting = [a for a in arms if needed[a] is None or done[a] < needed[a]]  # type: ignore
+    state = ", ".join(f"{a} {done[a]}/{needed[a] if needed[a] is not None else '?'}"
+                      for a in arms)
+    if not waiting:
+        return StopDecision("target", done, needed, f"{STEIN_RULE}: every arm has the complete"
+                            f" blocks it needs for +-{rule.target_half_width:g} pp ({state})")
+    if blocks_started >= max_blocks:
+        return StopDecision("max", done, needed, f"{max_blocks} block(s) started, the most"
+                            f" allowed; complete/needed blocks: {state}")
+    return StopDecision("continue", done, needed, f"complete/needed blocks: {state}")
+
+
+def stein_interval(points: Sequence[RunPoint], arm: str, baseline: str, rule: StoppingRule,
+                   confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER) -> ArmInterval:
+    """The final interval of an experiment run under `rule`: mean of all complete blocks' log
+    ratios +- t_{n0-1} x max(s0, s) / sqrt(N) (blocks_log_interval with the rule). Fewer
+    complete blocks than the first stage (the experiment hit its maximum): the fixed-design
+    paired interval over those blocks, said in a warning."""
+    iv = block_paired_interval(points, arm, baseline, confidence, power, rule)
+    if iv.blocks is not None and iv.blocks < rule.first_stage_blocks:
+        note = (f"{arm} vs {baseline}: only {iv.blocks} complete block(s), fewer than the"
+                f" rule's first stage ({rule.first_stage_blocks}): fixed-design paired interval")
+        iv = dataclasses.replace(iv, warnings=(*iv.warnings, note))
+    return iv
+
+
+def stein_log_interval(log_ratios: Sequence[float], rule: StoppingRule,
+                       gaps: Sequence[int] | None = None, confidence: float = CONFIDENCE,
+                       power: float = DETECTABLE_POWER) -> ArmInterval:
+    """Stein's interval on log ratios in block order (blocks_log_interval with the rule)."""
+    return blocks_log_interval(log_ratios, gaps, rule, confidence, power)
+
+
+# --- the one entry compare calls --------------------------------------------------------------
+
+def compare_arms(points: Sequence[RunPoint], arm: str, baseline: str,
+                 rule: StoppingRule | None = None, confidence: float = CONFIDENCE,
+                 power: float = DETECTABLE_POWER) -> ArmInterval:
+    """The arm against the baseline by the strongest method the records allow:
+    an adaptive rule recorded -> stein_interval; blocks and positions recorded with balanced
+    orders -> block_paired_interval; otherwise (plain file lists, or blocks whose orders are
+    unbalanced) -> run_level_arm_interval, which needs the start times to show interleaving."""
+    mine = [p for p in points if p.arm in (arm, baseline)]
+    if rule is not None:
+        return stein_interval(mine, arm, baseline, rule, confidence, power)
+    if mine and all(p.block is not None and p.position is not None for p in mine):
+        iv = block_paired_interval(mine, arm, baseline, confidence, power)
+        if iv.verdict_possible or iv.no_verdict_reason is None or (
+                "orders are unbalanced" not in iv.no_verdict_reason):
+            return iv
+        fallback = run_level_arm_interval(mine, arm, baseline, confidence, power)
+        return dataclasses.replace(fallback, warnings=(
+            *fallback.warnings, (f"{arm} vs {baseline}: {iv.no_verdict_reason}; the run-level"
+                                 " interval is used instead")))
+    return run_level_arm_interval(mine, arm, baseline, confidence, power)
+
+
+# --- the fastest-run ratio, the verdict sentence, host settling -----------------------------
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """exp(mean log value): the per-arm step time the log-scale intervals compare."""
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError("geometric mean needs positive, finite values")
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+
+
+def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[float | None, str]:
+    """(fastest arm run / fastest baseline run - 1 in %, what it is). Descriptive only: the
+    minimum of more runs is lower, and of noisier runs lower still, so with unequal run counts it
+    is biased towards the arm with more runs and is not returned (None, the reason)."""
+    if not base or not arm:
+        return None, "needs runs on both sides"
+    if len(base) != len(arm):
+        return None, (f"not shown with unequal run counts ({len(arm)} against {len(base)}): the"
+                      " fastest of more runs is faster, whatever the arms' true times")
+    return (min(arm) / min(base) - 1.0) * 100.0, FASTEST_RUN_LABEL
+
+
+def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
+    """One sentence: slower/faster only when the interval excludes zero, else why not."""
+    sides = (f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
+             if iv.arm_runs == iv.baseline_runs
+             else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs")
+    if not iv.verdict_possible:
+        return (f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
+                f" no verdict: {iv.no_verdict_reason}")
+    detect = (f"smallest detectable {iv.min_detectable_percent:.2f}%"
+              if iv.min_detectable_percent is not None else "smallest detectable not shown")
+    facts = (f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, {sides},"
+             f" half-width {iv.half_width:.2f} pp, {detect}")
+    if iv.ci_low > 0:  # type: ignore[operator]
+        return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
+    if iv.ci_high < 0:  # type: ignore[operator]
+        return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
+    return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
+
+
+@dataclass(frozen=True)
+class Settling:
+    """Whether the host has settled, from the baseline's warm-up runs so far."""
+
+    settled: bool
+    reason: str
+    runs: int  # warm-up runs of the baseline seen
+
+
+def host_settled(run_medians: Sequence[float], halves: Sequence[tuple[float, float]],
+                 between: float = SETTLE_BETWEEN_RUNS,
+                 within: float = SETTLE_WITHIN_RUN) -> Settling:
+    """Settled when the baseline's last two warm-up run medians are within `between` of each
+    other and each of those runs' halves (first- and second-half median of its timed steps) are
+    within `within`. `run_medians` and `halves` are in run order, one entry per run."""
+    n = len(run_medians)
+    if len(halves) != n:
+        raise ValueError("host_settled needs one (first, second) half pair per run median")
+    if n < 2:
+        return Settling(False, f"{n} warm-up run(s) of the baseline: settling needs 2 to compare",
+                        n)
+    prev, last = run_medians[-2], run_medians[-1]
+    change = last / prev - 1.0
+    if abs(change) > between:
+        return Settling(False, f"the baseline's run median moved {change:+.1%} between the last"
+                        f" two warm-up runs (limit +-{between:.1%})", n)
+    for k in (n - 2, n - 1):
+        first, second = halves[k]
+        inside = second / first - 1.0
+        if abs(inside) > within:
+            return Settling(False, f"warm-up run {k + 1} drifted {inside:+.1%} between the halves"
+                            f" of its timed steps (limit +-{within:.1%})", n)
+    return Settling(True, f"settled after {n} warm-up run(s): the last two run medians within"
+                    f" {abs(change):.1%} (limit {between:.1%}), their halves within"
+                    f" {within:.1%}", n)

@@ -22,16 +22,22 @@ def _is_number(cell: str) -> bool:
 def _numeric_columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[bool]:
     """A column is numeric when every cell is a number or '-' (and one at least is a number)."""
     columns = list(zip(*rows)) if rows else [() for _ in headers]
-    return [any(_is_number(c) for c in col) and all(_is_number(c) or c == "-" for c in col) for col in columns]
+    return [
+        any(_is_number(c) for c in col) and all(_is_number(c) or c == "-" for c in col)
+        for col in columns
+    ]
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: int = 2) -> str:
-    """Columns padded to their widest cell, numeric columns right-aligned, a rule under the header."""
+    """Columns padded to their widest cell, numeric columns right-aligned, a rule under the
+    header."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     numeric = _numeric_columns(headers, rows)
 
     def line(cells: Sequence[str]) -> str:
-        padded = [c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric)]
+        padded = [
+            c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric)
+        ]
         return (" " * indent + "  ".join(padded)).rstrip()
 
     rule = " " * indent + "  ".join("-" * w for w in widths)

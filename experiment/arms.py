@@ -6,7 +6,9 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-# label -> (module, options the arm itself adds); CONTRACT.md's table.
+from common.errors import UsageError
+
+# runner -> (module, options the runner itself adds).
 ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "native": ("native", ()),
     "fabric": ("lightning_impl.fabric", ()),
@@ -18,22 +20,22 @@ DEFAULT_ARMS = ("native", "lightning")
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm of an experiment: a label, the runner it is, extra options for it alone."""
+    """One arm of an experiment: a label, the runner it starts, extra options for it alone."""
 
     label: str
-    arm: str
+    runner: str  # a key of ARMS
     options: tuple[str, ...] = ()
 
     @property
     def argv(self) -> list[str]:
         """The runner's arguments after the interpreter, before the shared options."""
-        module, own = ARMS[self.arm]
+        module, own = ARMS[self.runner]
         return ["-m", module, *own, *self.options]
 
 
-def available(arm: str) -> bool:
-    """True when the arm's module is present (and Lightning, for Lightning's arms); no import."""
-    module = ARMS[arm][0]
+def available(runner: str) -> bool:
+    """True when the runner's module is present (and Lightning, for Lightning's); no import."""
+    module = ARMS[runner][0]
     top = module.split(".")[0]
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
@@ -58,17 +60,23 @@ def label_arms(names: list[str]) -> list[Arm]:
 
 
 def parse_arms(text: str) -> list[Arm]:
-    """--arms: comma-separated names, or `all`; raises ValueError with the one-line reason."""
+    """--arms: comma-separated names, or `all`; raises UsageError with the one-line reason."""
     if text == "all":
         names = [a for a in ARMS if available(a)]
     else:
         names = [n.strip() for n in text.split(",")]
         for name in names:
             if name not in ARMS:
-                raise ValueError(f"--arms: unknown arm '{name}'; choose from {', '.join(ARMS)} or all")
+                raise UsageError(
+                    f"--arms: unknown arm '{name}'; choose from {', '.join(ARMS)} or all"
+                )
             if not available(name):
-                raise ValueError(f"--arms: arm '{name}' is not available here"
-                                 f" (module {ARMS[name][0]} or Lightning missing)")
+                raise UsageError(
+                    f"--arms: arm '{name}' is not available here"
+                    f" (module {ARMS[name][0]} or Lightning missing)"
+                )
     if len(names) < 2:
-        raise ValueError("--arms needs at least two arms (the baseline first), e.g. native,lightning")
+        raise UsageError(
+            "--arms needs at least two arms (the baseline first), e.g. native,lightning"
+        )
     return label_arms(names)

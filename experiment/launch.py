@@ -1,10 +1,16 @@
-"""How each run starts: self-launched on a workstation, or through srun inside a Slurm job."""
+"""How each run starts: self-launched on a workstation, or through srun inside a Slurm job.
+
+The job's shape is read as the runners read it (`common.launcher.slurm_job_shape`), and the
+runners derive their rendezvous port from the job id themselves (`slurm_master_port`).
+"""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
+
+from common.errors import UsageError
+from common.launcher import slurm_job_shape
 
 # Test-only: a program run in place of `-m MODULE` (it receives `-m MODULE ...` as arguments).
 FAKE_RUNNER_VARIABLE = "DDPBENCH_EXPERIMENT_FAKE_RUNNER"
@@ -16,16 +22,6 @@ def resolve_mode(mode: str) -> str:
     if mode == "auto":
         return "srun" if os.environ.get("SLURM_JOB_ID") else "self"
     return mode
-
-
-def job_shape() -> tuple[int, int]:
-    """(tasks per node, nodes) of the Slurm job; ValueError when they cannot be read."""
-    per_node = os.environ.get("SLURM_NTASKS_PER_NODE") or os.environ.get("SLURM_TASKS_PER_NODE", "1")
-    found = re.fullmatch(r"(\d+)(\(x\d+\))?", per_node)
-    if not found:
-        raise ValueError(f"tasks are spread unevenly over the nodes ({per_node}); submit with --ntasks-per-node")
-    nodes = os.environ.get("SLURM_NNODES") or os.environ.get("SLURM_JOB_NUM_NODES") or "1"
-    return int(found.group(1)), int(nodes)
 
 
 def option_value(options: list[str], name: str) -> str | None:
@@ -40,30 +36,33 @@ def option_value(options: list[str], name: str) -> str | None:
 
 
 def srun_options(options: list[str]) -> list[str]:
-    """--devices/--num-nodes from the job, checked against the options; ValueError if they differ."""
+    """--devices/--num-nodes from the job, checked against the options; UsageError if they
+    differ."""
     if not shutil.which("srun"):
-        raise ValueError("--launch srun but srun is not on PATH")
+        raise UsageError("--launch srun but srun is not on PATH")
     if not os.environ.get("SLURM_JOB_ID"):
-        raise ValueError("--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch self")
-    per_node, nodes = job_shape()
+        raise UsageError(
+            "--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch self"
+        )
+    per_node, nodes = slurm_job_shape(os.environ)
     added = []
     for name, value in (("--devices", per_node), ("--num-nodes", nodes)):
         given = option_value(options, name)
         if given is None:
             added += [name, str(value)]
         elif given != str(value):
-            raise ValueError(f"{name} {given} but the Slurm job has {value}"
-                             f" ({'tasks per node' if name == '--devices' else 'nodes'}); leave {name} out")
+            what = "tasks per node" if name == "--devices" else "nodes"
+            raise UsageError(
+                f"{name} {given} but the Slurm job has {value} ({what}); leave {name} out"
+            )
     return added
 
 
 def srun_environment() -> dict[str, str]:
-    """What every rank inherits under srun: a port per job, one thread pool per rank that fits."""
+    """What every rank inherits under srun: one thread pool per rank that fits the node."""
     env = dict(os.environ)
-    job = int(re.sub(r"\D", "", env.get("SLURM_JOB_ID", "0")) or 0)
-    env.setdefault("MASTER_PORT", str(20000 + job % 20000))
     if "OMP_NUM_THREADS" not in env:
-        per_node, _ = job_shape()
+        per_node, _ = slurm_job_shape(env)
         cpus = int(env.get("SLURM_CPUS_PER_TASK") or 0) or max(1, (os.cpu_count() or 1) // per_node)
         env["OMP_NUM_THREADS"] = str(cpus)
     env["PYTHONUNBUFFERED"] = "1"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.errors import UsageError
 from experiment.arms import Arm
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
@@ -20,7 +21,7 @@ B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
 # host interference moved one arm's run medians by 11-32% (results/h200/overhead/original-defaults).
 LONG = ("--warmup-steps", "50", "--steps", "300")
 COMPILED = ("--compile", "--warmup-steps", "20")
-N, L = Arm("native", "native"), Arm("lightning", "lightning")
+NATIVE, TRAINER = Arm("native", "native"), Arm("lightning", "lightning")  # the Trainer arm
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Plan:
 
     name: str
     question: str
-    arms: tuple[Arm, ...] = (N, L)
+    arms: tuple[Arm, ...] = (NATIVE, TRAINER)
     repeats: int = 3
     options: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = (Variant(""),)
@@ -49,77 +50,161 @@ class Plan:
 
 # The two regimes: the GPU sets the pace (runs differ by ~0.5%), or the host does (the
 # original scripts' defaults, 32/GPU NCHW: runs differ by 15-25%; less over 300 steps).
-REGIMES = (Variant("gpu-bound", B256), Variant("original-defaults"),
-           Variant("original-defaults-long", LONG))
+REGIMES = (
+    Variant("gpu-bound", B256),
+    Variant("original-defaults"),
+    Variant("original-defaults-long", LONG),
+)
 
 
 def stream_arms() -> tuple[Arm, ...]:
-    """Each runner with its own DDP stream and with the other's: N L Ns Lc, then Lc Ns L N."""
-    return (N, L, Arm("native-side-stream", "native", ("--ddp-stream", "side")),
-            Arm("lightning-current-stream", "lightning", ("--ddp-stream", "current")))
+    """Each runner with its own DDP stream and with the other's: native, lightning,
+    native-side-stream, lightning-current-stream (then reversed, ABBA)."""
+    return (
+        NATIVE,
+        TRAINER,
+        Arm("native-side-stream", "native", ("--ddp-stream", "side")),
+        Arm("lightning-current-stream", "lightning", ("--ddp-stream", "current")),
+    )
 
 
 def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
     """arm as it comes, then with a busy host spin of each delay (us) per step."""
-    return (arm, *(Arm(f"{arm.label}-host-delay-{us}", arm.arm, ("--host-delay-us", str(us)))
-                   for us in delays))
+    return (
+        arm,
+        *(
+            Arm(f"{arm.label}-host-delay-{us}", arm.runner, ("--host-delay-us", str(us)))
+            for us in delays
+        ),
+    )
 
 
 PLANS: tuple[Plan, ...] = (
-    Plan("overhead", "What does Lightning's Trainer cost against native, in each regime?",
-         repeats=7, variants=REGIMES),
-    Plan("a-a", "Does native against itself come out 'no difference' (the method's A/A check)?",
-         arms=(N, Arm("native-b", "native")), repeats=5, variants=REGIMES),
-    Plan("arms", "What does each arm cost: Fabric against native, the Trainer against Fabric,"
-         " the Trainer's services against barebones?",
-         arms=(N, Arm("fabric", "fabric"), L, Arm("lightning-services", "lightning-services")),
-         variants=REGIMES),
-    Plan("precisions", "Is Lightning's overhead the same at every precision?",
-         variants=tuple(Variant(p, ("--batch-size-per-device", "256", "--precision", p, "--channels-last"))
-                        for p in ("fp32", "tf32", "bf16", "fp16"))),
-    Plan("compile-modes", "Does torch.compile (and which mode) change Lightning's overhead?",
-         options=B256,
-         variants=(Variant("eager"), Variant("default", COMPILED),
-                   Variant("reduce-overhead", (*COMPILED, "--compile-mode", "reduce-overhead"),
-                           env={"TORCH_LOGS": "perf_hints"}),
-                   Variant("max-autotune", (*COMPILED, "--compile-mode", "max-autotune"),
-                           run_timeout=330))),
-    Plan("optimizer-kernels", "Do fused SGD and cuDNN autotuning change the step time or the overhead?",
-         options=B256,
-         variants=(Variant("fused", ("--sgd-impl", "fused")),
-                   Variant("compile-fused", (*COMPILED, "--sgd-impl", "fused")),
-                   Variant("no-cudnn-benchmark", ("--no-cudnn-benchmark",)))),
-    Plan("ddp-stream-swap", "Does the stream Lightning builds the DDP wrapper on explain its overhead?",
-         arms=stream_arms(), repeats=2, compare_options=("--allow-mismatch",),
-         variants=(Variant("bf16", B256),
-                   Variant("bf16-nchw", B256_NCHW),
-                   Variant("original-defaults-long", LONG),
-                   Variant("fp16", ("--batch-size-per-device", "256", "--precision", "fp16",
-                                    "--channels-last")),
-                   Variant("compile", (*B256, *COMPILED)))),
-    Plan("host-slack", "Does extra host work per step lengthen the step (is the step host-bound)?",
-         repeats=2, options=B256, compare_options=("--allow-mismatch",),
-         variants=(Variant("native", arms=delay_arms(N, (1000, 2000, 3000, 4000))),
-                   Variant("lightning", arms=delay_arms(L, (2000,))))),
-    Plan("host-profile", "Where does each runner's host time per step go (cProfile of the timed steps)?",
-         repeats=1, options=(*B256, "--pyprofile", "{out}/pyprofile/{run}.pstats")),
-    Plan("traces", "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
-         repeats=1, compare_options=("--allow-mismatch",),
-         options=("--batch-size-per-device", "256", "--profile-steps", "3",
-                  "--trace", "{out}/traces/{run}.trace.json"),
-         variants=(Variant("bf16", ("--precision", "bf16", "--channels-last")),
-                   Variant("fp16", ("--precision", "fp16", "--channels-last")),
-                   Variant("swapped-streams-bf16", ("--precision", "bf16", "--channels-last"),
-                           arms=stream_arms()[2:]),
-                   Variant("side-stream-bf16-nchw", ("--precision", "bf16"),
-                           arms=(N, stream_arms()[2])))),
+    Plan(
+        "overhead",
+        "What does Lightning's Trainer cost against native, in each regime?",
+        repeats=7,
+        variants=REGIMES,
+    ),
+    Plan(
+        "a-a",
+        "Does native against itself come out 'no difference' (the method's A/A check)?",
+        arms=(NATIVE, Arm("native-b", "native")),
+        repeats=5,
+        variants=REGIMES,
+    ),
+    Plan(
+        "arms",
+        "What does each arm cost: Fabric against native, the Trainer against Fabric,"
+        " the Trainer's services against barebones?",
+        arms=(
+            NATIVE,
+            Arm("fabric", "fabric"),
+            TRAINER,
+            Arm("lightning-services", "lightning-services"),
+        ),
+        variants=REGIMES,
+    ),
+    Plan(
+        "precisions",
+        "Is Lightning's overhead the same at every precision?",
+        variants=tuple(
+            Variant(p, ("--batch-size-per-device", "256", "--precision", p, "--channels-last"))
+            for p in ("fp32", "tf32", "bf16", "fp16")
+        ),
+    ),
+    Plan(
+        "compile-modes",
+        "Does torch.compile (and which mode) change Lightning's overhead?",
+        options=B256,
+        variants=(
+            Variant("eager"),
+            Variant("default", COMPILED),
+            Variant(
+                "reduce-overhead",
+                (*COMPILED, "--compile-mode", "reduce-overhead"),
+                env={"TORCH_LOGS": "perf_hints"},
+            ),
+            Variant("max-autotune", (*COMPILED, "--compile-mode", "max-autotune"), run_timeout=330),
+        ),
+    ),
+    Plan(
+        "optimizer-kernels",
+        "Do fused SGD and cuDNN autotuning change the step time or the overhead?",
+        options=B256,
+        variants=(
+            Variant("fused", ("--sgd-impl", "fused")),
+            Variant("compile-fused", (*COMPILED, "--sgd-impl", "fused")),
+            Variant("no-cudnn-benchmark", ("--no-cudnn-benchmark",)),
+        ),
+    ),
+    Plan(
+        "ddp-stream-swap",
+        "Does the stream Lightning builds the DDP wrapper on explain its overhead?",
+        arms=stream_arms(),
+        repeats=2,
+        compare_options=("--allow-mismatch",),
+        variants=(
+            Variant("bf16", B256),
+            Variant("bf16-nchw", B256_NCHW),
+            Variant("original-defaults-long", LONG),
+            Variant(
+                "fp16", ("--batch-size-per-device", "256", "--precision", "fp16", "--channels-last")
+            ),
+            Variant("compile", (*B256, *COMPILED)),
+        ),
+    ),
+    Plan(
+        "host-slack",
+        "Does extra host work per step lengthen the step (is the step host-bound)?",
+        repeats=2,
+        options=B256,
+        compare_options=("--allow-mismatch",),
+        variants=(
+            Variant("native", arms=delay_arms(NATIVE, (1000, 2000, 3000, 4000))),
+            Variant("lightning", arms=delay_arms(TRAINER, (2000,))),
+        ),
+    ),
+    Plan(
+        "host-profile",
+        "Where does each runner's host time per step go (cProfile of the timed steps)?",
+        repeats=1,
+        options=(*B256, "--pyprofile", "{out}/pyprofile/{run}.pstats"),
+    ),
+    Plan(
+        "traces",
+        "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
+        repeats=1,
+        compare_options=("--allow-mismatch",),
+        options=(
+            "--batch-size-per-device",
+            "256",
+            "--profile-steps",
+            "3",
+            "--trace",
+            "{out}/traces/{run}.trace.json",
+        ),
+        variants=(
+            Variant("bf16", ("--precision", "bf16", "--channels-last")),
+            Variant("fp16", ("--precision", "fp16", "--channels-last")),
+            Variant(
+                "swapped-streams-bf16",
+                ("--precision", "bf16", "--channels-last"),
+                arms=stream_arms()[2:],
+            ),
+            Variant(
+                "side-stream-bf16-nchw", ("--precision", "bf16"), arms=(NATIVE, stream_arms()[2])
+            ),
+        ),
+    ),
 )
 
 
 def find(name: str) -> Plan:
-    """The plan called name; ValueError listing the names otherwise."""
+    """The plan called name; UsageError listing the names otherwise."""
     for plan in PLANS:
         if plan.name == name:
             return plan
-    raise ValueError(f"--plan: no plan '{name}'; choose from {', '.join(p.name for p in PLANS)}"
-                     " (--list-plans)")
+    raise UsageError(
+        f"--plan: no plan '{name}'; choose from {', '.join(p.name for p in PLANS)} (--list-plans)"
+    )

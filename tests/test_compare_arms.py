@@ -67,7 +67,7 @@ def test_four_arms_give_each_vs_baseline_and_the_framework_steps(tmp_path: Path,
     pairs = [(o["arm"], o["baseline"]) for o in report["overhead"]]
     assert pairs == [("fabric", "native"), ("lightning", "native"), ("lightning-services", "native"),
                      ("lightning", "fabric"), ("lightning-services", "lightning")]
-    assert [row["implementation"] for row in report["table"]] == ["native", "fabric", "lightning",
+    assert [row["arm"] for row in report["table"]] == ["native", "fabric", "lightning",
                                                                  "lightning-services"]
     assert main([str(folder), "--plot", str(tmp_path / "four.png")]) == 0
     assert (tmp_path / "four.png").stat().st_size > 10_000
@@ -108,7 +108,7 @@ def test_files_are_labelled_by_arm_and_services_apart(tmp_path: Path, capsys) ->
 def test_original_script_runs_are_never_pooled_with_the_suite(tmp_path: Path, capsys) -> None:
     suite = [write(tmp_path / f"n{i}.json", make_result("native", batch_size_per_device=256, seed=i)) for i in range(2)]
     report = _json(capsys, str(ORIGINAL), *map(str, suite))
-    rows = {row["implementation"]: row["runs"] for row in report["table"]}
+    rows = {row["arm"]: row["runs"] for row in report["table"]}
     assert rows == {"native": 2, "native (original script)": 1}
     [o] = report["overhead"]
     assert (o["arm"], o["baseline"]) == ("native (original script)", "native")

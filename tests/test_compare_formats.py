@@ -115,14 +115,19 @@ def test_help_describes_every_option() -> None:
 
 
 def test_text_groups_a_warning_of_many_runs_into_one_line_per_arm_with_ranges() -> None:
+    from compare.flags import Flag
     from compare.report import grouped_warnings
-    warnings = ["b-r2.json: host-bound (GPU busy 89.1% of the timed step): the GPU waits",
-                "a-r10.json: host-bound (GPU busy 82.0% of the timed step): the GPU waits",
-                "a-r2.json: host-bound (GPU busy 85.5% of the timed step): the GPU waits",
-                "a-r1.json: not in steady state: -4.3% (limit ±2%)",
-                "environment differs: driver", "environment differs: driver",
-                "a-r1.json: parameters are NOT synchronised (max checksum difference 1e-05)",
-                "a-r2.json: parameters are NOT synchronised (max checksum difference 3.5e-07)"]
+    host = "host-bound (GPU busy {share:.1%} of the timed step): the GPU waits"
+    steady = "not in steady state: {change:+.1f}% (limit ±2%)"
+    synced = "parameters are NOT synchronised (max checksum difference {difference:g})"
+    warnings = [Flag("host-bound", host, {"share": 0.891}, file="b-r2.json", arm="b"),
+                Flag("host-bound", host, {"share": 0.82}, file="a-r10.json", arm="a"),
+                Flag("host-bound", host, {"share": 0.855}, file="a-r2.json", arm="a"),
+                Flag("not-steady", steady, {"change": -4.3}, file="a-r1.json", arm="a"),
+                Flag.plain("environment", "environment differs: driver"),
+                Flag.plain("environment", "environment differs: driver"),
+                Flag("unsynchronised", synced, {"difference": 1e-05}, file="a-r1.json", arm="a"),
+                Flag("unsynchronised", synced, {"difference": 3.5e-07}, file="a-r2.json", arm="a")]
     assert grouped_warnings(warnings) == [
         "b-r2.json: host-bound (GPU busy 89.1% of the timed step): the GPU waits",
         "host-bound (GPU busy 82.0..85.5% of the timed step): the GPU waits [2 runs: a-r2.json, a-r10.json]",

@@ -135,7 +135,7 @@ def test_original_script_results_compare_and_are_labelled_everywhere(
     assert overhead["ci_low"] is None and overhead["estimator"].startswith("geometric mean of per-run wall-clock")
     assert (overhead["arm"], overhead["baseline"]) == ("lightning (original script)", "native (original script)")
     assert overhead["percent"] == pytest.approx((104.98112488000004 / 105.25984238000035 - 1) * 100)
-    assert all(run["label"].endswith("(original script)") for run in report["runs"])
+    assert all(run["name"].endswith("(original script)") for run in report["runs"])
     assert report["pairs"][0]["numerics_identical"] == "no"  # their final losses differ
     assert main([*files, "--format", "csv"]) == 0
     assert pd.read_csv(io.StringIO(capsys.readouterr().out))["original_script"].all()
@@ -147,7 +147,7 @@ def test_original_result_pairs_with_a_result_of_this_suite(tmp_path: Path, capsy
     report = json.loads(capsys.readouterr().out)
     assert report["overhead"][0]["estimator"].startswith("geometric mean of per-run wall-clock")
     assert report["overhead"][0]["baseline"] == "native (original script)"
-    assert report["table"][0]["implementation"] == "native (original script)"
+    assert report["table"][0]["arm"] == "native (original script)"
 
 
 def test_importing_compare_imports_neither_torch_nor_lightning() -> None:
@@ -167,4 +167,4 @@ def test_files_of_the_same_name_are_told_apart_by_their_folder(tmp_path: Path, c
         target = tmp_path / folder / "run.json"
         target.write_text((src / f"{impl}-bf16-r{1 if folder == 'a' else 2}.json").read_text())
         paths.append(target)
-    assert [r.label for r in load_runs(paths)] == ["a/run.json", "b/run.json"]
+    assert [r.file for r in load_runs(paths)] == ["a/run.json", "b/run.json"]

@@ -49,7 +49,7 @@ def test_repeats_are_one_row_and_give_a_run_level_verdict(
     files += [write(tmp_path / f"l{i}.json", make_result("lightning", median_ms=105.0 + i, seed=9 + i))
               for i in range(3)]
     report = report_of(capsys, *files)
-    assert [(row["implementation"], row["runs"]) for row in report["table"]] == [("native", 3), ("lightning", 3)]
+    assert [(row["arm"], row["runs"]) for row in report["table"]] == [("native", 3), ("lightning", 3)]
     assert len(report["runs"]) == 6
     [overhead] = report["overhead"]
     assert overhead["method"] == "Welch t-interval on mean log per-run median (one number per run)"
@@ -154,7 +154,7 @@ def test_strong_scaling_speedup_and_efficiency_are_exact(tmp_path: Path, capsys:
              for impl in ("native", "lightning") for w, ms in ((1, 400.0), (2, 250.0), (4, 200.0))]
     report = report_of(capsys, *files)
     assert report["scaling"]["mode"] == "strong"
-    native = [(r["speedup"], r["efficiency"]) for r in report["scaling"]["rows"] if r["implementation"] == "native"]
+    native = [(r["speedup"], r["efficiency"]) for r in report["scaling"]["rows"] if r["arm"] == "native"]
     assert native == [pytest.approx(x) for x in [(1.0, 1.0), (1.6, 0.8), (2.0, 0.5)]]
     assert [o["world_size"] for o in report["overhead"]] == [1, 2, 4]  # an overhead at each size
 
@@ -176,7 +176,7 @@ def test_one_rank_twenty_percent_slower_is_flagged_with_its_host(
     steps = constant_steps(4, 100.0)
     steps[2] = [120.0] * 20
     report = report_of(capsys, write(tmp_path / "n.json", make_result("native", world_size=4, step_times=steps)))
-    assert report["slow_ranks"] == [{"file": "n.json", "implementation": "native", "rank": 2, "hostname": "node0",
+    assert report["slow_ranks"] == [{"file": "n.json", "arm": "native", "rank": 2, "hostname": "node0",
                                      "median_ms": 120.0, "run_median_ms": 100.0}]
 
 

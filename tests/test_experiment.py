@@ -194,8 +194,9 @@ def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
                       tmp_path)
     m = manifest(out / "lightning")
     assert m["experiment"] == "host-slack/lightning"
-    assert m["arms"][1] == {"label": "lightning-host-delay-2000", "arm": "lightning",
-                            "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"]}
+    assert m["arms"][1] == {"label": "lightning-host-delay-2000", "runner": "lightning",
+                            "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"],
+                            "python": sys.executable}
 
 
 def test_experiment_imports_neither_torch_nor_lightning():
@@ -240,3 +241,43 @@ def test_real_runners_on_cpu_two_repeats(tmp_path):
     assert sorted(p.name for p in (out / "results").iterdir()) == [
         "lightning-r1.json", "lightning-r2.json", "native-r1.json", "native-r2.json"]
     assert "lightning" in (out / "report.txt").read_text()
+
+
+def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_path):
+    from common.manifest import ManifestRun
+    from experiment.arms import label_arms
+    from experiment.run import Experiment, Settings
+
+    out = tmp_path / "exp"
+    (out / "results").mkdir(parents=True)
+    settings = Settings(out=out, arms=label_arms(["native", "lightning"]), options=[], repeats=1,
+                        python=sys.executable, launch="self")
+    exp = Experiment(settings)
+    for i, arm in enumerate(settings.arms, 1):
+        (out / "results" / f"{arm.label}-r1.json").write_text("{\"truncated\": ")
+        exp.runs.append(ManifestRun(
+            index=i, block=1, position=i, label=arm.label, runner=arm.runner, repeat=1,
+            command=[], result=f"results/{arm.label}-r1.json", log=f"logs/{arm.label}-r1.log",
+            status="ok", exit_status=0, started_utc="", finished_utc="", seconds=1.0))
+    exp.write_manifest()
+    line = exp.describe(exp.estimate())
+    assert line.startswith("    estimate: compare failed: ") and "native-r1.json: not valid JSON" in line
+
+
+def test_srun_options_read_the_job_shape_as_the_runners_do(monkeypatch):
+    from common.errors import UsageError
+    from experiment import launch
+
+    monkeypatch.setattr(launch.shutil, "which", lambda name: "/usr/bin/srun")
+    for name in ("SLURM_NTASKS_PER_NODE", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x3)")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "3")
+    assert launch.srun_options(["--steps", "5"]) == ["--devices", "2", "--num-nodes", "3"]
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "3,1")
+    with pytest.raises(UsageError, match=r"spread unevenly .*--ntasks-per-node"):
+        launch.srun_options([])
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2")
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    assert "MASTER_PORT" not in launch.srun_environment()  # the runners derive it (one rule)

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common import config, launcher
-from common.result import OutputError, load_result, write_result
+from common.output import OutputError
+from common.result import load_result, write_result
 from compare.cli import main as compare_main
 
 from conftest import ROOT, TINY, clean_env, needs_lightning, run_module

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from common.result import OutputError, Result, ResultError, load_result, write_result
+from common.output import OutputError
+from common.result import Result, ResultError, load_result, write_result
 
 from conftest import ROOT
 

@@ -1,0 +1,120 @@
+"""An experiment folder's manifest.json: its model, its published schema, its reader and writer.
+
+    manifest = load_manifest(Path("out/exp/manifest.json"))   # ResultError naming file and field
+    write_manifest(manifest, Path("out/exp/manifest.json"))   # common.output, mode "replace"
+
+`python -m experiment` rewrites the manifest after every run; compare reads the runs with status
+"ok" from it, with their arm labels, blocks and positions. The schema is published as
+schema/manifest.schema.json (`python -m common manifest-schema`). Manifests written before the
+model existed still load: an arm's or a run's runner was then called "arm".
+Imports neither torch nor lightning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from common.output import write_text
+from common.result import ResultError, read_json
+
+MANIFEST_VERSION = 1
+MANIFEST = "manifest.json"  # its name in an experiment folder
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+def _runner_was_arm(data: Any) -> Any:
+    """Older manifests call the runner "arm"; read it as "runner"."""
+    if isinstance(data, dict) and "arm" in data and "runner" not in data:
+        data = {("runner" if key == "arm" else key): value for key, value in data.items()}
+    return data
+
+
+class ManifestArm(_Strict):
+    """One arm: its label, the runner it starts, that runner's argv and the interpreter."""
+
+    label: str = Field(min_length=1)
+    runner: str = Field(min_length=1)  # native, fabric, lightning, lightning-services
+    argv: list[str]  # after the interpreter, before the shared runner options
+    python: str | None = None  # the interpreter; absent in older manifests
+
+    _old_names = model_validator(mode="before")(_runner_was_arm)
+
+
+class ManifestRun(_Strict):
+    """One run of an arm: where it sat in the design, how it ended, where its files are."""
+
+    index: int = Field(ge=1)  # order of the runs, from 1
+    block: int = Field(ge=0)  # ABBA block, from 1; 0 for warm-up runs
+    position: int = Field(ge=1)  # place within the block, from 1
+    label: str = Field(min_length=1)
+    runner: str = Field(min_length=1)
+    repeat: int | None = Field(ge=1)  # the block of a counted run; None for a warm-up run
+    warmup: int | None = Field(default=None, ge=1)  # k of the k-th warm-up run, else None
+    command: list[str]
+    result: str | None  # relative to the folder; None unless the run wrote one
+    log: str
+    status: Literal["ok", "warmup", "failed"]
+    exit_status: int
+    started_utc: str
+    finished_utc: str
+    seconds: float = Field(ge=0)
+
+    _old_names = model_validator(mode="before")(_runner_was_arm)
+
+    @model_validator(mode="after")
+    def _ok_has_result(self) -> ManifestRun:
+        if self.status == "ok" and not self.result:
+            raise ValueError("a run with status ok needs a result path")
+        return self
+
+
+class Manifest(_Strict):
+    """The record of one experiment: its command, arms, options and every run so far."""
+
+    manifest_version: Literal[1]
+    experiment: str | None  # the plan (and variant) it ran, or None
+    created_utc: str
+    command: list[str]
+    baseline: str
+    arms: list[ManifestArm] = Field(min_length=1)
+    runner_options: list[str]
+    runs: list[ManifestRun]
+    # How the experiment waited for a settled host, and why it stopped (absent in older ones).
+    settling: dict[str, Any] | None = None
+    stopping: dict[str, Any] | None = None
+
+    def ok_runs(self) -> list[ManifestRun]:
+        """The counted runs that wrote a result (status "ok"), in run order."""
+        return [run for run in self.runs if run.status == "ok"]
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of `Manifest` (schema/manifest.schema.json)."""
+    return Manifest.model_json_schema()
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Read and validate a manifest; ResultError naming the file and the first bad field."""
+    data = read_json(path)
+    try:
+        return Manifest.model_validate(data, strict=True)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        raise ResultError(
+            f"{path}: not a valid experiment manifest: field {where}: {first['msg']}{more}"
+        ) from None
+
+
+def write_manifest(manifest: Manifest, path: Path) -> None:
+    """Replace the manifest at `path` atomically (common.output, mode "replace")."""
+    text = json.dumps(manifest.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
+    write_text(path, text, mode="replace", option="manifest")

@@ -1,0 +1,36 @@
+"""compare as a library (no torch): load runs, analyse them, get a typed `Report`.
+
+    runs, baseline = load(["out/exp1"])                  # files and/or experiment folders
+    report = analyse_paths(["out/exp1"])                  # the Report the command prints
+    [o.percent for o in report.overhead]                  # typed Overhead values
+
+Errors are `common.errors.UsageError`s (ResultError for a bad file or manifest, CompareError
+for runs that cannot be compared), each one line naming the file or option and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from compare.analysis import Overhead, Report, analyse
+from compare.load import load_inputs
+from compare.model import Run
+
+__all__ = ["Overhead", "Report", "Run", "analyse_paths", "load"]
+
+
+def load(paths: Sequence[Path | str]) -> tuple[list[Run], str | None]:
+    """The runs of result files and experiment folders, and the first manifest's baseline."""
+    return load_inputs([Path(p) for p in paths])
+
+
+def analyse_paths(
+    paths: Sequence[Path | str], baseline: str | None = None, allow_mismatch: bool = False
+) -> Report:
+    """Load and analyse: the baseline is `baseline`, else the manifest's (when a run of it is
+    there: a baseline whose runs all failed is no mistake of the user's), else native, else
+    the first label."""
+    runs, manifest_baseline = load(paths)
+    fallback = manifest_baseline if any(run.label == manifest_baseline for run in runs) else None
+    return analyse(runs, allow_mismatch=allow_mismatch, baseline=baseline or fallback)

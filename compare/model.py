@@ -1,0 +1,369 @@
+"""A `Run`: one loaded result file as compare sees it, whichever kind of result it came from.
+
+    run = run_from(path, load_result(path))          # the one adapter (compare.load calls it)
+    run.label, run.file, run.median_ms, run.ranks    # the same typed fields for every run
+
+Results of this suite (`Result`) and the flat results of the original single-file scripts
+(`OriginalResult`) differ in what they recorded; `run_from` is the one place that knows it.
+Everything after it reads the typed fields of `Run`: an original run has no per-rank step times
+(`ranks` is empty), its step time is the wall-clock mean, and its workload key is filled in with
+the only values those scripts could run with. Its arm label is "native (original script)",
+never pooled with the suite's runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common.result import OriginalResult, Result, gpu_share
+from compare import stats
+
+ORIGINAL_LABEL = "(original script)"
+
+# Everything that changes the measured work, in display order. Warm-up steps are left out
+# (they do not change the steady state the timed steps measure), and so is the requested
+# precision ("auto" and "bf16" run the same kernels once resolved), and so are the arm
+# and diagnostic options (barebones, ddp_stream, host_delay_us, pyprofile, trace): they are
+# what an experiment varies or diagnoses, not the work (diagnostic runs are warned about from
+# environment.diagnostics). A CPU run or a different classifier head is a different workload.
+WORKLOAD_FIELDS = (
+    "arch",
+    "image_size",
+    "accelerator",
+    "num_classes",
+    "precision_resolved",
+    "batch_mode",
+    "batch_size_per_device",
+    "global_batch_size",
+    "world_size",
+    "measured_steps",
+    "compile",
+    "compile_mode",
+    "channels_last",
+    "cudnn_benchmark",
+    "sgd_impl",
+    "bucket_cap_mb",
+    "gradient_as_bucket_view",
+    "static_graph",
+    "broadcast_buffers",
+)
+# These are top-level result fields (the originals' names); the rest live in `result.config`.
+TOP_LEVEL_FIELDS = frozenset(
+    {
+        "precision_resolved",
+        "batch_mode",
+        "batch_size_per_device",
+        "global_batch_size",
+        "world_size",
+        "measured_steps",
+    }
+)
+# The original scripts had none of these options: they always ran like this (their README).
+ORIGINAL_FIXED: dict[str, Any] = {
+    "accelerator": "gpu",
+    "num_classes": 1000,
+    "compile": False,
+    "compile_mode": None,
+    "channels_last": False,
+    "cudnn_benchmark": True,
+    "sgd_impl": "auto",
+    "bucket_cap_mb": 25.0,
+    "gradient_as_bucket_view": True,
+    "static_graph": False,
+    "broadcast_buffers": True,
+}
+
+
+def _unique(values: Sequence[str], limit: int = 3) -> str:
+    """Distinct values in order, at most `limit` shown."""
+    distinct = list(dict.fromkeys(values))
+    more = f" (+{len(distinct) - limit} more)" if len(distinct) > limit else ""
+    return ", ".join(distinct[:limit]) + more
+
+
+def _commit(r: Result) -> str | None:
+    env = r.environment
+    if env.git_commit is None:
+        return None
+    return env.git_commit[:10] + (" (dirty)" if env.git_dirty else "")
+
+
+def _busy(r: Result) -> str | None:
+    share = None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
+    return None if share is None else f"{share:.0%}"
+
+
+# Provenance facts of a suite result, in display order: (name, how to read it).
+_FACTS: tuple[tuple[str, Callable[[Result], Any]], ...] = (
+    ("python", lambda r: r.environment.python_version),
+    ("pytorch", lambda r: r.environment.pytorch_version),
+    ("torchvision", lambda r: r.environment.torchvision_version),
+    ("numpy", lambda r: r.environment.numpy_version),
+    (
+        "lightning",
+        lambda r: r.lightning.version if r.lightning else r.environment.lightning_version,
+    ),
+    ("lightning barebones", lambda r: r.lightning.barebones if r.lightning else None),
+    ("cuda", lambda r: r.environment.cuda_version),
+    ("cudnn", lambda r: r.environment.cudnn_version),
+    ("nccl", lambda r: r.environment.nccl_version),
+    ("backend", lambda r: r.environment.backend),
+    ("gpu", lambda r: _unique(r.environment.gpu_names)),
+    ("gpu memory GiB", lambda r: r.environment.gpu_memory_gib),
+    ("driver", lambda r: r.environment.driver_version),
+    ("cpu", lambda r: r.environment.cpu_model),
+    ("cpus available", lambda r: r.environment.cpus_available),
+    ("hosts", lambda r: _unique(r.environment.hostnames)),
+    ("launcher", lambda r: r.environment.launcher),
+    ("slurm job", lambda r: r.slurm_job_id),
+    ("git commit", _commit),
+    ("source digest", lambda r: r.environment.source_digest and r.environment.source_digest[:12]),
+    ("GPU busy (timed step)", _busy),
+    ("started (UTC)", lambda r: r.environment.started_utc),
+)
+# The same facts of an original script's result: the few it recorded.
+_ORIGINAL_FACTS: dict[str, Callable[[OriginalResult], Any]] = {
+    "python": lambda r: r.python_version,
+    "pytorch": lambda r: r.pytorch_version,
+    "torchvision": lambda r: r.torchvision_version,
+    "lightning": lambda r: r.lightning_version,
+    "cuda": lambda r: r.cuda_version,
+    "cudnn": lambda r: r.cudnn_version,
+    "gpu": lambda r: r.gpu_name_rank_zero,
+    "hosts": lambda r: r.hostname_rank_zero,
+    "slurm job": lambda r: r.slurm_job_id,
+}
+ENVIRONMENT_FIELDS = tuple(name for name, _ in _FACTS)
+
+
+@dataclass(frozen=True)
+class RankFacts:
+    """What one rank of a run measured."""
+
+    rank: int
+    hostname: str
+    median_ms: float
+    step_times_ms: tuple[float, ...]
+    final_loss: float
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run sat in an experiment's design (from its manifest); all None for a file."""
+
+    block: int | None = None
+    position: int | None = None
+    warmup: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One loaded result: its arm label, workload key, measurements and provenance, typed."""
+
+    path: Path
+    file: str  # how tables name the file; the folder too when names collide, marked if original
+    label: str  # the arm label that groups this run with its repeats
+    implementation: str  # native, fabric or lightning
+    original: bool  # a flat result of the original single-file scripts
+    world_size: int
+    workload: dict[str, Any]
+    precision_requested: str
+    warmup_steps: int
+    seed: int
+    values: dict[str, Any]  # the table's measurements (None where the result has none)
+    wall_ms: float  # wall-clock mean step (milliseconds_per_step): the originals' only time
+    ranks: tuple[RankFacts, ...]  # empty for original results: they recorded no step times
+    facts: dict[str, Any]  # provenance by ENVIRONMENT_FIELDS name (those recorded)
+    diagnostics: dict[str, str]  # diagnostic options the run used (none: empty)
+    gpu_share: float | None  # GPU busy share of the timed step; None: not profiled or unknown
+    sigterm_sync: str | None  # the Lightning version when it syncs a SIGTERM flag every step
+    parameters_synchronized: bool
+    parameter_checksum_max_difference: float
+    parameter_digest: str | None  # None for original results
+    final_loss_mean: float
+    started_utc: str | None  # None for original results
+    result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
+    placement: Placement = field(default_factory=Placement)
+
+    @property
+    def block(self) -> int | None:
+        """The experiment block (ABBA), or None for a result given as a file."""
+        return self.placement.block
+
+    @property
+    def position(self) -> int | None:
+        """The position within its block, or None."""
+        return self.placement.position
+
+    @property
+    def warmup(self) -> int | None:
+        """k of a k-th warm-up run, else None."""
+        return self.placement.warmup
+
+    @property
+    def step_samples_ms(self) -> list[float] | None:
+        """Every rank's step times pooled, or None for original results (they recorded none)."""
+        return [t for rank in self.ranks for t in rank.step_times_ms] if self.ranks else None
+
+    @property
+    def step_series_ms(self) -> list[float] | None:
+        """Each timed step's time, the slowest rank's (ranks run in lockstep); None for
+        originals."""
+        if not self.ranks:
+            return None
+        return stats.step_series([list(rank.step_times_ms) for rank in self.ranks])
+
+    @property
+    def pace_median_ms(self) -> float:
+        """Median of step_series_ms; for an original result the wall-clock mean, its only sample."""
+        series = self.step_series_ms
+        return self.wall_ms if series is None else stats.median(series)
+
+    @property
+    def median_ms(self) -> float:
+        """Median step time; for an original result its only sample, the wall-clock mean."""
+        return self.values["step_median_ms"]
+
+    @property
+    def throughput(self) -> float:
+        """Global images/s from the median step (original results: wall clock, all they have)."""
+        return self.values["images_per_second_median"]
+
+
+def run_from(
+    path: Path,
+    result: Result | OriginalResult,
+    label: str = "",
+    file: str = "",
+    placement: Placement | None = None,
+) -> Run:
+    """The one adapter: a `Run` from either kind of result.
+
+    `label` is the arm label, by default the implementation, plus "-services" for Lightning
+    with barebones off ("native (original script)" for the originals); `file` the display
+    name, by default the path's name."""
+    kind = _original_fields(result) if isinstance(result, OriginalResult) else _suite_fields(result)
+    default_label = kind.pop("label")
+    name = file or Path(path).name
+    return Run(
+        path=Path(path),
+        file=f"{name} {ORIGINAL_LABEL}" if kind["original"] else name,
+        label=label or default_label,
+        implementation=result.implementation,
+        world_size=result.world_size,
+        precision_requested=result.precision_requested,
+        warmup_steps=result.warmup_steps,
+        seed=result.seed,
+        wall_ms=result.milliseconds_per_step,
+        parameters_synchronized=result.parameters_synchronized,
+        parameter_checksum_max_difference=result.parameter_checksum_max_difference,
+        final_loss_mean=result.final_loss_mean,
+        result=result,
+        placement=placement or Placement(),
+        **kind,
+    )
+
+
+def _suite_fields(r: Result) -> dict[str, Any]:
+    """The fields of a Run that a suite result fills in its own way."""
+    ranks = tuple(
+        RankFacts(k.rank, k.hostname, k.step_time_ms.median, tuple(k.step_times_ms), k.final_loss)
+        for k in r.ranks
+    )
+    facts = {name: read(r) for name, read in _FACTS}
+    services = r.lightning is not None and not r.lightning.barebones
+    return {
+        "label": f"{r.implementation}-services" if services else r.implementation,
+        "workload": _workload(r, r.config),
+        "original": False,
+        "ranks": ranks,
+        "facts": facts,
+        "values": {
+            "images_per_second_median": r.images_per_second_median,
+            "images_per_second_per_device": r.images_per_second_per_device,
+            "step_median_ms": r.step_time_ms.median,
+            "step_p5_ms": r.step_time_ms.p5,
+            "step_p95_ms": r.step_time_ms.p95,
+            "images_per_second": r.images_per_second,
+            "warmup_seconds": r.warmup_seconds,
+            "first_step_seconds": r.first_step_seconds,
+            "peak_allocated_gib": r.peak_allocated_gib,
+            "peak_reserved_gib": r.peak_reserved_gib,
+            "parameters_synchronized": r.parameters_synchronized,
+        },
+        "diagnostics": dict(r.environment.diagnostics or {}),
+        # The GPU's busy time per step over the median timed step (older results: from their
+        # profiled window), not the profiled window's busy fraction: the profiler slows the host.
+        "gpu_share": (
+            None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
+        ),
+        "sigterm_sync": (
+            r.lightning.version
+            if r.lightning is not None and r.lightning.per_step_sigterm_sync
+            else None
+        ),
+        "parameter_digest": r.parameter_digest,
+        "started_utc": r.environment.started_utc,
+    }
+
+
+def _original_fields(r: OriginalResult) -> dict[str, Any]:
+    """The same for an original script's result: one wall-clock interval is all it timed."""
+    fixed = {**ORIGINAL_FIXED, "arch": _arch_of(r.model), "image_size": _image_size_of(r.data)}
+    return {
+        "label": f"{r.implementation} {ORIGINAL_LABEL}",
+        "workload": _workload(r, fixed),
+        "original": True,
+        "ranks": (),
+        "facts": {name: read(r) for name, read in _ORIGINAL_FACTS.items()},
+        "values": {
+            "images_per_second_median": r.images_per_second,
+            "images_per_second_per_device": r.images_per_second / r.world_size,
+            "step_median_ms": r.milliseconds_per_step,
+            "step_p5_ms": None,
+            "step_p95_ms": None,
+            "images_per_second": r.images_per_second,
+            "warmup_seconds": None,
+            "first_step_seconds": None,
+            "peak_allocated_gib": r.peak_allocated_gib,
+            "peak_reserved_gib": r.peak_reserved_gib,
+            "parameters_synchronized": r.parameters_synchronized,
+        },
+        "diagnostics": {},
+        "gpu_share": None,
+        "sigterm_sync": None,
+        "parameter_digest": None,
+        "started_utc": None,
+    }
+
+
+def _workload(result: Result | OriginalResult, source: dict[str, Any]) -> dict[str, Any]:
+    """The workload key: every field that changes what is measured (the top-level ones from
+    the result, the others from `source`: its config, or what the originals always ran)."""
+    key = {
+        name: getattr(result, name) if name in TOP_LEVEL_FIELDS else source.get(name)
+        for name in WORKLOAD_FIELDS
+    }
+    if not key["compile"]:
+        key["compile_mode"] = None  # the mode means nothing without compile; not a mismatch
+    if isinstance(key["bucket_cap_mb"], int):
+        key["bucket_cap_mb"] = float(key["bucket_cap_mb"])  # 25 and 25.0 are one size
+    return key
+
+
+def _arch_of(model: str) -> str:
+    """'torchvision.models.resnet50' -> 'resnet50'."""
+    return model.rsplit(".", 1)[-1]
+
+
+def _image_size_of(data: str) -> int | str | None:
+    """The side of the images in the originals' `data` text ('... 3x224x224 images ...')."""
+    match = re.search(r"\d+x(\d+)x(\d+)", data)
+    if match is None:
+        return None
+    height, width = int(match.group(1)), int(match.group(2))
+    return height if height == width else f"{height}x{width}"

@@ -1,0 +1,137 @@
+"""Simulated experiments for tests/test_stats_*.py: one log number per run, vectorised (numpy).
+
+Model of a run's number (its median step time, log scale, in units of 1 = 100%):
+
+    log ms = log 100 + effect x [arm] + drift_per_run x (run's time slot) + noise
+
+noise: "normal" (sd NOISE), "t3" (Student t with 3 df scaled to sd NOISE: heavy tails) or
+"spikes" (normal plus, in SPIKE_P of runs, a positive-only exponential slow-down of mean
+SPIKE_MEAN: a neighbour's job slows runs, never speeds them). `arm_scale` multiplies the arm's
+noise (3: one arm 3x noisier). Drift is per block (two runs), so per run it is half of it.
+
+Orders (time slots of the runs, blocks numbered from 1):
+    ABBA  block b runs baseline then arm when b is odd, arm then baseline when b is even
+    ABAB  every block runs baseline then arm
+    AABB  all the baseline's runs, then all the arm's (block b pairs the b-th of each)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compare import stats
+
+NOISE = 0.005  # run-to-run sd of the log median (0.5%)
+SPIKE_P, SPIKE_MEAN = 0.3, 0.03
+REPS = 4000  # experiments per condition
+# A/A: a true 5% rate measured from REPS experiments stays under this (3 MC standard errors).
+AA_BOUND = 0.05 + 3.0 * math.sqrt(0.05 * 0.95 / REPS)  # 0.0603 at 4000
+
+
+def lower_bound(p: float, n: int) -> float:
+    """p minus 3 Monte Carlo standard errors: the true rate is above this (99.9%, one-sided)."""
+    return p - 3.0 * math.sqrt(p * (1.0 - p) / n)
+
+
+def mc_se(p: float, reps: int = REPS) -> float:
+    """Monte Carlo standard error of a proportion near p from `reps` experiments."""
+    return math.sqrt(p * (1.0 - p) / reps)
+
+
+def noise(rng: np.random.Generator, kind: str, shape: tuple[int, ...], scale: float = 1.0
+          ) -> np.ndarray:
+    """Run-level noise on the log scale."""
+    if kind == "normal":
+        return rng.normal(0.0, NOISE * scale, shape)
+    if kind == "t3":
+        return NOISE * scale * rng.standard_t(3, shape) / math.sqrt(3.0)
+    if kind == "spikes":
+        hit = rng.random(shape) < SPIKE_P
+        return rng.normal(0.0, NOISE * scale, shape) + np.log1p(
+            hit * rng.exponential(SPIKE_MEAN * scale, shape))
+    raise ValueError(kind)
+
+
+def slots(order: str, blocks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Time slots (0, 1, ...) of the baseline's and the arm's run in each block."""
+    b = np.arange(blocks)
+    if order == "ABBA":
+        first = b % 2 == 0
+        return np.where(first, 2 * b, 2 * b + 1), np.where(first, 2 * b + 1, 2 * b)
+    if order == "ABAB":
+        return 2 * b, 2 * b + 1
+    if order == "AABB":
+        return b, blocks + b
+    raise ValueError(order)
+
+
+@dataclass
+class Sim:
+    """`reps` simulated experiments: log numbers and time slots, (reps, runs) per side."""
+
+    base: np.ndarray
+    arm: np.ndarray
+    base_slot: np.ndarray  # (runs,) time slot of each baseline run
+    arm_slot: np.ndarray
+    order: str
+
+    def points(self, e: int, manifest: bool = True) -> list[stats.RunPoint]:
+        """Experiment e as RunPoints with start times (60 s a slot); with blocks and positions
+        when `manifest` (and the counts are equal), else as a plain file list."""
+        out = []
+        blocks = manifest and len(self.base_slot) == len(self.arm_slot)
+        for label, values, slot, other in (("native", self.base[e], self.base_slot,
+                                            self.arm_slot),
+                                           ("fabric", self.arm[e], self.arm_slot,
+                                            self.base_slot)):
+            for k, (v, s) in enumerate(zip(values, slot)):
+                position = (1 if s < other[k] else 2) if blocks else None
+                out.append(stats.RunPoint(label, float(100.0 * math.exp(v)),
+                                          block=k + 1 if blocks else None, position=position,
+                                          started_s=60.0 * float(s), name=f"{label}-r{k + 1}"))
+        return out
+
+
+def simulate(seed: int, runs: int, effect: float = 0.0, kind: str = "normal",
+             arm_scale: float = 1.0, drift: float = 0.0, order: str = "ABBA",
+             arm_runs: int | None = None, reps: int = REPS) -> Sim:
+    """`reps` experiments of `runs` baseline runs and `arm_runs` (default: as many) arm runs.
+    effect: the arm's true overhead in percent; drift: per block, in percent."""
+    rng = np.random.default_rng(seed)
+    n_arm = runs if arm_runs is None else arm_runs
+    if n_arm == runs:
+        base_slot, arm_slot = slots(order, runs)
+    else:  # unequal counts: the smaller side's runs spread evenly among the larger side's
+        total = runs + n_arm
+        few = np.round(np.linspace(0, total - 1, min(runs, n_arm) + 2)[1:-1]).astype(int)
+        many = np.setdiff1d(np.arange(total), few)
+        base_slot, arm_slot = (few, many) if runs < n_arm else (many, few)
+    per_run = drift / 100.0 / 2.0
+    base = noise(rng, kind, (reps, runs)) + per_run * base_slot
+    arm = (math.log1p(effect / 100.0) + noise(rng, kind, (reps, n_arm), arm_scale)
+           + per_run * arm_slot)
+    return Sim(base, arm, base_slot, arm_slot, order)
+
+
+def rates(ivs: list[stats.ArmInterval], truth: float) -> tuple[float, float, float]:
+    """(coverage of the true overhead, verdict rate, share with an interval) of intervals."""
+    given = [iv for iv in ivs if iv.verdict_possible]
+    if not given:
+        return math.nan, 0.0, 0.0
+    cover = float(np.mean([iv.ci_low <= truth <= iv.ci_high for iv in given]))
+    verdict = float(np.mean([iv.significant for iv in ivs]))
+    return cover, verdict, len(given) / len(ivs)
+
+
+def paired(sim: Sim) -> list[stats.ArmInterval]:
+    """The block-paired core on every experiment (log ratio per block)."""
+    return [stats.paired_log_interval(row.tolist()) for row in sim.arm - sim.base]
+
+
+def welch(sim: Sim) -> list[stats.ArmInterval]:
+    """The run-level Welch-Hsu core on every experiment."""
+    return [stats.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
+            for b, a in zip(sim.base, sim.arm)]
