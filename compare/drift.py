@@ -1,6 +1,7 @@
 """Did the machine settle, and were the arms interleaved? Each run's median step over time.
 
-    points = drift_points(runs)             # one per run, warm-up runs included
+    runs, _ = compare.api.load(paths, include_warmup=True)
+    points = drift_points(runs)              # one per run with a start time, warm-up included
     draw_drift(report, points, "drift.png")  # left: medians over time; right: the overhead
 
 Each run is one point at its start time (minutes since the experiment's first run), coloured
@@ -13,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
 
 from matplotlib.axes import Axes
 
 from compare.analysis import Report
+from compare.model import Run
 from compare.plot import DPI, color_of, overhead_panel, plain_text_figure
 
 
@@ -40,6 +44,17 @@ def parse_utc(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
+    """A point per run that recorded its start time (the original scripts' results did not)."""
+    points = []
+    for run in runs:
+        started = parse_utc(run.started_utc)
+        if started is not None:
+            points.append(DriftPoint(run.label, started, parse_utc(run.finished_utc),
+                                     run.pace_median_ms, run.warmup is not None, run.block))
+    return points
 
 
 def block_spans(points: Sequence[DriftPoint]) -> list[tuple[int, datetime, datetime]]:
@@ -89,11 +104,11 @@ def drift_panel(ax: Axes, report: Report, points: Sequence[DriftPoint]) -> None:
     ax.legend(fontsize=7)
 
 
-def draw_drift(report: Report, points: Sequence[DriftPoint], path: object) -> None:
+def draw_drift(report: Report, points: Sequence[DriftPoint], path: Path | BinaryIO) -> None:
     """The drift panel beside the overhead with its interval, into `path` (or a file object)."""
     with plain_text_figure((15, 5.2)) as fig:
         drift_panel(fig.add_subplot(1, 2, 1), report, points)
         overhead_panel(fig.add_subplot(1, 2, 2), report)
         fig.suptitle(report.title, fontsize=10)
         fig.tight_layout()
-        fig.savefig(path, dpi=DPI, format="png")
+        fig.savefig(path, dpi=DPI, format="png")  # drift.png, or PNG bytes for a page

@@ -1,6 +1,6 @@
 """The report as one self-contained HTML page: verdicts first, figures embedded, tables, notes.
 
-    page = render_html(report, figures=[("Drift and overhead", png_bytes)])
+    page = report_page(report, drift_points(runs))   # the figures drawn, then the page
 
 Everything the page needs is inside it (styles inline, figures as base64 PNG), so it reads
 offline, travels as one file and prints well (a print stylesheet keeps tables whole). Every
@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 from collections.abc import Sequence
 
 from compare.analysis import Report
+from compare.drift import DriftPoint, draw_drift
+from compare.plot import draw
 from compare.report import Section, sections
 
 STYLE = """
@@ -97,3 +100,20 @@ def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> st
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>"
             f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
+    """The page with its figures: drift beside the overhead (when runs recorded their start
+    times), then throughput, step times, overhead and scaling."""
+    figures = []
+    if points:
+        buffer = io.BytesIO()
+        draw_drift(report, points, buffer)
+        figures.append(("Each run's median step at its start time (hollow: warm-up, not"
+                        " counted; shaded: blocks) beside the overhead and its 95% interval",
+                        buffer.getvalue()))
+    buffer = io.BytesIO()
+    draw(report, buffer)
+    figures.append(("Throughput, step-time distributions, overhead with its 95% interval",
+                    buffer.getvalue()))
+    return render_html(report, figures)
