@@ -30,7 +30,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, header_rows, title_of
-from compare.model import Run
+from compare.model import Run, run_record
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
     environment_differences,
@@ -250,12 +250,10 @@ def _run_row(
 ) -> dict[str, Any]:
     """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
     return {
-        "file": str(run.path),
+        **run_record(run),
         "name": run.file,
-        "arm": run.label,
         "implementation": run.implementation,
         "original_script": run.original,
-        "world_size": run.world_size,
         "runs": 1,
         **run.values,
         "first_half_median_ms": steady.first_half_median_ms,

@@ -186,6 +186,7 @@ class Run:
     parameter_digest: str | None  # None for original results
     final_loss_mean: float
     started_utc: str | None  # None for original results
+    finished_utc: str | None  # likewise
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
 
@@ -308,6 +309,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         ),
         "parameter_digest": r.parameter_digest,
         "started_utc": r.environment.started_utc,
+        "finished_utc": r.environment.finished_utc,
     }
 
 
@@ -338,6 +340,7 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
         "sigterm_sync": None,
         "parameter_digest": None,
         "started_utc": None,
+        "finished_utc": None,
     }
 
 
@@ -367,3 +370,36 @@ def _image_size_of(data: str) -> int | str | None:
         return None
     height, width = int(match.group(1)), int(match.group(2))
     return height if height == width else f"{height}x{width}"
+
+
+# The tidy columns of one run, in order (units in the names).
+RUN_COLUMNS = (
+    "arm", "runner", "block", "position", "warmup", "counted", "world_size",
+    "run_median_ms", "step_median_ms", "step_p5_ms", "step_p95_ms", "images_per_second",
+    "host_ms_per_step", "gpu_busy_share", "started_utc", "file",
+)  # fmt: skip
+
+
+def run_record(run: Run) -> dict[str, Any]:
+    """One run as a flat row of RUN_COLUMNS.
+
+    run_median_ms is the number the statistics use (the median over steps of the slowest
+    rank's step time); step_median_ms/p5/p95 pool every rank's steps, as the tables do."""
+    return {
+        "arm": run.label,
+        "runner": run.implementation,
+        "block": run.block,
+        "position": run.position,
+        "warmup": run.warmup is not None,
+        "counted": run.warmup is None,
+        "world_size": run.world_size,
+        "run_median_ms": run.pace_median_ms,
+        "step_median_ms": run.values["step_median_ms"],
+        "step_p5_ms": run.values["step_p5_ms"],
+        "step_p95_ms": run.values["step_p95_ms"],
+        "images_per_second": run.values["images_per_second_median"],
+        "host_ms_per_step": run.values.get("host_ms_per_step"),
+        "gpu_busy_share": run.gpu_share,
+        "started_utc": run.started_utc,
+        "file": str(run.path),
+    }

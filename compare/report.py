@@ -13,8 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from string import Formatter
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from compare import stats
 from compare.analysis import Report
@@ -22,7 +21,10 @@ from compare.display import cell
 from compare.flags import Flag
 from compare.tables import markdown_table, text_table
 
-FORMATS = ("text", "markdown", "csv", "json")
+if TYPE_CHECKING:
+    from compare.drift import DriftPoint
+
+FORMATS = ("text", "markdown", "csv", "json", "html")
 LEGEND = "↑ higher is better, ↓ lower is better"
 
 # (key in the table rows, header, number format). Split in two so the text fits a terminal.
@@ -295,7 +297,10 @@ def render_markdown(report: Report) -> str:
 
 
 def render_csv(report: Report) -> str:
-    """One row per run with the table's columns (machine names, units in the names)."""
+    """One row per run (compare.model.run_record's columns, then the table's and the checks';
+    units in the names), through pandas, as `compare.runs_frame` gives them to a notebook."""
+    import pandas as pd  # deferred: only csv needs it, and it is slow to import
+
     return pd.DataFrame(report.run_table).to_csv(index=False)
 
 
@@ -304,8 +309,12 @@ def render_json(report: Report) -> str:
     return json.dumps(report.to_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
-def render(report: Report, fmt: str) -> str:
-    """The report in one of FORMATS."""
+def render(report: Report, fmt: str, points: Sequence[DriftPoint] = ()) -> str:
+    """The report in one of FORMATS; html draws its figures (the drift one from `points`)."""
+    if fmt == "html":
+        from compare.html import report_page  # deferred: matplotlib is slow to import
+
+        return report_page(report, points)
     return {
         "text": render_text,
         "markdown": render_markdown,

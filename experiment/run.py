@@ -21,7 +21,7 @@ from common.manifest import MANIFEST, MANIFEST_VERSION, Manifest, ManifestArm, M
 from common.manifest import write_manifest as write_manifest_file
 from common.output import OutputError, write_atomically, write_text
 from compare.analysis import Overhead, Report
-from compare.api import analyse_paths
+from compare.api import analyse_paths, load
 from compare.cli import build_parser as compare_parser
 from compare.report import render
 from compare.stats import MIN_ADAPTIVE_RUNS
@@ -422,15 +422,18 @@ class Experiment:
         return status
 
     def write_reports(self) -> None:
-        """compare's text and markdown reports and its plot, into the (new) folder."""
-        from compare.plot import draw  # deferred: matplotlib is slow to import
+        """compare's text, markdown and HTML reports, its plot and the drift plot, into the
+        (new) folder."""
+        from compare.drift import draw_drift, drift_points  # deferred: matplotlib is slow
+        from compare.plot import draw
 
         report = self.report()
-        for name, fmt in (("report.txt", "text"), ("report.md", "markdown")):
-            write_text(self.s.out / name, render(report, fmt), mode="new", option=name)
-        write_atomically(
-            self.s.out / "comparison.png",
-            lambda tmp: draw(report, tmp),
-            mode="new",
-            option="comparison.png",
-        )
+        points = drift_points(load([self.s.out], include_warmup=True)[0])
+        for name, fmt in (("report.txt", "text"), ("report.md", "markdown"),
+                          ("report.html", "html")):
+            write_text(self.s.out / name, render(report, fmt, points), mode="new", option=name)
+        figures = [("comparison.png", lambda tmp: draw(report, tmp))]
+        if points:
+            figures.append(("drift.png", lambda tmp: draw_drift(report, points, tmp)))
+        for name, fill in figures:
+            write_atomically(self.s.out / name, fill, mode="new", option=name)

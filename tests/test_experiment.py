@@ -62,6 +62,9 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     assert "native" in report and "3 runs a side" in report and "w1" not in report
     assert (out / "report.md").is_file()
     assert (out / "comparison.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "drift.png").read_bytes().startswith(b"\x89PNG")
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 2
     assert "[6/6 " in proc.stdout and "lightning vs native" in proc.stdout
     assert "[w1/1 " in proc.stdout and "(warm-up, not counted)" in proc.stdout
     assert "8 run(s) (2 warm-up)" in proc.stdout
