@@ -18,6 +18,7 @@ from pathlib import Path
 from common.manifest import MANIFEST, load_manifest
 from common.result import Result, ResultError, StepStats, load_result
 from compare.model import Placement, Run, run_from
+from compare.stats import StoppingRule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +33,15 @@ class _Entry:
 def manifest_runs(folder: Path) -> tuple[list[_Entry], str | None]:
     """The runs with status "ok" in FOLDER/manifest.json, and the manifest's baseline."""
     manifest = load_manifest(folder / MANIFEST)
+    rule = None
+    if manifest.stopping is not None and manifest.stopping.rule is not None:
+        try:
+            rule = StoppingRule.from_manifest(manifest.stopping.model_dump())
+        except ValueError as error:
+            raise ResultError(f"{folder / MANIFEST}: field stopping: {error}") from None
     found = [
-        _Entry(folder / run.result, run.label, Placement(run.block, run.position, run.warmup))
+        _Entry(folder / run.result, run.label,
+               Placement(run.block, run.position, run.warmup, rule, manifest.settling))
         for run in manifest.ok_runs()
         if run.result
     ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
 from compare import stats
 
@@ -158,6 +159,8 @@ class Placement:
     block: int | None = None
     position: int | None = None
     warmup: int | None = None
+    rule: stats.StoppingRule | None = None  # the experiment's adaptive stopping rule, if any
+    settling: ManifestSettling | None = None  # how its experiment waited for a settled host
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,6 +189,8 @@ class Run:
     parameter_digest: str | None  # None for original results
     final_loss_mean: float
     started_utc: str | None  # None for original results
+    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
+    host_ms_per_step: float | None
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
 
@@ -308,7 +313,17 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         ),
         "parameter_digest": r.parameter_digest,
         "started_utc": r.environment.started_utc,
+        "host_ms_per_step": _host_ms(r),
     }
+
+
+def _host_ms(r: Result) -> float | None:
+    """The result's host ms per step (the mean over ranks), else the ranks' mean, else None."""
+    summary = getattr(r, "host_ms_per_step", None)  # older results (and schemas) lack it
+    if summary is not None:
+        return float(summary)
+    ranks = [getattr(k, "host_ms_per_step", None) for k in r.ranks]
+    return None if not ranks or None in ranks else sum(ranks) / len(ranks)  # type: ignore
 
 
 def _original_fields(r: OriginalResult) -> dict[str, Any]:
@@ -338,6 +353,7 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
         "sigterm_sync": None,
         "parameter_digest": None,
         "started_utc": None,
+        "host_ms_per_step": None,
     }
 
 
