@@ -263,6 +263,21 @@ def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
                             "python": sys.executable}
 
 
+def test_the_original_workload_plan_answers_every_question_of_issue_21_in_one_folder(tmp_path):
+    out = tmp_path / "plan"
+    proc = experiment(["--plan", "original-workload", "--repeats", "2", "--warmup-runs", "0",
+                       "--out", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    m = manifest(out)
+    assert [a["label"] for a in m["arms"]] == ["native", "native-b", "fabric", "lightning"]
+    assert m["runner_options"] == ["--warmup-steps", "50", "--steps", "200"]
+    report = (out / "report.txt").read_text()
+    for pair in ("native-b vs native", "fabric vs native", "lightning vs native",
+                 "lightning vs fabric"):
+        assert pair in report
+    assert "Host cost per step" in report
+
+
 def test_experiment_imports_neither_torch_nor_lightning():
     code = ("import sys, runpy; sys.argv = ['experiment', '--list-plans'];\n"
             "try: runpy.run_module('experiment', run_name='__main__')\n"
