@@ -346,7 +346,7 @@ class Experiment:
         read them (said, and the experiment goes on)."""
         try:
             runs, _ = load([self.s.out])
-        except Exception as error:
+        except Exception as error:  # a bug in compare too: shown, and the blocks go on
             print(f"    stopping rule: compare failed: {compare_error(error)}", flush=True)
             return None
         others = [a.label for a in self.s.arms[1:]]

@@ -43,9 +43,11 @@ def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
 ) -> None:
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
     assert {"runs", "pairs", "overhead", "host", "scaling", "warnings"} <= report.keys()
+    # issue 21: runs_needed and min_percent gave way to the reason, blocks, df, fastest-run %
     assert {"world_size", "arm", "baseline", "percent", "ci_low", "ci_high", "half_width", "verdict",
-            "verdict_possible", "significant", "estimator", "method", "arm_runs", "baseline_runs", "no_verdict_reason",
-            "min_detectable_percent", "arm_median_ms", "baseline_median_ms", "fastest_run_percent", "blocks", "df"} <= report["overhead"][0].keys()
+            "verdict_possible", "significant", "estimator", "method", "arm_runs", "baseline_runs",
+            "no_verdict_reason", "min_detectable_percent", "arm_median_ms", "baseline_median_ms",
+            "fastest_run_percent", "blocks", "df"} <= report["overhead"][0].keys()
     assert [s["file"] for s in report["steady_state"]] == ["n.json", "l.json"]
     assert {"first_half_median_ms", "second_half_median_ms", "change_percent"} <= report["steady_state"][0].keys()
 

@@ -35,7 +35,8 @@ def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
     rows = {h.arm: h for h in report.host}
     assert rows["native"].host_ms == pytest.approx(5.0) and rows["native"].runs == 3
     mean, half = stats.mean_interval(host["fabric"])
-    assert (rows["fabric"].host_ms, rows["fabric"].host_half_width_ms) == pytest.approx((mean, half))
+    fabric = rows["fabric"]
+    assert (fabric.host_ms, fabric.host_half_width_ms) == pytest.approx((mean, half))
     [o] = report.overhead
     base = stats.geometric_mean(host["native"])
     ratio = stats.compare_arms(
@@ -58,8 +59,9 @@ def test_results_without_host_time_show_a_dash(tmp_path: Path) -> None:
     assert " - " in section
 
 
-@pytest.mark.parametrize(("busy", "words"), [(None, "not recorded"), (0.5, "host-bound: the GPU"
-                                              " idles 50%"), (0.97, "GPU-bound")])
+@pytest.mark.parametrize(("busy", "words"), [(None, "not recorded"),
+                                             (0.5, "host-bound: the GPU idles 50%"),
+                                             (0.97, "GPU-bound")])
 def test_the_slack_says_whether_host_work_reaches_the_step(tmp_path: Path, busy, words) -> None:
     runs = [dataclasses.replace(r, gpu_share=busy) for r in _runs(tmp_path, None)]
     [row, *_] = analyse(runs).host

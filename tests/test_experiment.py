@@ -207,7 +207,8 @@ def test_a_host_that_does_not_settle_within_the_bound_is_recorded_and_warned(tmp
     assert settling["settled"] is False and settling["extra_runs"] == 0
     assert "settling needs 2" in settling["reason"]
     assert "warning: host NOT settled within 0.01 min" in proc.stdout
-    assert "the host had NOT settled when the counted runs began" in (out / "report.txt").read_text()
+    report = (out / "report.txt").read_text()
+    assert "the host had NOT settled when the counted runs began" in report
 
 
 def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
