@@ -318,12 +318,16 @@ def _suite_fields(r: Result) -> dict[str, Any]:
 
 
 def _host_ms(r: Result) -> float | None:
-    """The result's host ms per step (the mean over ranks), else the ranks' mean, else None."""
-    summary = getattr(r, "host_ms_per_step", None)  # older results (and schemas) lack it
-    if summary is not None:
-        return float(summary)
-    ranks = [getattr(k, "host_ms_per_step", None) for k in r.ranks]
-    return None if not ranks or None in ranks else sum(ranks) / len(ranks)  # type: ignore
+    """The result's host ms per step (the mean over ranks), else the ranks' mean, else None
+    (older results record neither). The mean, not the slowest rank's: the ranks run the same
+    host work in lockstep, so the mean is the same cost with less noise, and whether host work
+    can lengthen the step is the GPU busy share's to say."""
+    if r.host_ms_per_step is not None:
+        return r.host_ms_per_step
+    ranks = [k.host_ms_per_step for k in r.ranks]
+    if not ranks or any(ms is None for ms in ranks):
+        return None
+    return sum(ranks) / len(ranks)  # type: ignore[arg-type]
 
 
 def _original_fields(r: OriginalResult) -> dict[str, Any]:

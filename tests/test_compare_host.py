@@ -5,6 +5,7 @@ host work reaches the step time (the GPU's busy share). Results without the fiel
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from compare_factory import make_result, write
 from compare import stats
 from compare.analysis import analyse
 from compare.api import load
+from compare.cli import main
 from compare.report import render
 
 
@@ -68,3 +70,20 @@ def test_the_slack_says_whether_host_work_reaches_the_step(tmp_path: Path, busy,
     assert words in row.slack
     if busy is not None:
         assert row.gpu_idle_ms == pytest.approx(row.step_ms * (1 - busy))
+
+
+def test_host_time_is_read_from_result_files(tmp_path: Path, capsys) -> None:
+    """The result's summary (mean over ranks), else the ranks' own values averaged."""
+    def with_host(impl: str, k: int, summary: float | None, ranks: list[float]) -> str:
+        r = make_result(impl, world_size=2, seed=k + (10 if impl == "fabric" else 0),
+                        median_ms=100.0 if impl == "native" else 101.0)
+        r = r.model_copy(update={"host_ms_per_step": summary, "ranks": [
+            rank.model_copy(update={"host_ms_per_step": ms}) for rank, ms in zip(r.ranks, ranks)]})
+        return str(write(tmp_path / f"{impl}-r{k}.json", r))
+
+    files = [with_host("native", k, 5.0 + 0.1 * k, [5.0, 5.0]) for k in range(3)]
+    files += [with_host("fabric", k, None, [6.0 + 0.1 * k, 6.2 + 0.1 * k]) for k in range(3)]
+    assert main([*files, "--format", "json"]) == 0
+    host = {row["arm"]: row for row in json.loads(capsys.readouterr().out)["host"]}
+    assert host["native"]["host_ms"] == pytest.approx(5.1)
+    assert host["fabric"]["host_ms"] == pytest.approx(6.2) and host["fabric"]["runs"] == 3
