@@ -239,7 +239,7 @@ def _host_section(report: Report) -> Section:
             cell(h.host_half_width_ms, ".3f"),
             f"{h.runs}",
             f"{h.step_ms:.2f}",
-            cell(None if h.gpu_busy is None else h.gpu_busy * 100, ".0f"),
+            cell(None if h.gpu_busy is None else h.gpu_busy * 100, ".1f"),
             cell(h.gpu_idle_ms, ".2f"),
         ]
         for h in report.host

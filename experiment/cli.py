@@ -81,7 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--first-stage-blocks",
         type=int,
-        default=FIRST_STAGE_BLOCKS,
         metavar="N",
         help=f"with --target-half-width: complete blocks of the first stage (default"
         f" {FIRST_STAGE_BLOCKS}, at least 2; the experiment runs at least this many)",
@@ -172,7 +171,9 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         "--target-half-width", args.target_half_width, "a positive number of percentage points"
     )
     _positive("--budget-minutes", args.budget_minutes)
-    if args.first_stage_blocks < 2:
+    if args.first_stage_blocks is not None and args.target_half_width is None:
+        raise UsageError("--first-stage-blocks needs --target-half-width (the adaptive rule)")
+    if args.first_stage_blocks is not None and args.first_stage_blocks < 2:
         raise UsageError(f"--first-stage-blocks must be 2 or more, got {args.first_stage_blocks}")
     if not (args.settle_minutes >= 0 and math.isfinite(args.settle_minutes)):
         raise UsageError(f"--settle-minutes must be 0 or more, got {args.settle_minutes}")
@@ -195,7 +196,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         warmup_runs=args.warmup_runs,
         target_half_width=args.target_half_width,
         budget_minutes=args.budget_minutes,
-        first_stage_blocks=args.first_stage_blocks,
+        first_stage_blocks=args.first_stage_blocks or FIRST_STAGE_BLOCKS,
         settle_minutes=args.settle_minutes,
         command=command,
     )
