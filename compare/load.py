@@ -18,6 +18,7 @@ from pathlib import Path
 from common.manifest import MANIFEST, load_manifest
 from common.result import Result, ResultError, StepStats, load_result
 from compare.model import Placement, Run, run_from
+from compare.stats import StoppingRule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +36,20 @@ def manifest_runs(
     """The runs with status "ok" in FOLDER/manifest.json (and with `include_warmup` the
     warm-up runs that wrote a result, marked by their placement), and its baseline."""
     manifest = load_manifest(folder / MANIFEST)
+    rule = None
+    if manifest.stopping is not None and manifest.stopping.rule is not None:
+        try:
+            rule = StoppingRule.from_manifest(manifest.stopping.model_dump())
+        except ValueError as error:
+            raise ResultError(f"{folder / MANIFEST}: field stopping: {error}") from None
     chosen = [
         run
         for run in manifest.runs
         if run.status == "ok" or (include_warmup and run.status == "warmup")
     ]
     found = [
-        _Entry(folder / run.result, run.label, Placement(run.block, run.position, run.warmup))
+        _Entry(folder / run.result, run.label,
+               Placement(run.block, run.position, run.warmup, rule, manifest.settling))
         for run in chosen
         if run.result
     ]

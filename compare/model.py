@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
 from compare import stats
 
@@ -158,6 +159,8 @@ class Placement:
     block: int | None = None
     position: int | None = None
     warmup: int | None = None
+    rule: stats.StoppingRule | None = None  # the experiment's adaptive stopping rule, if any
+    settling: ManifestSettling | None = None  # how its experiment waited for a settled host
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,6 +190,8 @@ class Run:
     final_loss_mean: float
     started_utc: str | None  # None for original results
     finished_utc: str | None  # likewise
+    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
+    host_ms_per_step: float | None
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
 
@@ -310,7 +315,21 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         "parameter_digest": r.parameter_digest,
         "started_utc": r.environment.started_utc,
         "finished_utc": r.environment.finished_utc,
+        "host_ms_per_step": _host_ms(r),
     }
+
+
+def _host_ms(r: Result) -> float | None:
+    """The result's host ms per step (the mean over ranks), else the ranks' mean, else None
+    (older results record neither). The mean, not the slowest rank's: the ranks run the same
+    host work in lockstep, so the mean is the same cost with less noise, and whether host work
+    can lengthen the step is the GPU busy share's to say."""
+    if r.host_ms_per_step is not None:
+        return r.host_ms_per_step
+    ranks = [k.host_ms_per_step for k in r.ranks]
+    if not ranks or any(ms is None for ms in ranks):
+        return None
+    return sum(ranks) / len(ranks)  # type: ignore[arg-type]
 
 
 def _original_fields(r: OriginalResult) -> dict[str, Any]:
@@ -341,6 +360,7 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
         "parameter_digest": None,
         "started_utc": None,
         "finished_utc": None,
+        "host_ms_per_step": None,
     }
 
 
@@ -398,7 +418,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "step_p5_ms": run.values["step_p5_ms"],
         "step_p95_ms": run.values["step_p95_ms"],
         "images_per_second": run.values["images_per_second_median"],
-        "host_ms_per_step": run.values.get("host_ms_per_step"),
+        "host_ms_per_step": run.host_ms_per_step,
         "gpu_busy_share": run.gpu_share,
         "started_utc": run.started_utc,
         "file": str(run.path),
