@@ -178,6 +178,10 @@ def overhead_of(
     """The arm's overhead over the baseline from the runs' per-run numbers (Welch on logs)."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
     iv = stats.run_level_interval(per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall))
+    copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
+    if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
+        iv = dataclasses.replace(iv, ci_low=None, ci_high=None, half_width=None,
+                                 min_detectable_percent=None, df=None)
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
     jitter = [stats.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     return Overhead(
@@ -188,7 +192,11 @@ def overhead_of(
         ci_low=iv.ci_low,
         ci_high=iv.ci_high,
         half_width=iv.half_width,
-        verdict=stats.verdict_line(arm, baseline, iv),
+        verdict=(
+            f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}%; no verdict: duplicated"
+            f" results ({'; '.join(copies)}) say nothing about the noise"
+            if copies else stats.verdict_line(arm, baseline, iv)
+        ),
         verdict_possible=iv.verdict_possible,
         significant=iv.significant,
         estimator=ESTIMATOR_WALL if wall else stats.ESTIMATOR,

@@ -188,6 +188,7 @@ class Run:
     started_utc: str | None  # None for original results
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
+    duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
 
     @property
     def block(self) -> int | None:
