@@ -13,13 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from compare_factory import make_result, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.result import MAX_READ_BYTES, read_json
 from compare.api import analyse_paths
 from compare.cli import main
-from compare_factory import make_result, write
 
 FAST = settings(derandomize=True, max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -241,7 +241,23 @@ def test_copies_and_hard_links_given_as_repeats_are_named_and_give_no_verdict(tm
     [o] = report.overhead
     assert not o.verdict_possible and o.ci_low is None and "duplicated results" in o.verdict
     texts = [w.text for w in report.warnings if w.kind == "duplicate"]
-    assert texts == ["copy.json: is a copy or hard link of n0.json, not a run of its own:"
-                     " no verdict",
-                     "link.json: is a copy or hard link of l0.json, not a run of its own:"
-                     " no verdict"]
+    tail = "not a run of its own: no verdict"
+    assert texts == [f"copy.json: is a copy or hard link of n0.json, {tail}",
+                     f"link.json: is a copy or hard link of l0.json, {tail}"]
+
+
+# --- labels are text ------------------------------------------------------------------------
+
+def test_labels_are_text_shown_verbatim_and_control_characters_are_refused(tmp_path, capsys):
+    label = "na$ti$ve <b>`x`"
+    out = folder(tmp_path, [{"label": label, "result": "results/n.json"},
+                            {"label": "lightning", "result": "results/l.json"}])
+    write(out / "results" / "n.json", make_result("native"))
+    write(out / "results" / "l.json", make_result("lightning"))
+    assert main([str(out), "--baseline", label]) == 0
+    assert f"lightning vs {label}" in capsys.readouterr().out
+    for bad in ("na\ntive", "na\x1b[31mtive", "na\x00"):
+        manifest = json.loads((out / "manifest.json").read_text())
+        manifest["runs"][0]["label"] = bad
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        assert "holds control characters" in one_line_exit_2([str(out)], capsys)

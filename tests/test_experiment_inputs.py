@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.errors import UsageError
-from conftest import ROOT, clean_env
 from experiment.inputs import PER_RUN_FILES, check_runner_options, take_folder
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
@@ -29,7 +29,7 @@ def experiment(args: list[str], tmp_path: Path, timeout: float = 120,
     e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"),
                   FAKE_CHECKS=str(tmp_path / "checks"), **env)
     return subprocess.run([sys.executable, "-m", "experiment", *args], cwd=ROOT, env=e,
-                          capture_output=True, text=True, timeout=timeout)
+                          check=False, capture_output=True, text=True, timeout=timeout)
 
 
 def refused_before_any_run(proc: subprocess.CompletedProcess, tmp_path: Path, out: Path,
@@ -108,7 +108,7 @@ def test_runner_options_pass_only_when_every_per_run_file_has_run_in_it(options)
 def test_out_starting_with_a_dash_runs_and_compares(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "experiment", "--out=-exp", "--repeats", "1", "--warmup-runs", "0"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120,
         env=clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "-exp" / "report.txt").is_file()
@@ -201,3 +201,22 @@ def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch)
 
     exp.finish = finish_with_sigterm  # type: ignore[method-assign]
     assert exp.run() == 128 + signal.SIGTERM
+
+
+def test_sigint_during_the_first_run_is_one_line_exit_130_and_stops_its_group(tmp_path):
+    out = tmp_path / "exp"
+    env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-r1")
+    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--warmup-runs", "0", "--out",
+                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "logs" / "native-r1.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "stopped by SIGINT" in err and "Traceback" not in err
+    runs = json.loads((out / "manifest.json").read_text())["runs"]
+    assert [(r["label"], r["status"]) for r in runs] == [("native", "failed")]
+    assert not (out / "results" / "native-r1.json").exists()
