@@ -120,9 +120,10 @@ def check_runners(settings: Sequence[Settings]) -> None:
                 if key in done:
                     continue
                 done.add(key)
-                for opt in options:  # the folders run_one would make for per-run files
-                    if opt.startswith(scratch) and opt.count(os.sep) > scratch.count(os.sep):
-                        Path(opt).parent.mkdir(parents=True, exist_ok=True)
+                for opt in options:  # the folders run_one makes for per-run files
+                    value = opt.partition("=")[2] if opt.startswith("-") else opt
+                    if value.startswith(scratch + os.sep):
+                        Path(value).parent.mkdir(parents=True, exist_ok=True)
                 output = Path(scratch) / "results" / f"{arm.label}-check.json"
                 output.parent.mkdir(exist_ok=True)
                 argv = [*arm.argv, *options, *extra, "--output", str(output), "--check"]

@@ -233,7 +233,7 @@ class Experiment:
         log = self.s.out / "logs" / f"{name}.log"
         options = expand(self.s.options, self.s.out.resolve(), arm.label, block, warmup)
         for opt in options:  # folders named under the experiment folder are made on demand
-            path = Path(opt)
+            path = Path(opt.partition("=")[2] if opt.startswith("-") else opt)  # --trace=PATH too
             if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
                 path.parent.mkdir(parents=True)
         argv = [*arm.argv, *options, *self.extra, "--output", str(result.resolve())]
