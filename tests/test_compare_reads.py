@@ -261,3 +261,42 @@ def test_labels_are_text_shown_verbatim_and_control_characters_are_refused(tmp_p
         manifest["runs"][0]["label"] = bad
         (out / "manifest.json").write_text(json.dumps(manifest))
         assert "holds control characters" in one_line_exit_2([str(out)], capsys)
+
+
+# --- property tests: manifest paths and duplicate keys --------------------------------------
+
+PARTS = st.sampled_from(["results", "..", ".", "", "/", "x.json", "link", "up", "/etc/passwd",
+                         "a\\b", "~", "%2e%2e", "\u2025", " "])
+
+
+@FAST
+@given(st.lists(PARTS, min_size=1, max_size=5).map("/".join))
+def test_a_manifest_path_resolves_inside_the_folder_or_is_refused(name):
+    from common.result import ResultError
+    from compare.load import inside
+
+    with tempfile.TemporaryDirectory() as where:
+        root = Path(where)
+        (root / "exp" / "results").mkdir(parents=True)
+        (root / "exp" / "link").symlink_to(root)  # a link that leads out
+        (root / "exp" / "up").symlink_to("..")
+        try:
+            path = inside(root / "exp", name)
+        except ResultError as error:
+            assert "\n" not in str(error)
+            return
+        assert path.resolve().is_relative_to((root / "exp").resolve())
+
+
+@FAST
+@given(st.recursive(st.integers() | st.text(max_size=3),
+                    lambda inner: st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                    max_leaves=8), st.text(max_size=4))
+def test_any_object_with_a_key_given_twice_is_refused(doc, key):
+    from common.result import ResultError, parse_json
+
+    text = json.dumps({key: 1, "body": doc})
+    duplicated = "{" + json.dumps(key) + ": 0, " + text[1:]
+    with pytest.raises(ResultError, match="appears twice"):
+        parse_json(Path("x.json"), duplicated.encode())
+    assert parse_json(Path("x.json"), text.encode()) == {key: 1, "body": doc}
