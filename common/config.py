@@ -75,6 +75,7 @@ class BenchConfig:
     output: Path | None = None
     overwrite_output: bool = False
     verbose: bool = False
+    check: bool = False  # --check: validate everything a rank would refuse, launch nothing
     # Resource limit override (issue 16): allow more CPU ranks per node than CPUs.
     oversubscribe_cpus: bool = False
 
@@ -212,6 +213,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                      help="allow replacing existing --output, --pyprofile and --trace files")
     out.add_argument("--verbose", action="store_true",
                      help="tracebacks for errors, framework warnings and per-rank messages")
+    out.add_argument("--check", action="store_true",
+                     help="check the options, launcher variables, CPUs or GPUs as a rank would,"
+                          " print one line and exit (0 when all is well); launches nothing")
     # Resource limit override (issue 16): its own block, so that the CPU check can be forced.
     run.add_argument("--oversubscribe-cpus", action="store_true",
                      help="allow more --accelerator cpu ranks on a node than CPUs they may use"
@@ -382,9 +386,9 @@ def validate_diagnostics(cfg: BenchConfig) -> None:
 
 def _validate_arch(arch: str) -> None:
     """The architecture must be a torchvision classification model."""
-    import torchvision  # deferred: `common` must import without torch
+    from common.models import classification_models  # read from torchvision's sources: no torch
 
-    names = torchvision.models.list_models(module=torchvision.models)
+    names = sorted(classification_models())
     if arch not in names:
         close = [n for n in names if n.startswith(arch[:4])][:5]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""

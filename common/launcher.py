@@ -340,11 +340,12 @@ def is_srun_task(env: Mapping[str, str]) -> bool:
 def _validate_gpus(cfg: BenchConfig) -> None:
     if cfg.accelerator != "gpu":
         return
-    import torch
+    from common.gpus import cuda_capabilities  # torch's count, without importing torch
 
-    if not torch.cuda.is_available():
+    gpus = cuda_capabilities()
+    if not gpus:
         raise UsageError("--accelerator gpu but CUDA is not available here; use --accelerator cpu")
-    visible = torch.cuda.device_count()
+    visible = len(gpus)
     if cfg.devices > visible:
         raise UsageError(
             f"--devices {cfg.devices} but only {visible} GPU(s) are visible on this node"
