@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
@@ -301,34 +303,96 @@ def _describe(error: ValidationError) -> str:
     return f"field {where}: {first['msg']}{more}"
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """Read a JSON object from `path`; ResultError (naming the file) if that fails."""
+MAX_READ_BYTES = 64 * 2**20  # no result or manifest comes near it; /dev/zero would never end
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that names one key twice (json.loads would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """object_pairs_hook: a dict, or _DuplicateKey naming the repeated key."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(key)
+        data[key] = value
+    return data
+
+
+def read_bytes(path: Path, follow: bool = True) -> bytes:
+    """The bytes of a regular file, at most MAX_READ_BYTES; ResultError (one line) if not.
+
+    Checked with stat before opening (a FIFO would block the open, a device never ends), and
+    opened non-blocking (a FIFO put there in between cannot hang us), then checked again on the
+    open file. `follow=False` refuses a symbolic link as the last component (O_NOFOLLOW)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        st = os.stat(path) if follow else os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise ResultError(f"{path}: is a folder, not a result file")
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+            raise ResultError(f"{path}: is {kind}; only regular files are read")
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise ResultError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ResultError(f"{path}: is a folder, not a result file") from None
-    except (OSError, UnicodeDecodeError) as error:
+    except ValueError:  # an embedded NUL character
+        raise ResultError(f"{path!r}: not a usable file name") from None
+    except OSError as error:
+        raise ResultError(f"{path}: cannot read ({error.strerror or error})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else since the stat
+            raise ResultError(f"{path}: is not a regular file; only regular files are read")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_READ_BYTES + 1)
+    except OSError as error:
+        raise ResultError(f"{path}: cannot read ({error.strerror or error})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_READ_BYTES:
+        raise ResultError(
+            f"{path}: larger than {MAX_READ_BYTES // 2**20} MiB; not a result or manifest"
+        )
+    return data
+
+
+def parse_json(path: Path, data: bytes) -> dict[str, Any]:
+    """A JSON object from `data` (read from `path`); ResultError (naming the file) if not."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise ResultError(f"{path}: cannot read ({error})") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        doc = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise ResultError(
+            f"{path}: the key {json.dumps(str(error))} appears twice in one JSON object;"
+            " a result names each field once"
+        ) from None
     except (json.JSONDecodeError, ValueError) as error:
         raise ResultError(f"{path}: not valid JSON ({error}); truncated or corrupted?") from None
     except RecursionError:  # e.g. 100,000 nested brackets: no result is nested that deep
         raise ResultError(f"{path}: not a result: JSON nested too deeply to read") from None
-    if not isinstance(data, dict):
-        raise ResultError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
+    if not isinstance(doc, dict):
+        raise ResultError(f"{path}: expected a JSON object, found {type(doc).__name__}")
+    return doc
+
+
+def read_json(path: Path, follow: bool = True) -> dict[str, Any]:
+    """Read a JSON object from the regular file `path`; ResultError (naming the file) if that
+    fails (see read_bytes and parse_json)."""
+    return parse_json(path, read_bytes(Path(path), follow))
 
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not allowed in a result")
 
 
-def load_result(path: Path) -> Result | OriginalResult:
-    """Load and validate a result of this suite, or a flat result of the original scripts."""
-    data = read_json(path)
+def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | OriginalResult:
+    """Load and validate a result of this suite, or a flat result of the original scripts
+    (`data`: its JSON, when the caller has read it already)."""
+    data = read_json(path) if data is None else data
     version = data.get("schema_version")
     try:
         # strict: a boolean or a numeric string is not silently taken for a number

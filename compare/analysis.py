@@ -272,6 +272,13 @@ def overhead_of(
     iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
     base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
     fastest, _ = stats.fastest_run_ratio(base_ms, arm_ms)
+    copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
+    if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
+        iv = dataclasses.replace(
+            iv, ci_low=None, ci_high=None, df=None, min_detectable_percent=None,
+            no_verdict_reason=f"duplicated results ({'; '.join(copies)}) say nothing about the"
+            " noise",
+        )
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
     jitter = [stats.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     overhead = Overhead(

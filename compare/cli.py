@@ -11,10 +11,13 @@ unless --verbose.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
 from common.errors import OneLineParser, exit_on_usage_error
+from common.manifest import MANIFEST
 from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
 from compare import stats
 from compare.analysis import Report
@@ -139,6 +142,33 @@ def check_options(args: argparse.Namespace) -> None:
                                    " different paths")
 
 
+def check_not_inputs(args: argparse.Namespace, report: Report) -> None:
+    """--output and --plot never name an input: a result read, a manifest, or a hard link to
+    one (compared by resolved path and by inode)."""
+    inputs = [Path(row["file"]) for row in report.run_table] + [
+        p / MANIFEST if p.is_dir() else p for p in args.files
+    ]
+    ids = {}
+    for path in inputs:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            ids[(st.st_dev, st.st_ino)] = path
+    for option, out in (("--output", args.output), ("--plot", args.plot)):
+        if out is None:
+            continue
+        try:
+            st = os.stat(out)
+        except OSError:
+            st = None
+        same = ids.get((st.st_dev, st.st_ino)) if st else None
+        same = same or next((p for p in inputs if p.resolve() == out.resolve()), None)
+        if same is not None:
+            raise CompareError(
+                f"{option} {out} is {same}, one of the inputs; give a path for the report"
+                " that is not a result or manifest read"
+            )
+
+
 def write_report(text: str, path: Path, overwrite: bool) -> None:
     """Write the report through `common.output` (the path checked again, never half a file)."""
     try:
@@ -189,6 +219,7 @@ def run(args: argparse.Namespace) -> None:
     if args.drift is not None and not points:
         raise CompareError("--drift: no run recorded its start time (the original scripts'"
                            " results do not); leave out --drift")
+    check_not_inputs(args, report)
     text = render(report, args.format, points)
     if args.plot is not None:
         write_plot(report, args.plot, args.overwrite_output)

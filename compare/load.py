@@ -11,14 +11,51 @@ Every file is turned into a `Run` by that one adapter, after the checks here.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from common.errors import one_line
 from common.manifest import MANIFEST, load_manifest
-from common.result import Result, ResultError, StepStats, load_result
+from common.result import (
+    OriginalResult,
+    Result,
+    ResultError,
+    StepStats,
+    load_result,
+    parse_json,
+    read_bytes,
+)
 from compare.model import Placement, Run, run_from
 from compare.stats import StoppingRule
+
+# A step is at least a kernel launch and at most days: outside these bounds a step time is no
+# measurement, and the arithmetic on it (variance, ratios across arms) would overflow.
+MIN_STEP_MS = 1e-6
+MAX_STEP_MS = 1e9
+# Counts above 2**53 are no run's, and a float cannot hold them (10**400 / x overflows).
+MAX_COUNT = 2**53
+COUNT_FIELDS = ("world_size", "batch_size_per_device", "global_batch_size", "measured_steps",
+                "warmup_steps", "seed")
+# Workload fields read from a result's `config` (a free dict in the schema), by type: a boolean
+# is not an integer there either (True == 1 would make two workloads look equal).
+_CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "arch": (str,),
+    "image_size": (int,),
+    "accelerator": (str,),
+    "num_classes": (int,),
+    "compile": (bool,),
+    "compile_mode": (str, type(None)),
+    "channels_last": (bool,),
+    "cudnn_benchmark": (bool,),
+    "sgd_impl": (str,),
+    "bucket_cap_mb": (int, float),
+    "gradient_as_bucket_view": (bool,),
+    "static_graph": (bool,),
+    "broadcast_buffers": (bool,),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +65,25 @@ class _Entry:
     path: Path
     label: str = ""
     placement: Placement = Placement()
+    in_folder: bool = False  # named by a manifest: a regular file, never a link
+
+
+def inside(folder: Path, name: str) -> Path:
+    """FOLDER/NAME for a result path a manifest gives; ResultError unless it stays inside the
+    folder (relative, no `..`, no link that leads out)."""
+    where = f"{folder / MANIFEST}: result path {one_line(repr(name))}"
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts or "\0" in name:
+        raise ResultError(f"{where} must be relative to the folder, without '..'")
+    path = folder / name
+    try:
+        resolved = path.resolve(strict=False)
+        base = folder.resolve(strict=True)
+    except (OSError, RuntimeError) as error:
+        raise ResultError(f"{where}: cannot resolve ({error})") from None
+    if not resolved.is_relative_to(base):
+        raise ResultError(f"{where} leads outside the folder (to {resolved}) through a link")
+    return path
 
 
 def manifest_runs(
@@ -42,17 +98,24 @@ def manifest_runs(
             rule = StoppingRule.from_manifest(manifest.stopping.model_dump())
         except ValueError as error:
             raise ResultError(f"{folder / MANIFEST}: field stopping: {error}") from None
-    chosen = [
-        run
-        for run in manifest.runs
-        if run.status == "ok" or (include_warmup and run.status == "warmup")
-    ]
-    found = [
-        _Entry(folder / run.result, run.label,
-               Placement(run.block, run.position, run.warmup, rule, manifest.settling))
-        for run in chosen
-        if run.result
-    ]
+    found = []
+    for run in manifest.runs:
+        if not (run.status == "ok" or (include_warmup and run.status == "warmup")):
+            continue
+        if not run.label.isprintable():
+            raise ResultError(
+                f"{folder / MANIFEST}: label {one_line(repr(run.label))} holds control"
+                " characters; a label is text to show"
+            )
+        if run.result:
+            placement = Placement(run.block, run.position, run.warmup, rule, manifest.settling)
+            found.append(_Entry(inside(folder, run.result), run.label, placement, in_folder=True))
+    if not any(entry.placement.warmup is None for entry in found):
+        failed = sum(run.status == "failed" for run in manifest.runs)
+        raise ResultError(
+            f"{folder}: no run with status ok in {MANIFEST} ({len(manifest.runs)} recorded,"
+            f" {failed} failed); nothing to compare: see the logs in {folder / 'logs'}"
+        )
     return found, manifest.baseline or None
 
 
@@ -86,10 +149,16 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
 
 
 def _load(entries: Sequence[_Entry]) -> list[Run]:
-    """Load, check and adapt every entry; files of one name are named by their folder too."""
+    """Load, check and adapt every entry; files of one name are named by their folder too.
+
+    A file given twice is refused; a hard link to, or a byte-identical copy of, another file
+    loads with `duplicate_of` naming that file: a repeat must be its own run, and a copy says
+    nothing about the noise (the comparison then gives no verdict)."""
     # A sweep holds native-r1.json in every devices-<n>/ folder: name those by folder too.
     names = [e.path.name for e in entries]
     seen: dict[Path, Path] = {}
+    inodes: dict[tuple[int, int], str] = {}
+    digests: dict[str, str] = {}
     runs = []
     for entry in entries:
         key = entry.path.resolve()
@@ -99,12 +168,24 @@ def _load(entries: Sequence[_Entry]) -> list[Run]:
                 " a repeat must be its own run"
             )
         seen[key] = entry.path
-        result = load_result(entry.path)
+        data = read_bytes(entry.path, follow=not entry.in_folder)
+        result = load_result(entry.path, parse_json(entry.path, data))
+        _check_counts(entry.path, result)
         if isinstance(result, Result):
             _check_usable(entry.path, result)
         name = entry.path.name
         file = f"{entry.path.parent.name}/{name}" if names.count(name) > 1 else name
-        runs.append(run_from(entry.path, result, entry.label, file, entry.placement))
+        run = run_from(entry.path, result, entry.label, file, entry.placement)
+        st = os.stat(entry.path)
+        digest = hashlib.sha256(data).hexdigest()
+        twin = inodes.get((st.st_dev, st.st_ino)) or digests.get(digest)
+        if twin is not None:
+            run = dataclasses.replace(run, duplicate_of=twin)
+        inodes.setdefault((st.st_dev, st.st_ino), file)
+        digests.setdefault(digest, file)
+        runs.append(run)
+    if not runs:
+        raise ResultError("no result to compare; give result files or experiment folders")
     return runs
 
 
@@ -117,7 +198,7 @@ def _check_summary(path: Path, result: Result) -> None:
     """The summary fields must follow from the per-rank step times they summarise."""
     try:
         pooled = StepStats.of([t for rank in result.ranks for t in rank.step_times_ms])
-    except ValueError:  # pydantic: a mean or std that overflows to inf
+    except (ValueError, OverflowError):  # a mean or a variance that overflows
         raise ResultError(
             f"{path}: field ranks.*.step_times_ms: step times too large to summarise"
             " (their mean overflows)"
@@ -173,6 +254,21 @@ def _check_usable(path: Path, result: Result) -> None:
         raise ResultError(
             f"{path}: {len(result.ranks)} ranks recorded for world_size {result.world_size}"
         )
+    ids = [rank.rank for rank in result.ranks]
+    if sorted(ids) != list(range(result.world_size)):
+        raise ResultError(
+            f"{path}: field ranks.*.rank: the rank ids {_few(ids)} are not"
+            f" 0..{result.world_size - 1} once each"
+        )
+    for name, kinds in _CONFIG_TYPES.items():
+        value = result.config.get(name)
+        if value is not None and (
+            not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+        ):
+            raise ResultError(
+                f"{path}: field config.{name}: {one_line(repr(value))[:40]} is not"
+                f" {' or '.join(k.__name__ for k in kinds if k is not type(None))}"
+            )
     for rank in result.ranks:
         if len(rank.step_times_ms) != result.measured_steps:
             # compare aligns the ranks' step k to find the slowest rank at each step.
@@ -183,4 +279,27 @@ def _check_usable(path: Path, result: Result) -> None:
             )
         if min(rank.step_times_ms) <= 0:
             raise ResultError(f"{path}: rank {rank.rank} has a step time <= 0 ms in step_times_ms")
-    _check_summary(path, result)
+        extreme = [t for t in rank.step_times_ms if not MIN_STEP_MS <= t <= MAX_STEP_MS]
+        if extreme:
+            raise ResultError(
+                f"{path}: rank {rank.rank} has a step time of {extreme[0]:g} ms in"
+                f" step_times_ms, outside {MIN_STEP_MS:g}..{MAX_STEP_MS:g} ms: not a measurement"
+            )
+    try:
+        _check_summary(path, result)
+    except OverflowError:  # e.g. a batch of 10**400 images over a step time
+        raise ResultError(
+            f"{path}: its numbers overflow the arithmetic; not a measurement"
+        ) from None
+
+
+def _check_counts(path: Path, result: Result | OriginalResult) -> None:
+    """Counts a float can hold exactly: larger ones are no run's and overflow the arithmetic."""
+    for name in COUNT_FIELDS:
+        if getattr(result, name) > MAX_COUNT:
+            raise ResultError(f"{path}: field {name}: more than {MAX_COUNT}, no run has that")
+
+
+def _few(values: Sequence[int]) -> str:
+    """At most five values, for a message."""
+    return ", ".join(map(str, values[:5])) + (", ..." if len(values) > 5 else "")

@@ -194,6 +194,7 @@ class Run:
     host_ms_per_step: float | None
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
+    duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
 
     @property
     def block(self) -> int | None:

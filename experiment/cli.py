@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +20,13 @@ from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_e
 from compare.stats import FIRST_STAGE_BLOCKS, SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, label_arms, parse_arms
+from experiment.inputs import (
+    check_out,
+    check_python,
+    check_runner_options,
+    check_runners,
+    take_folder,
+)
 from experiment.run import PROG, SETTLE_MINUTES, Experiment, Settings, check_placeholders
 
 DEFAULT_REPEATS = 3
@@ -137,16 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_out(out: Path) -> None:
-    """The folder must be new or empty."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file; give a new folder")
-    if out.is_dir() and any(out.iterdir()):
-        raise UsageError(
-            f"--out {out} is not empty; give a new folder (results are never overwritten)"
-        )
-
-
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     """(own options, runner options after --)."""
     if "--" in argv:
@@ -185,6 +183,8 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                 f"runner option {opt}: results go into the experiment folder; use --out DIR"
             )
     check_placeholders(runner)
+    check_runner_options(runner)
+    check_python(args.python)
     mode = launch.resolve_mode(args.launch)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     adaptive_repeats = (
@@ -232,6 +232,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         for v in variants:
             options = [*plan.options, *v.options, *runner]
             check_placeholders(options)
+            check_runner_options(options)
             found.append(
                 Settings(
                     out=root / v.name if v.name else root,
@@ -268,11 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_plans:
         list_plans()
         return 0
-    with exit_on_usage_error(PROG):
-        found = experiments(args, runner, ["python", "-m", "experiment", *argv])
+    try:
+        with exit_on_usage_error(PROG):
+            found = experiments(args, runner, ["python", "-m", "experiment", *argv])
+            check_runners(found)  # what a rank would refuse, before any run
+    except KeyboardInterrupt:  # Ctrl-C before the first run: nothing was started or written
+        return 128 + signal.SIGINT
     status = 0
     for s in found:
-        s.out.mkdir(parents=True, exist_ok=True)
+        with exit_on_usage_error(PROG):
+            take_folder(s.out)
         code = Experiment(s).run()
         if code in (EXIT_USAGE, 130, 143):
             return code

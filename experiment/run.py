@@ -95,6 +95,49 @@ class Settings:
     command: list[str] = field(default_factory=list)
 
 
+def stop_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to a process group; False when no live process of it is left (zombies
+    waiting for a parent to reap them do not count)."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return sig != 0 or _live_members(pgid)
+
+
+def _live_members(pgid: int) -> bool:
+    """True when a process of the group is alive, not a zombie (read from /proc; without it,
+    any member counts)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # fields: state, ppid, pgrp, ...
+            return True
+    return False
+
+
+def end_group(pgid: int, grace: float = TERMINATE_GRACE_S) -> None:
+    """Stop every process left in the group (SIGTERM, grace, SIGKILL): none may run on beside
+    the next run, or write a result for a run recorded as failed."""
+    if not stop_group(pgid, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not stop_group(pgid, 0):
+            return
+        time.sleep(0.1)
+    stop_group(pgid, signal.SIGKILL)
+    while stop_group(pgid, 0) and time.monotonic() < deadline + 10:  # reaped by init
+        time.sleep(0.05)
+
+
 class Stopped(Exception):
     """A signal asked us to stop (the exit status is 128 + signal number)."""
 
@@ -176,20 +219,25 @@ class Experiment:
                 pass
 
     def wait(self, proc: subprocess.Popen, timeout: float | None) -> tuple[int, bool]:
-        """Wait for proc; (exit status, timed out). Past timeout: SIGTERM, grace, SIGKILL."""
+        """Wait for proc, then stop what is left of its process group; (exit status, timed
+        out). Past timeout: SIGTERM to the group, grace, SIGKILL."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
-                return proc.wait(timeout=0.2), False
+                status, timed_out = proc.wait(timeout=0.2), False
+                break
             except subprocess.TimeoutExpired:
                 if deadline is not None and time.monotonic() > deadline:
                     self.stop_current()
                     try:
                         proc.wait(timeout=TERMINATE_GRACE_S)
                     except subprocess.TimeoutExpired:
-                        os.killpg(proc.pid, signal.SIGKILL)
+                        stop_group(proc.pid, signal.SIGKILL)
                         proc.wait()
-                    return 124, True
+                    status, timed_out = 124, True
+                    break
+        end_group(proc.pid)  # ranks that outlive their launcher would write a result later
+        return status, timed_out
 
     # --- one run ----------------------------------------------------------------------
     def run_one(
@@ -206,7 +254,7 @@ class Experiment:
         log = self.s.out / "logs" / f"{name}.log"
         options = expand(self.s.options, self.s.out.resolve(), arm.label, block, warmup)
         for opt in options:  # folders named under the experiment folder are made on demand
-            path = Path(opt)
+            path = Path(opt.partition("=")[2] if opt.startswith("-") else opt)  # --trace=PATH too
             if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
                 path.parent.mkdir(parents=True)
         argv = [*arm.argv, *options, *self.extra, "--output", str(result.resolve())]
@@ -224,6 +272,10 @@ class Experiment:
             with open(log, "a", encoding="utf-8") as f:
                 f.write(f"{PROG}: stopped after the run timeout of {self.s.run_timeout:g} s\n")
         ok = status == 0 and result.is_file()
+        if not ok and result.exists():  # the manifest calls this run failed: no result beside it
+            result.unlink()
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{PROG}: removed {result.name}, written by a run that failed\n")
         return ManifestRun(
             index=index,
             block=0 if warmup else block,
@@ -246,7 +298,7 @@ class Experiment:
     def report(self) -> Report:
         """compare's Report of this folder (its ok runs, their labels), with the plan's compare
         options (e.g. --allow-mismatch); a UsageError when compare refuses."""
-        args = compare_parser().parse_args([str(self.s.out), *self.s.compare_options])
+        args = compare_parser().parse_args([*self.s.compare_options, "--", str(self.s.out)])
         return analyse_paths(
             [self.s.out], baseline=args.baseline, allow_mismatch=args.allow_mismatch
         )
@@ -369,7 +421,10 @@ class Experiment:
         (self.s.out / "logs").mkdir(exist_ok=True)
         old = {sig: signal.signal(sig, self.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return self._run()
+            status = self._run()
+            if self.signal is not None:  # during the final reports: stopped, not a success
+                raise Stopped
+            return status
         except Stopped:
             self.write_manifest()
             sig = self.signal or signal.SIGTERM

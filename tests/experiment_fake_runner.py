@@ -3,7 +3,11 @@
 Writes a valid result (tests/compare_factory.py) without torch. Environment:
 FAKE_ORDER (file: append the run's name), FAKE_FAIL (run name that exits 3),
 FAKE_USAGE (run name that exits 2), FAKE_HANG (run name that sleeps), FAKE_OVERHEAD (% for
-lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slower).
+lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slower);
+FAKE_ORPHAN (run name whose "rank" outlives it and writes the result
+later, while the launcher exits 1), FAKE_CHECKS (file: append each --check's module),
+FAKE_REFUSE (module whose --check refuses), FAKE_LATE_FAIL (run name that writes its result,
+then exits 1).
 """
 
 import os
@@ -19,6 +23,15 @@ module = args[1]
 out = Path(args[args.index("--output") + 1])
 name = out.stem
 print("fake runner:", " ".join(args), flush=True)
+if "--check" in args:  # the runners' check-only mode: one line, launches nothing
+    if os.environ.get("FAKE_CHECKS"):
+        with open(os.environ["FAKE_CHECKS"], "a") as f:
+            f.write(module + "\n")
+    if module == os.environ.get("FAKE_REFUSE"):
+        print(f"{module}: error: --lr must be a finite number, got nan", file=sys.stderr)
+        sys.exit(2)
+    print(f"{module}: check passed", flush=True)
+    sys.exit(0)
 if os.environ.get("FAKE_ORDER"):
     with open(os.environ["FAKE_ORDER"], "a") as f:
         f.write(name + "\n")
@@ -30,6 +43,11 @@ if name == os.environ.get("FAKE_FAIL"):
     sys.exit(3)
 if name == os.environ.get("FAKE_HANG"):
     time.sleep(120)
+if name == os.environ.get("FAKE_ORPHAN") and os.fork() == 0:  # a rank left behind
+    time.sleep(3)
+    os.environ.pop("FAKE_ORPHAN")
+elif name == os.environ.get("FAKE_ORPHAN"):
+    sys.exit(1)
 impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabric": "fabric"}[module]
 seed = abs(hash(name)) % 10000
 median = 100.0 * (1 + float(os.environ.get("FAKE_OVERHEAD", "2")) / 100 if impl == "lightning" else 1)
@@ -37,3 +55,5 @@ median *= 1 + ((seed % 7) - 3) * 0.001  # run-to-run noise
 if "-w" in name and os.environ.get("FAKE_WARMUP_DRIFT"):  # a host still settling
     median *= 1 + float(os.environ["FAKE_WARMUP_DRIFT"]) / 100 / int(name.rsplit("-w", 1)[1]) ** 2
 write(out, make_result(impl, median_ms=median, seed=seed))
+if name == os.environ.get("FAKE_LATE_FAIL"):
+    sys.exit(1)

@@ -307,7 +307,8 @@ def test_srun_launch_derives_devices_from_the_job(tmp_path):
                       SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2", SLURM_NNODES="1")
     assert proc.returncode == 0, proc.stderr
     lines = (tmp_path / "srun.args").read_text().splitlines()
-    assert len(lines) == 2 and all(line.startswith("--kill-on-bad-exit=1 ") for line in lines)
+    assert len(lines) == 4 and all(line.startswith("--kill-on-bad-exit=1 ") for line in lines)
+    assert [line.endswith(" --check") for line in lines] == [True, True, False, False]  # checks
     assert all("--devices 2 --num-nodes 1" in line for line in lines)
     proc = experiment(["--repeats", "1", "--out", str(tmp_path / "e2"), "--", "--devices", "4"], tmp_path,
                       PATH=f"{bin_}:{os.environ['PATH']}", SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2")

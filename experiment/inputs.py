@@ -1,0 +1,179 @@
+"""The experiment's own inputs, checked before the first run (one line, exit 2, nothing left).
+
+    check_runner_options(options)      # no --help/--check, per-run files named by {run}
+    check_out(out); check_python(python)
+    check_runners(settings)            # every distinct runner's --check: what a rank would refuse
+    take_folder(out)                   # the folder, atomically: two experiments never share one
+
+Nothing here starts a run; `check_runners` starts each runner once in its check-only mode,
+which launches nothing. Imports neither torch nor lightning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from common import config
+from common.errors import UsageError, one_line
+from common.manifest import MANIFEST
+from experiment import launch
+
+if TYPE_CHECKING:
+    from experiment.run import Settings
+
+CHECK_TIMEOUT_S = 600  # importing Lightning on a busy node takes seconds, not minutes
+_PARSER = config.build_parser("runner")
+# Options after which a runner exits 0 without a result: every run would be "failed (exit 0)".
+EXITING = (
+    *(
+        s
+        for a in _PARSER._actions
+        if isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+        for s in a.option_strings
+    ),
+    "--check",
+)
+# Options naming a file each run writes (--output aside: the experiment names that one).
+PER_RUN_FILES = tuple(
+    s for a in _PARSER._actions if a.type is Path and a.dest != "output" for s in a.option_strings
+)
+
+
+def check_runner_options(options: Sequence[str]) -> None:
+    """UsageError for a runner option that would make every run fail the same way: --help or
+    --check (exit 0, no result), or a per-run file whose name lacks {run} (the second run
+    would find the first one's file)."""
+    for i, opt in enumerate(options):
+        name, _, inline = opt.partition("=")
+        if name in EXITING:
+            raise UsageError(
+                f"runner option {name}: every run would exit without a result; for the"
+                f" runner's help, run python -m native {name}"
+            )
+        if name in PER_RUN_FILES:
+            value = inline if inline or "=" in opt else (options[i + 1] if i + 1 < len(options)
+                                                          else "")
+            if "{run}" not in value:
+                raise UsageError(
+                    f"runner option {name} {value}: each run writes its own file; put {{run}}"
+                    f" in the name, e.g. {name} {{out}}/{name.strip('-')}/{{run}}"
+                    f"{Path(value).suffix or '.out'}"
+                )
+
+
+def check_out(out: Path, option: str = "--out") -> None:
+    """The folder must be new or empty, under a folder (not a file) this user may write in."""
+    try:
+        if out.is_dir():
+            if any(out.iterdir()):
+                raise UsageError(
+                    f"{option} {out} is not empty; give a new folder (results are never"
+                    " overwritten)"
+                )
+            return
+        if out.exists() or out.is_symlink():
+            raise UsageError(f"{option} {out} is a file; give a new folder")
+    except OSError as error:
+        raise UsageError(f"{option} {out}: cannot use this path ({error.strerror})") from None
+    above = out.absolute().parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise UsageError(f"{option} {out}: {above} is a file, not a folder; give another path")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {out}: folder {above} is not writable; give another path")
+
+
+def check_python(python: str, option: str = "--python") -> None:
+    """The interpreter must name a program this user can run."""
+    found = shutil.which(python)
+    if found is None or not os.path.isfile(found):
+        raise UsageError(
+            f"{option} {python}: no such program (or not executable); give an interpreter's path"
+        )
+
+
+def check_runners(settings: Sequence[Settings]) -> None:
+    """Each distinct runner (interpreter, arm argv, options) once in its check-only mode, as the
+    first run of the experiment would start it: UsageError with the runner's own line when it
+    would refuse. Per-run paths point into a scratch folder, removed afterwards."""
+    from experiment.run import expand  # the run's own placeholder expansion
+
+    done: set[tuple[str, ...]] = set()
+    with tempfile.TemporaryDirectory(prefix="experiment-check-") as scratch:
+        for s in settings:
+            extra = launch.srun_options(s.options) if s.launch == "srun" else []
+            for arm in s.arms:
+                python = getattr(arm, "python", None) or s.python
+                options = expand(s.options, Path(scratch), arm.label, 1)
+                key = (python, s.launch, *arm.argv, *options, *extra)
+                if key in done:
+                    continue
+                done.add(key)
+                for opt in options:  # the folders run_one makes for per-run files
+                    value = opt.partition("=")[2] if opt.startswith("-") else opt
+                    if value.startswith(scratch + os.sep):
+                        Path(value).parent.mkdir(parents=True, exist_ok=True)
+                output = Path(scratch) / "results" / f"{arm.label}-check.json"
+                output.parent.mkdir(exist_ok=True)
+                argv = [*arm.argv, *options, *extra, "--output", str(output), "--check"]
+                _check_one(arm.label, launch.command(python, argv, s.launch), s.env)
+
+
+def _check_one(label: str, cmd: list[str], env: dict[str, str]) -> None:
+    """Run one check command; UsageError with its last line unless it exits 0."""
+    full_env = launch.srun_environment() if cmd[0] == launch.SRUN[0] else dict(os.environ)
+    full_env.update(env)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=full_env, start_new_session=True,
+                                text=True, errors="replace")
+    except OSError as error:
+        raise UsageError(f"arm {label}: cannot start {cmd[0]} ({error.strerror})") from None
+    try:
+        out, _ = proc.communicate(timeout=CHECK_TIMEOUT_S)
+    except BaseException as error:  # a timeout, or Ctrl-C while checking: leave nothing running
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if isinstance(error, subprocess.TimeoutExpired):
+            raise UsageError(
+                f"arm {label}: the runner's --check took over {CHECK_TIMEOUT_S} s; is the"
+                " interpreter or the file system hanging?"
+            ) from None
+        raise
+    if proc.returncode != 0:
+        lines = out.strip().splitlines()
+        last = lines[-1] if lines else f"exit status {proc.returncode}, no message"
+        raise UsageError(f"arm {label}: the runner refuses these options: {one_line(last)}")
+
+
+def take_folder(out: Path, option: str = "--out") -> None:
+    """Make the folder (or take an empty one) and claim it by creating its manifest.json with
+    O_EXCL: of two experiments given one folder, exactly one gets it, the other a UsageError."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(out)
+        except FileExistsError:
+            check_out(out, option)  # an empty folder may be taken, a full one never
+        fd = os.open(out / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        os.close(fd)
+    except FileExistsError:
+        raise UsageError(
+            f"{option} {out} was taken by another experiment just now; give another folder"
+        ) from None
+    except OSError as error:
+        why = error.strerror or errno.errorcode.get(error.errno or 0, "error")
+        raise UsageError(f"{option} {out}: cannot create the folder ({why}); give another path"
+                         ) from None

@@ -1,0 +1,222 @@
+"""The experiment's own inputs and its runs' lifetimes (issue 26, classes 1 and 3): checked before
+the first run with one line and nothing left behind; a run's whole process group stopped; no
+result beside a run recorded as failed; one folder, one experiment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, clean_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from common.errors import UsageError
+from experiment.inputs import PER_RUN_FILES, check_runner_options, take_folder
+
+FAKE = ROOT / "tests" / "experiment_fake_runner.py"
+
+
+def experiment(args: list[str], tmp_path: Path, timeout: float = 120,
+               **env: str) -> subprocess.CompletedProcess:
+    """python -m experiment ARGS with the fake runner."""
+    e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"),
+                  FAKE_CHECKS=str(tmp_path / "checks"), **env)
+    return subprocess.run([sys.executable, "-m", "experiment", *args], cwd=ROOT, env=e,
+                          check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def refused_before_any_run(proc: subprocess.CompletedProcess, tmp_path: Path, out: Path,
+                           words: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "order").exists(), "a run started"
+    assert not out.exists() or list(out.iterdir()) == [], "something was left behind"
+
+
+# --- inputs, before the first run -----------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--", "--help"], "runner option --help: every run would exit without a result"),
+    (["--", "-h"], "runner option -h"),
+    (["--", "--check"], "runner option --check"),
+    (["--", "--trace", "t.json"], "each run writes its own file; put {run} in the name"),
+    (["--", "--pyprofile={out}/p/{label}.pstats"], "runner option --pyprofile"),
+    (["--python", "/nonexistent/python3"], "--python /nonexistent/python3: no such program"),
+])
+def test_runner_options_that_fail_every_run_are_refused_before_any_run(tmp_path, args, words):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out), *args], tmp_path)
+    refused_before_any_run(proc, tmp_path, out, words)
+
+
+def test_out_under_a_file_or_on_proc_is_one_line_and_leaves_nothing(tmp_path):
+    (tmp_path / "file").write_text("x")
+    proc = experiment(["--out", str(tmp_path / "file" / "exp")], tmp_path)
+    refused_before_any_run(proc, tmp_path, tmp_path / "nothing", "is a file, not a folder")
+    assert (tmp_path / "file").read_text() == "x"
+    proc = experiment(["--out", "/proc/experiment-here"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--out /proc/experiment-here" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "order").exists()
+
+
+def test_a_runner_that_would_refuse_stops_the_experiment_before_any_run(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out), "--arms", "native,lightning"], tmp_path,
+                      FAKE_REFUSE="lightning_impl")
+    refused_before_any_run(proc, tmp_path, out, "arm lightning: the runner refuses these options:"
+                           " lightning_impl: error: --lr must be a finite number")
+
+
+def test_each_distinct_runner_is_checked_once(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out), "--arms", "native,native,lightning", "--repeats", "1",
+                       "--warmup-runs", "0", "--", "--trace", "{out}/traces/{run}.json"],
+                      tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    checks = (tmp_path / "checks").read_text().split()
+    assert sorted(checks) == ["lightning_impl", "native", "native"]  # native-b's {run} differs
+
+
+@settings(derandomize=True, max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([*PER_RUN_FILES, "--steps", "5", "{run}", "{out}/x/{run}.json",
+                                 "x.json", "--help", "-h", "--check", "--seed", "{repeat}", "="]),
+                max_size=6))
+def test_runner_options_pass_only_when_every_per_run_file_has_run_in_it(options):
+    try:
+        check_runner_options(options)
+    except UsageError as error:
+        assert "\n" not in str(error)
+        return
+    assert not {"--help", "-h", "--check"} & set(options)
+    for i, opt in enumerate(options):
+        name, eq, value = opt.partition("=")
+        if name in PER_RUN_FILES:
+            value = value if eq else (options[i + 1] if i + 1 < len(options) else "")
+            assert "{run}" in value
+
+
+def test_out_starting_with_a_dash_runs_and_compares(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiment", "--out=-exp", "--repeats", "1", "--warmup-runs", "0"],
+        cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120,
+        env=clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "-exp" / "report.txt").is_file()
+
+
+# --- the folder -----------------------------------------------------------------------------
+
+def test_two_experiments_cannot_take_one_folder(tmp_path):
+    out = tmp_path / "exp"
+    take_folder(out)
+    with pytest.raises(UsageError, match="not empty"):
+        take_folder(out)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    take_folder(empty)  # an empty folder may be taken, once
+    with pytest.raises(UsageError):
+        take_folder(empty)
+
+
+def test_folder_take_is_atomic_between_processes(tmp_path):
+    code = ("import sys; from pathlib import Path; from experiment.inputs import take_folder\n"
+            "from common.errors import UsageError\n"
+            "try: take_folder(Path(sys.argv[1])); print('took')\n"
+            "except UsageError: print('refused')\n")
+    out = tmp_path / "race"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True, env=clean_env())
+             for _ in range(6)]
+    answers = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    assert answers == ["refused"] * 5 + ["took"]
+
+
+# --- runs that fail leave no result, no process ---------------------------------------------
+
+def test_a_rank_left_behind_by_a_failed_run_is_stopped_and_writes_nothing(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out), "--repeats", "1", "--warmup-runs", "0"], tmp_path,
+                      FAKE_ORPHAN="native-r1")
+    assert proc.returncode == 1, proc.stderr
+    time.sleep(4)  # the orphan would have written its result 3 s after its launcher exited
+    assert not (out / "results" / "native-r1.json").exists()
+    runs = json.loads((out / "manifest.json").read_text())["runs"]
+    assert [(r["label"], r["status"]) for r in runs] == [("native", "failed"),
+                                                         ("lightning", "ok")]
+
+
+def test_a_result_written_by_a_run_that_then_failed_is_removed(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--out", str(out), "--repeats", "2", "--warmup-runs", "0"], tmp_path,
+                      FAKE_LATE_FAIL="lightning-r1")
+    assert proc.returncode == 1, proc.stderr
+    assert not (out / "results" / "lightning-r1.json").exists()
+    assert "removed lightning-r1.json" in (out / "logs" / "lightning-r1.log").read_text()
+    m = json.loads((out / "manifest.json").read_text())
+    for run in m["runs"]:
+        stem = f"{run['label']}-r{run['repeat']}.json"
+        assert (out / "results" / stem).exists() == (run["status"] == "ok")
+
+
+@pytest.mark.parametrize("case", ["all-failed", "timeout"])
+def test_an_experiment_with_no_ok_run_ends_with_one_line_per_fact_no_traceback(tmp_path, case):
+    out = tmp_path / "exp"
+    args = ["--out", str(out), "--repeats", "1", "--warmup-runs", "0"]
+    env = {"FAKE_FAIL": "native-r1"}
+    if case == "timeout":
+        args += ["--run-timeout", "1"]
+        env = {"FAKE_HANG": "native-r1"}
+    proc = experiment([*args, "--arms", "native,native"], tmp_path,
+                      **{k: v.replace("native-r1", "native-r1") for k, v in env.items()})
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "IndexError" not in proc.stderr
+    assert proc.stderr.count("compare failed") <= 1
+
+
+def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch):
+    from experiment.arms import label_arms
+    from experiment.run import Experiment, Settings
+
+    out = tmp_path / "exp"
+    take_folder(out)
+    s = Settings(out=out, arms=label_arms(["native", "lightning"]), options=[], repeats=1,
+                 python=sys.executable, launch="self", warmup_runs=0)
+    monkeypatch.setenv("DDPBENCH_EXPERIMENT_FAKE_RUNNER", str(FAKE))
+    exp = Experiment(s)
+    real_finish = exp.finish
+
+    def finish_with_sigterm() -> int:
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the reports are written
+        return real_finish()
+
+    exp.finish = finish_with_sigterm  # type: ignore[method-assign]
+    assert exp.run() == 128 + signal.SIGTERM
+
+
+def test_sigint_during_the_first_run_is_one_line_exit_130_and_stops_its_group(tmp_path):
+    out = tmp_path / "exp"
+    env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-r1")
+    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--warmup-runs", "0", "--out",
+                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "logs" / "native-r1.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "stopped by SIGINT" in err and "Traceback" not in err
+    runs = json.loads((out / "manifest.json").read_text())["runs"]
+    assert [(r["label"], r["status"]) for r in runs] == [("native", "failed")]
+    assert not (out / "results" / "native-r1.json").exists()
