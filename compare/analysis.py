@@ -38,6 +38,7 @@ from compare.pairing import (
     labels,
     scaling_mode,
     unpaired,
+    version_differences,
     workload_differences,
 )
 
@@ -341,6 +342,7 @@ def analyse(
         for run, state in zip(runs, steady)
     ]
     run_warnings, notes = run_flags(runs)
+    versions = version_differences(runs)  # what the arms compare: notes, not warnings
     return Report(
         title=title_of(runs),
         header=header_rows(runs, base),
@@ -353,7 +355,9 @@ def analyse(
         slow_ranks=slow_ranks(runs),
         steady_state=steady,
         warnings=warnings + run_warnings + steady_state_warnings(steady),
-        notes=notes + numerics_notes(cells, numerics, unit),
+        notes=[f"versions under test (one per arm): {d.describe()}" for d in versions]
+        + notes
+        + numerics_notes(cells, numerics, unit),
         samples_ms=_samples(cells),
         baseline=base,
         labels=[label for label in labels(runs, base)],
