@@ -125,11 +125,13 @@ def test_allow_mismatch_compares_anyway_and_warns_of_each_difference(
 
 def test_environment_difference_is_a_warning_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     n = write(tmp_path / "n.json", make_result("native", environment={"driver_version": "590.0"}))
-    lt = write(tmp_path / "l.json", make_result("lightning", environment={"pytorch_version": "2.10.0"}))
+    older = {"pytorch_version": "2.10.0"}
+    lt = write(tmp_path / "l.json", make_result("lightning", environment=older))
     lt2 = write(tmp_path / "l2.json", make_result("lightning", seed=2))
     warnings = report_of(capsys, n, lt, lt2)["warnings"]
     # a version that differs within one arm is an environment difference, not what is compared
-    assert "environment differs: pytorch: native 2.11.0+cu130, lightning 2.10.0 | 2.11.0+cu130" in warnings
+    assert ("environment differs: pytorch: native 2.11.0+cu130, lightning 2.10.0 | 2.11.0+cu130"
+            in warnings)
     assert "environment differs: driver: native 590.0, lightning 580.1" in warnings
 
 
@@ -143,9 +145,10 @@ def versioned(tmp_path: Path, label: str, version: str, cache: bool = False, see
     return run_from(path, r, label=label)
 
 
-def test_versions_that_differ_between_arms_are_what_is_compared_not_a_warning(tmp_path: Path) -> None:
-    native = [run_from(p, load_result(p)) for p in (
-        write(tmp_path / f"native-r{k}.json", make_result("native", world_size=2, seed=k)) for k in (1, 2))]
+def test_versions_that_differ_between_arms_are_compared_not_warned(tmp_path: Path) -> None:
+    paths = [write(tmp_path / f"native-r{k}.json", make_result("native", world_size=2, seed=k))
+             for k in (1, 2)]
+    native = [run_from(p, load_result(p)) for p in paths]
     old = [versioned(tmp_path, "lightning-2.5.1", "2.5.1", cache=True, seed=k) for k in (1, 2)]
     new = [versioned(tmp_path, "lightning-2.5.5", "2.5.5", seed=k) for k in (3, 4)]
     report = analyse([*native, *old, *new])
@@ -153,17 +156,21 @@ def test_versions_that_differ_between_arms_are_what_is_compared_not_a_warning(tm
     assert (f"versions under test (one per arm): lightning: native 2.6.6,"
             " lightning-2.5.1 2.5.1, lightning-2.5.5 2.5.5") in report.notes
     rows = {row.field: row.values for row in report.header}
-    assert rows["lightning"] == {"native": "2.6.6", "lightning-2.5.1": "2.5.1", "lightning-2.5.5": "2.5.5"}
+    assert rows["lightning"] == {
+        "native": "2.6.6", "lightning-2.5.1": "2.5.1", "lightning-2.5.5": "2.5.5"}
     assert rows["pytorch"]["lightning-2.5.1"] == "2.11.0+cu130" and "python" in rows
-    assert rows["autocast cast cache"] == {"native": "-", "lightning-2.5.1": "yes", "lightning-2.5.5": "no"}
+    assert rows["autocast cast cache"] == {
+        "native": "-", "lightning-2.5.1": "yes", "lightning-2.5.5": "no"}
     [cache] = [n for n in report.notes if "autocast cast cache" in n]
-    assert cache.startswith("numerics (not speed): lightning-2.5.1 ran with the Trainer's autocast cast cache on")
+    assert cache.startswith(
+        "numerics (not speed): lightning-2.5.1 ran with the Trainer's autocast cast cache on")
     assert {(o.arm, o.baseline) for o in report.overhead} >= {
         ("lightning-2.5.1", "native"), ("lightning-2.5.5", "native")}
 
 
 def test_version_arms_of_different_workloads_are_still_refused(tmp_path: Path) -> None:
-    native = run_from(p := write(tmp_path / "n.json", make_result("native", world_size=2)), load_result(p))
+    path = write(tmp_path / "n.json", make_result("native", world_size=2))
+    native = run_from(path, load_result(path))
     other = versioned(tmp_path, "lightning-2.5.5", "2.5.5", config={"channels_last": True})
     with pytest.raises(WorkloadMismatch, match="channels_last: native no, lightning-2.5.5 yes"):
         analyse([native, other])
