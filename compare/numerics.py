@@ -106,13 +106,17 @@ def numerics_notes(
 
 
 def cast_cache_notes(cells: dict[tuple[str, int], list[Run]]) -> list[str]:
-    """A note for arms whose runs had the Trainer's autocast cast cache on (Lightning < 2.5.5):
-    under mixed precision they may end with other parameters than native's, by design."""
+    """A note for arms whose mixed-precision runs had the Trainer's autocast cast cache on
+    (Lightning < 2.5.5): they may end with other parameters than native's, by design."""
     cached = list(
         dict.fromkeys(
             label
             for (label, _), runs in cells.items()
-            if any(run.facts.get("autocast cast cache") for run in runs)
+            if any(
+                run.facts.get("autocast cast cache")
+                and run.workload["precision_resolved"] in ("bf16", "fp16")
+                for run in runs
+            )
         )
     )
     if not cached:

@@ -168,6 +168,13 @@ def test_versions_that_differ_between_arms_are_compared_not_warned(tmp_path: Pat
         ("lightning-2.5.1", "native"), ("lightning-2.5.5", "native")}
 
 
+def test_the_cast_cache_note_is_for_mixed_precision_only(tmp_path: Path) -> None:
+    path = write(tmp_path / "n.json", make_result("native", world_size=2, precision="fp32"))
+    old = versioned(tmp_path, "lightning-2.5.1", "2.5.1", cache=True, precision="fp32")
+    report = analyse([run_from(path, load_result(path)), old])
+    assert not any("autocast cast cache" in n for n in report.notes)
+
+
 def test_version_arms_of_different_workloads_are_still_refused(tmp_path: Path) -> None:
     path = write(tmp_path / "n.json", make_result("native", world_size=2))
     native = run_from(path, load_result(path))
