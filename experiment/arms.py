@@ -83,9 +83,7 @@ class Env:
     def make_command(self, envs: Path, base: str) -> str:
         """The command that makes this env."""
         wheels = f" --wheels {WHEELS}" if self.wheels else ""
-        return (
-            f"python {MAKE_ENV} {envs / self.name} --base-python {base}{wheels} '{self.spec}'"
-        )
+        return f"python {MAKE_ENV} {envs / self.name} --base-python {base}{wheels} '{self.spec}'"
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,8 @@ def parse_arm(item: str) -> Arm:
             f"--arms: arm '{runner}' is not available here"
             f" (module {ARMS[runner][0]} or Lightning missing)"
         )
-    return Arm(label, runner, python=python or None)
+    # the path the runs use and the manifest records: ~ expanded, made absolute
+    return Arm(label, runner, python=str(Path(python).expanduser().absolute()) if python else None)
 
 
 def parse_arms(text: str) -> list[Arm]:
@@ -236,6 +235,9 @@ def with_envs(arms: list[Arm], envs: Path | None, base: str, plan: str) -> list[
     return found
 
 
+PROBED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Probe] = {}
+
+
 def probe(python: str, runner: str, env: dict[str, str]) -> Probe:
     """Run the PROBE under python with the runs' environment; UsageError when it cannot run."""
     where = f"--arms: {runner}@{one_line(python)}"
@@ -247,7 +249,11 @@ def probe(python: str, runner: str, env: dict[str, str]) -> Probe:
     try:
         done = subprocess.run(
             [python, "-c", PROBE, ARMS[runner][0]],
-            capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S, check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
         )
         facts = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
@@ -261,16 +267,15 @@ def check_arms(arms: list[Arm], env: dict[str, str]) -> list[Arm]:
     """Probe every arm's own interpreter (env: the runs' environment) and name the unnamed:
     UsageError, one line, for an interpreter that is missing, cannot import the runner, has a
     Lightning the runner refuses, or not the Lightning its env was made for."""
-    cache: dict[tuple[str, str], Probe] = {}
     stems = []
     for arm in arms:
         stems.append(arm.runner)
         if arm.python is None:
             continue
-        key = (arm.python, ARMS[arm.runner][0])
-        if key not in cache:
-            cache[key] = probe(arm.python, arm.runner, env)
-        found = cache[key]
+        key = (arm.python, ARMS[arm.runner][0], tuple(sorted(env.items())))
+        if key not in PROBED:  # a plan's variants share their interpreters
+            PROBED[key] = probe(arm.python, arm.runner, env)
+        found = PROBED[key]
         where = f"--arms: {arm.label or arm.runner}@{one_line(arm.python)}"
         if not found.found:
             raise UsageError(f"{where}: cannot import the runner ({ARMS[arm.runner][0]})")
