@@ -29,9 +29,26 @@ MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framewor
 DIAGNOSTIC_OPTIONS = {"ddp_stream": "--ddp-stream", "host_delay_us": "--host-delay-us",
                       "pyprofile": "--pyprofile", "trace": "--trace"}
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
-# Smallest input each architecture family accepts (five stride-2 stages, or Inception's stem).
+# What each torchvision architecture's forward pass takes while training (tests/test_hostile.py
+# checks these against every model's forward pass on the meta device):
+# - the smallest image (five stride-2 stages; AlexNet's pools need 63);
 MIN_IMAGE_SIZE = 32
-MIN_IMAGE_SIZE_BY_ARCH = {"inception_v3": 75, "googlenet": 32}
+MIN_IMAGE_SIZE_BY_ARCH = {"alexnet": 63}
+# - one size only: the model is built by name, with torchvision's default input size, which a
+#   ViT's position embedding and MaxViT's window partition are made for;
+FIXED_IMAGE_SIZE = 224
+FIXED_SIZE_ARCH_PREFIXES = ("vit_", "maxvit_")
+# - with one image per device, more pixels where a BatchNorm layer follows the last stride-2
+#   stage: below 64 it may see one value per channel, which BatchNorm refuses while training
+#   (a bound that holds for every such family; some start working a little lower);
+ONE_IMAGE_MIN_SIZE = 64
+LATE_BATCHNORM_ARCH_PREFIXES = ("densenet", "efficientnet", "mnasnet", "mobilenet", "regnet",
+                                "resnet", "resnext", "wide_resnet", "shufflenet")
+# - none: these return auxiliary classifier outputs while training, which the loss cannot take.
+AUX_OUTPUT_ARCHS = ("googlenet", "inception_v3")
+# Largest --image-size: one 4096x4096 image is 200 MB in fp32, and no model here trains on a
+# batch of such images in a GPU's memory; larger sizes only fail later, inside every rank.
+MAX_IMAGE_SIZE = 4096
 
 BatchMode = Literal["fixed_per_device", "fixed_global"]
 
@@ -75,6 +92,7 @@ class BenchConfig:
     output: Path | None = None
     overwrite_output: bool = False
     verbose: bool = False
+    check: bool = False  # --check: validate everything a rank would refuse, launch nothing
     # Resource limit override (issue 16): allow more CPU ranks per node than CPUs.
     oversubscribe_cpus: bool = False
 
@@ -212,6 +230,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                      help="allow replacing existing --output, --pyprofile and --trace files")
     out.add_argument("--verbose", action="store_true",
                      help="tracebacks for errors, framework warnings and per-rank messages")
+    out.add_argument("--check", action="store_true",
+                     help="check the options, launcher variables, CPUs or GPUs as a rank would,"
+                          " print one line and exit (0 when all is well); launches nothing")
     # Resource limit override (issue 16): its own block, so that the CPU check can be forced.
     run.add_argument("--oversubscribe-cpus", action="store_true",
                      help="allow more --accelerator cpu ranks on a node than CPUs they may use"
@@ -341,9 +362,7 @@ def validate(cfg: BenchConfig) -> None:
     if not low <= cfg.timeout <= high:
         raise UsageError(f"--timeout must be between {low:g} and {high:g} seconds (a week),"
                          f" got {cfg.timeout:g}")
-    min_size = MIN_IMAGE_SIZE_BY_ARCH.get(cfg.arch, MIN_IMAGE_SIZE)
-    if cfg.image_size < min_size:
-        raise UsageError(f"--image-size {cfg.image_size} is too small for {cfg.arch}; use {min_size} or more")
+    _at_most("--image-size", cfg.image_size, MAX_IMAGE_SIZE)
     if cfg.accelerator == "cpu" and cfg.precision == "fp16":
         raise UsageError("--precision fp16 needs a GPU; on --accelerator cpu use fp32 or bf16")
     if cfg.accelerator == "cpu" and cfg.precision == "tf32":
@@ -351,6 +370,7 @@ def validate(cfg: BenchConfig) -> None:
     if cfg.compile_mode != "default" and not cfg.compile:
         raise UsageError(f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile")
     _validate_arch(cfg.arch)
+    _validate_arch_input(cfg)
     _validate_output(cfg.output, cfg.overwrite_output, cfg.pyprofile or cfg.trace)
     validate_diagnostics(cfg)
 
@@ -382,13 +402,37 @@ def validate_diagnostics(cfg: BenchConfig) -> None:
 
 def _validate_arch(arch: str) -> None:
     """The architecture must be a torchvision classification model."""
-    import torchvision  # deferred: `common` must import without torch
+    from common.models import classification_models  # read from torchvision's sources: no torch
 
-    names = torchvision.models.list_models(module=torchvision.models)
+    names = sorted(classification_models())
     if arch not in names:
         close = [n for n in names if n.startswith(arch[:4])][:5]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UsageError(f"--arch {arch!r} is not a torchvision classification model{hint}")
+
+
+def _validate_arch_input(cfg: BenchConfig) -> None:
+    """The architecture can train on the images: their size, and an output the loss takes.
+
+    Each of these failed inside every rank before (exit 1, so an experiment ran every repeat).
+    """
+    arch, size = cfg.arch, cfg.image_size
+    if arch in AUX_OUTPUT_ARCHS:
+        raise UsageError(f"--arch {arch} returns auxiliary classifier outputs while training,"
+                         " which the benchmark's loss cannot take; choose another --arch")
+    if arch.startswith(FIXED_SIZE_ARCH_PREFIXES) and size != FIXED_IMAGE_SIZE:
+        raise UsageError(f"--arch {arch} takes {FIXED_IMAGE_SIZE}x{FIXED_IMAGE_SIZE} images only"
+                         " (torchvision builds it for that size); use --image-size"
+                         f" {FIXED_IMAGE_SIZE}")
+    min_size = MIN_IMAGE_SIZE_BY_ARCH.get(arch, MIN_IMAGE_SIZE)
+    if size < min_size:
+        raise UsageError(f"--image-size {size} is too small for {arch}; use {min_size} or more")
+    if (arch.startswith(LATE_BATCHNORM_ARCH_PREFIXES) and size < ONE_IMAGE_MIN_SIZE
+            and cfg.per_device_batch() == 1):
+        raise UsageError(f"--image-size {size} with one image per device is too small for {arch}:"
+                         " its last BatchNorm layer would see one value per channel; use"
+                         f" --image-size {ONE_IMAGE_MIN_SIZE} or more, or 2 or more images per"
+                         " device")
 
 
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:

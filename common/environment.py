@@ -19,6 +19,10 @@ from common.config import BenchConfig
 from common.source import SUITE_ROOT, source_digest
 from common.steps import FAULT_VAR
 
+# Test-only: the Trainer's per-step SIGTERM broadcast made N times a step (0: not at all), to
+# show that host_ms_per_step counts it (lightning_impl.workarounds; tests/test_end_to_end.py).
+SIGTERM_BROADCASTS_VAR = "DDPBENCH_SIGTERM_BROADCASTS"
+
 # Taken when a runner imports this module, at its start: the code that runs, even if the files
 # change on disk before the result is written (a git pull during a long sweep).
 SOURCE_DIGEST = source_digest()
@@ -108,11 +112,12 @@ def software() -> dict[str, object]:
 
 
 def diagnostics(cfg: BenchConfig, env: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """{option: value} of the diagnostic options given, plus the test-only fault switch if set."""
+    """{option: value} of the diagnostic options given, plus the test-only switches if set."""
     env = os.environ if env is None else env
     found = cfg.diagnostics()
-    if env.get(FAULT_VAR):
-        found[FAULT_VAR] = env[FAULT_VAR]
+    for switch in (FAULT_VAR, SIGTERM_BROADCASTS_VAR):
+        if env.get(switch):
+            found[switch] = env[switch]
     return found or None
 
 

@@ -9,13 +9,17 @@ agree on what they were started by, and both reject the same mistakes.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import socket
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common.config import BenchConfig
-from common.errors import UsageError
+from common.errors import UsageError, exit_on_usage_error
 
 # Set by a runner for the processes it starts itself (never by a user).
 SELF_LAUNCH_VAR = "DDPBENCH_SELF_LAUNCHED"
@@ -55,15 +59,21 @@ def first_host(nodelist: str) -> str:
 
 
 def slurm_master_port(env: Mapping[str, str]) -> int:
-    """MASTER_PORT, else 15000 + the last four digits of the job id (Lightning's rule).
+    """MASTER_PORT, else 15000 + the last four digits of SLURM_JOB_ID (Lightning's rule).
 
+    Lightning computes int(SLURM_JOB_ID[-4:]), so a job id that is not a number (only a
+    hand-made one) is refused here for both runners instead of failing in Lightning's.
     The derived port lies in 15000..24999, always a valid port; MASTER_PORT is range-checked.
     """
     if "MASTER_PORT" in env:
         return _port(env, "MASTER_PORT")
-    job_id = env.get("SLURM_JOB_ID")
-    digits = "".join(c for c in (job_id or "") if c.isdigit())[-4:]
-    return 15000 + int(digits) if digits else DEFAULT_MASTER_PORT
+    if "SLURM_JOB_ID" not in env:
+        return DEFAULT_MASTER_PORT
+    if not _ASCII_NUMBER.fullmatch(env["SLURM_JOB_ID"]):
+        raise UsageError(f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is not a Slurm job id (a whole"
+                         " number), and without MASTER_PORT the port is derived from it;"
+                         " set MASTER_PORT or run inside a real Slurm job")
+    return 15000 + int(env["SLURM_JOB_ID"][-4:])
 
 
 def slurm_job_shape(env: Mapping[str, str]) -> tuple[int, int]:
@@ -71,20 +81,27 @@ def slurm_job_shape(env: Mapping[str, str]) -> tuple[int, int]:
     the tasks are spread unevenly over the nodes (SLURM_TASKS_PER_NODE such as "2(x3)" is even).
     """
     per_node = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "1")
-    found = re.fullmatch(r"(\d+)(\(x\d+\))?", per_node)
+    found = re.fullmatch(r"([0-9]{1,9})(\(x[0-9]+\))?", per_node)
     if not found:
         raise UsageError(f"tasks are spread unevenly over the nodes ({per_node});"
                          " submit with --ntasks-per-node")
     nodes = "SLURM_NNODES" if env.get("SLURM_NNODES") else "SLURM_JOB_NUM_NODES"
-    return int(found.group(1)), _int(env, nodes) if env.get(nodes) else 1
+    count = whole_number(env, nodes) if env.get(nodes) else 1
+    if count < 1 or int(found.group(1)) < 1:
+        raise UsageError(f"{nodes} and the tasks per node must be 1 or more")
+    return int(found.group(1)), count
 
 
 def _port(env: Mapping[str, str], name: str) -> int:
     """A TCP port from the environment: a whole number in 1..65535."""
-    port = _int(env, name)
+    port = whole_number(env, name)
     if not 1 <= port <= 65535:
         raise UsageError(f"{name}={env[name]!r} is not a TCP port; use a number in 1..65535")
     return port
+
+
+# A host name or IPv4 address (letters, digits, '.', '-', '_'), or an IPv6 address.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
 
 
 def _master_addr(env: Mapping[str, str], default: str) -> str:
@@ -92,27 +109,32 @@ def _master_addr(env: Mapping[str, str], default: str) -> str:
     if "MASTER_ADDR" not in env:
         return default
     addr = env["MASTER_ADDR"]
-    if not addr or any(c.isspace() for c in addr):
+    if not _HOST_NAME.fullmatch(addr):
         raise UsageError(f"MASTER_ADDR={addr!r} is not a host name or address;"
                          " set it to rank 0's host")
     return addr
 
 
-def _int(env: Mapping[str, str], name: str) -> int:
-    try:
-        text = env[name]
-        if not text.strip().lstrip("+-").isdigit():  # int() would also take "1_0" and " 1 "
-            raise ValueError(text)
-        return int(text)
-    except KeyError:
-        raise UsageError(f"{name} is not set; the launcher environment is incomplete") from None
-    except ValueError:
-        raise UsageError(f"{name}={env[name]!r} is not a whole number") from None
+# A whole number as a launcher writes it: ASCII digits, perhaps a minus sign (so that a
+# negative rank gets the range message). str.isdigit() would also take "²" and "٣", int()
+# also "1_0" and " 1 "; 18 digits keep it far below int()'s limit on digits.
+_ASCII_NUMBER = re.compile(r"-?[0-9]{1,18}")
+
+
+def whole_number(env: Mapping[str, str], name: str) -> int:
+    """Environment variable `name` as a whole number; UsageError naming it when unset or not one."""
+    if name not in env:
+        raise UsageError(f"{name} is not set; the launcher environment is incomplete")
+    text = env[name]
+    if not _ASCII_NUMBER.fullmatch(text):
+        raise UsageError(f"{name}={text!r} is not a whole number")
+    return int(text)
+
 
 
 def _optional_int(env: Mapping[str, str], name: str) -> int | None:
     """`name` as a whole number, or None when it is not set."""
-    return _int(env, name) if name in env else None
+    return whole_number(env, name) if name in env else None
 
 
 def detect(env: Mapping[str, str]) -> Launch:
@@ -120,9 +142,9 @@ def detect(env: Mapping[str, str]) -> Launch:
     if is_torchrun(env) or SELF_LAUNCH_VAR in env:
         return Launch(
             kind="self" if SELF_LAUNCH_VAR in env else "torchrun",
-            rank=_int(env, "RANK"),
-            local_rank=_int(env, "LOCAL_RANK"),
-            world_size=_int(env, "WORLD_SIZE"),
+            rank=whole_number(env, "RANK"),
+            local_rank=whole_number(env, "LOCAL_RANK"),
+            world_size=whole_number(env, "WORLD_SIZE"),
             node_rank=_optional_int(env, "GROUP_RANK") or 0,
             master_addr=_master_addr(env, "127.0.0.1"),
             master_port=_port(env, "MASTER_PORT"),
@@ -131,28 +153,60 @@ def detect(env: Mapping[str, str]) -> Launch:
     if is_slurm(env):
         keys = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NODELIST", "SLURM_NTASKS", "SLURM_NNODES",
                 "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION")
+        # Lightning's SLURMEnvironment reads all four (int(os.environ[...])): a task without
+        # one fails there with a KeyError, so both runners refuse it here.
+        whole_number(env, "SLURM_NTASKS")  # set (is_slurm): its value first
+        for name in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID"):
+            if name not in env:
+                raise UsageError(f"{name} is not set but SLURM_NTASKS is: srun sets SLURM_PROCID,"
+                                 " SLURM_LOCALID and SLURM_NODEID in every task; start the ranks"
+                                 " with srun, or unset the SLURM_ variables")
         return Launch(
             kind="slurm",
-            rank=_int(env, "SLURM_PROCID"),
-            local_rank=_int(env, "SLURM_LOCALID"),
-            world_size=_int(env, "SLURM_NTASKS"),
-            node_rank=_optional_int(env, "SLURM_NODEID") or 0,
-            master_addr=(_master_addr(env, "") if env.get("MASTER_ADDR")
-                         else first_host(env.get("SLURM_NODELIST", "127.0.0.1"))),
+            rank=whole_number(env, "SLURM_PROCID"),
+            local_rank=whole_number(env, "SLURM_LOCALID"),
+            world_size=whole_number(env, "SLURM_NTASKS"),
+            node_rank=whole_number(env, "SLURM_NODEID"),
+            master_addr=(_master_addr(env, "") if "MASTER_ADDR" in env else _slurm_first_host(env)),
             master_port=slurm_master_port(env),
             is_child=True,
             slurm={k: env[k] for k in keys if k in env},
         )
     return Launch(kind="self", rank=0, local_rank=0, world_size=1, node_rank=0,
-                  master_addr="127.0.0.1", master_port=DEFAULT_MASTER_PORT, is_child=False)
+                  master_addr=_master_addr(env, "127.0.0.1"), master_port=_plain_port(env),
+                  is_child=False)
 
 
-def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
+def _slurm_first_host(env: Mapping[str, str]) -> str:
+    """Rank 0's host from SLURM_NODELIST (127.0.0.1 when unset, as in Lightning)."""
+    nodelist = env.get("SLURM_NODELIST", "127.0.0.1")
+    host = first_host(nodelist)
+    if not _HOST_NAME.fullmatch(host):
+        raise UsageError(f"SLURM_NODELIST={nodelist!r} is not a Slurm node list (its first host"
+                         f" would be {host!r}); set MASTER_ADDR to rank 0's host, or start the"
+                         " ranks with srun inside a job")
+    return host
+
+
+def _plain_port(env: Mapping[str, str]) -> int:
+    """MASTER_PORT, else STANDALONE_PORT, else a free port: Lightning's rule for a plain start
+    (LightningEnvironment.main_port and find_free_network_port)."""
+    for name in ("MASTER_PORT", "STANDALONE_PORT"):
+        if name in env:
+            return _port(env, name)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *,
+             rendezvous: bool = True) -> None:
     """Reject launcher/option mismatches, ranks out of range and missing GPUs or CPUs.
 
     Runs in every process before any process group exists: in the self-launching parent
     before it starts a rank, and under srun/torchrun in each rank, so that a bad variable
-    ends the rank with one line instead of a wait at the rendezvous.
+    ends the rank with one line instead of a wait at the rendezvous. `rendezvous=False`
+    leaves out `check_rendezvous` (a check that launches nothing has no rank 0 to meet).
     """
     if launch.kind == "slurm":
         _validate_slurm(cfg, env)
@@ -178,8 +232,11 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
                 f"--num-nodes {cfg.num_nodes} needs a launcher on every node; start with srun or torchrun"
             )
         _validate_plain(cfg, env)
+    thread_count(env)
     _validate_cpus(cfg, launch, env)
     _validate_gpus(cfg)
+    if rendezvous:
+        check_rendezvous(cfg, launch, env)
 
 
 def _in_range(name: str, value: int, size: int, size_name: str) -> None:
@@ -249,9 +306,9 @@ def _validate_plain(cfg: BenchConfig, env: Mapping[str, str]) -> None:
     _master_addr(env, "")
     for name in ("NODE_RANK", "GROUP_RANK"):
         if name in env:
-            _in_range(name, _int(env, name), cfg.num_nodes, "--num-nodes")
+            _in_range(name, whole_number(env, name), cfg.num_nodes, "--num-nodes")
     if "LOCAL_RANK" in env:
-        local = _int(env, "LOCAL_RANK")
+        local = whole_number(env, "LOCAL_RANK")
         lightning_child = all(name in env for name in _LIGHTNING_CHILD_VARS)
         if not (lightning_child and 1 <= local < cfg.devices):
             raise UsageError(
@@ -283,7 +340,7 @@ def _validate_cpus(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> 
     if cfg.accelerator != "cpu" or cfg.oversubscribe_cpus:
         return
     if launch.kind == "slurm" and "SLURM_CPUS_ON_NODE" in env:
-        cpus = _int(env, "SLURM_CPUS_ON_NODE")
+        cpus = whole_number(env, "SLURM_CPUS_ON_NODE")
         where = f"the job has {cpus} CPU(s) on this node (SLURM_CPUS_ON_NODE)"
         fix = "ask for more CPUs (--cpus-per-task), use fewer ranks"
     elif launch.kind in ("slurm", "torchrun"):
@@ -303,22 +360,29 @@ def _validate_cpus(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> 
 
 
 def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
-    ntasks = _int(env, "SLURM_NTASKS")
+    ntasks = whole_number(env, "SLURM_NTASKS")
     if ntasks > 1 and not is_srun_task(env):
         raise UsageError(
             f"this Slurm allocation has {ntasks} tasks but this program was not started by srun;"
             " start it with `srun python -m ...` (otherwise rank 0 would wait forever for the others)"
         )
+    if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in env:  # Lightning's own refusal, for all
+        raise UsageError(
+            f"SLURM_NTASKS={ntasks} but SLURM_NTASKS_PER_NODE is not set (the job asked for"
+            " --ntasks); Lightning refuses that, so every runner does: submit with"
+            " --ntasks-per-node and --nodes"
+        )
     per_node = _optional_int(env, "SLURM_NTASKS_PER_NODE")
     if per_node is not None and per_node != cfg.devices:
         raise UsageError(
-            f"Slurm runs {per_node} tasks per node (--ntasks-per-node) but --devices is {cfg.devices};"
-            f" set --devices {per_node} or change the job's tasks per node"
+            f"Slurm runs {per_node} tasks per node (SLURM_NTASKS_PER_NODE) but --devices is"
+            f" {cfg.devices}; set --devices {per_node} or change the job's tasks per node"
         )
-    nodes = _optional_int(env, "SLURM_NNODES" if "SLURM_NNODES" in env else "SLURM_JOB_NUM_NODES")
+    nodes_var = "SLURM_NNODES" if "SLURM_NNODES" in env else "SLURM_JOB_NUM_NODES"
+    nodes = _optional_int(env, nodes_var)
     if nodes is not None and nodes != cfg.num_nodes:
         raise UsageError(
-            f"Slurm allocated {nodes} nodes (--nodes) but --num-nodes is {cfg.num_nodes};"
+            f"Slurm allocated {nodes} nodes ({nodes_var}) but --num-nodes is {cfg.num_nodes};"
             f" set --num-nodes {nodes} or change the job's node count"
         )
     if ntasks != cfg.world_size:
@@ -340,13 +404,138 @@ def is_srun_task(env: Mapping[str, str]) -> bool:
 def _validate_gpus(cfg: BenchConfig) -> None:
     if cfg.accelerator != "gpu":
         return
-    import torch
+    from common.gpus import cuda_capabilities  # torch's count, without importing torch
 
-    if not torch.cuda.is_available():
+    gpus = cuda_capabilities()
+    if not gpus:
         raise UsageError("--accelerator gpu but CUDA is not available here; use --accelerator cpu")
-    visible = torch.cuda.device_count()
+    visible = len(gpus)
     if cfg.devices > visible:
         raise UsageError(
             f"--devices {cfg.devices} but only {visible} GPU(s) are visible on this node"
             " (every task must see all GPUs of its node: no --gpus-per-task or --gpu-bind)"
         )
+
+
+def thread_count(env: Mapping[str, str]) -> int | None:
+    """OMP_NUM_THREADS as a number of threads (None when unset): 1 up to this node's CPUs.
+
+    libgomp reads it when torch loads and complains about a value it cannot use, so the
+    runners' entry points call this before importing torch.
+    """
+    if "OMP_NUM_THREADS" not in env:
+        return None
+    cpus, text = os.cpu_count() or 1, env["OMP_NUM_THREADS"]
+    if not (_ASCII_NUMBER.fullmatch(text) and 1 <= int(text) <= cpus):
+        raise UsageError(f"OMP_NUM_THREADS={text!r} must be a whole number of threads, from 1 to"
+                         f" this node's {cpus} CPUs")
+    return int(text)
+
+
+
+def check_threads_before_torch(package: str) -> None:
+    """Exit 2 with one line on a bad OMP_NUM_THREADS; a runner package calls it on import.
+
+    torch's libgomp reads the variable when it loads and prints its own complaint about a
+    value it cannot use, so the check must come before `import torch`. The line is headed by
+    the module run (`python -m lightning_impl.fabric`), else by the package.
+    """
+    argv = getattr(sys, "orig_argv", [])
+    prog = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else package
+    with exit_on_usage_error(prog):
+        thread_count(os.environ)
+
+
+# How long a rank other than 0 waits for rank 0 to listen before it gives up: rank 0 gets
+# there within seconds of the others (all have imported torch when they reach this check).
+RENDEZVOUS_WAIT_SECONDS = 120.0
+
+
+def check_rendezvous(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> None:
+    """Refuse a rendezvous that cannot succeed, before torch waits --timeout (or three) for it.
+
+    - MASTER_ADDR (or SLURM_NODELIST's first host) must resolve;
+    - where rank 0 hosts the store: the address must be one of this host's and the port free;
+    - every other rank (and every rank under torchrun, whose agent hosts the store) must find
+      something listening there within min(--timeout, RENDEZVOUS_WAIT_SECONDS).
+    A rank the runner or Lightning started itself is left out: its parent checked, and
+    watches it. In a plain start the port is checked only when a variable named it.
+    """
+    if launch.kind == "self" and launch.is_child:
+        return
+    if launch.kind == "self" and "LOCAL_RANK" in env:  # one of Lightning's own children
+        return
+    named = "MASTER_ADDR" in env or launch.kind != "slurm"
+    where = (f"MASTER_ADDR={launch.master_addr!r}" if named
+             else f"rank 0's host {launch.master_addr!r} (the first of SLURM_NODELIST)")
+    port_var = next((n for n in ("MASTER_PORT", "STANDALONE_PORT") if n in env), None)
+    addresses = _resolve(launch.master_addr, launch.master_port, where)
+    agent_store = launch.kind == "torchrun" and env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    if launch.rank == 0 and not agent_store:
+        _check_local(addresses, where)
+        if launch.kind != "self" or port_var is not None:
+            _check_port_free(launch.master_port, port_var)
+    else:
+        _wait_for_listener(launch, addresses, min(cfg.timeout, RENDEZVOUS_WAIT_SECONDS), where)
+
+
+def _resolve(host: str, port: int, where: str) -> list[tuple]:
+    """getaddrinfo's TCP socket addresses for host:port; UsageError when it does not resolve."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        raise UsageError(f"{where} cannot be resolved ({error}); set MASTER_ADDR to rank 0's"
+                         " host name or address") from None
+    return [(family, sockaddr) for family, _, _, _, sockaddr in found]
+
+
+def _check_local(addresses: list[tuple], where: str) -> None:
+    """Rank 0 connects to its own store at the address: it must be one of this host's."""
+    for family, sockaddr in addresses:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((sockaddr[0], 0, *sockaddr[2:]))
+                return
+            except OSError as error:
+                if error.errno != errno.EADDRNOTAVAIL:
+                    return  # not a verdict on the address
+    raise UsageError(f"{where} is not an address of this host, where rank 0 runs; set MASTER_ADDR"
+                     " to this host's name or address")
+
+
+def _check_port_free(port: int, port_var: str | None) -> None:
+    """Rank 0's store listens on the port (SO_REUSEADDR, as torch's: a previous run's
+    connections in TIME_WAIT do not count); something listening there already does."""
+    named = f"{port_var}={port}" if port_var else f"port {port} (15000 + the job id's last digits)"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise UsageError(f"{named} is already in use on this host (another run or"
+                                 " program listens there); set MASTER_PORT to a free port"
+                                 ) from None
+            if error.errno == errno.EACCES:
+                raise UsageError(f"{named} needs privileges this process lacks (ports below"
+                                 " 1024); set MASTER_PORT to 1024 or above") from None
+
+
+def _wait_for_listener(launch: Launch, addresses: list[tuple], wait: float, where: str) -> None:
+    """Poll rank 0's store address until something listens, for at most `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        for family, sockaddr in addresses:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.settimeout(max(0.1, min(2.0, deadline - time.monotonic())))
+                try:
+                    s.connect(sockaddr)
+                    return
+                except OSError:
+                    pass
+        if time.monotonic() >= deadline:
+            raise UsageError(
+                f"nothing listens at {where} port {launch.master_port} after {wait:g} s: rank 0"
+                " has not started or cannot be reached; check MASTER_ADDR and MASTER_PORT"
+                " (rank 0 must use the same) and that rank 0 is running")
+        time.sleep(0.5)

@@ -75,6 +75,40 @@ class ManifestRun(_Strict):
         return self
 
 
+class ManifestSettling(_Strict):
+    """How the experiment waited for a settled host before its counted runs (issue 21 item 5):
+    uncounted warm-up runs of the baseline until compare.stats.host_settled, within a bound."""
+
+    settled: bool
+    seconds: float = Field(ge=0)  # from the first warm-up run's start to the decision
+    runs: int = Field(ge=0)  # the baseline's warm-up runs examined
+    extra_runs: int = Field(ge=0)  # of those, the runs added to settle (beyond --warmup-runs)
+    max_minutes: float = Field(gt=0)  # the user's bound (--settle-minutes)
+    reason: str
+
+
+class ManifestStopping(_Strict):
+    """How the experiment decided its number of blocks: `rule` is the adaptive rule
+    (compare reads it to compute Stein's interval), None for fixed --repeats; the rest says why
+    it stopped (absent while it runs). Older manifests recorded only the outcome."""
+
+    rule: Literal["stein-two-stage"] | None = None
+    first_stage_blocks: int | None = Field(default=None, ge=2)
+    target_half_width: float | None = Field(default=None, gt=0)  # percentage points
+    max_blocks: int | None = Field(default=None, ge=1)
+    budget_minutes: float | None = None
+    reason: str | None = None
+    complete_blocks: dict[str, int] | None = None  # per arm against the baseline, at the end
+    blocks_needed: dict[str, int | None] | None = None  # per arm, from the rule's first stage
+
+    @model_validator(mode="after")
+    def _rule_is_complete(self) -> ManifestStopping:
+        if self.rule is not None and (self.first_stage_blocks is None
+                                      or self.target_half_width is None):
+            raise ValueError("a stopping rule needs first_stage_blocks and target_half_width")
+        return self
+
+
 class Manifest(_Strict):
     """The record of one experiment: its command, arms, options and every run so far."""
 
@@ -87,8 +121,8 @@ class Manifest(_Strict):
     runner_options: list[str]
     runs: list[ManifestRun]
     # How the experiment waited for a settled host, and why it stopped (absent in older ones).
-    settling: dict[str, Any] | None = None
-    stopping: dict[str, Any] | None = None
+    settling: ManifestSettling | None = None
+    stopping: ManifestStopping | None = None
 
     def ok_runs(self) -> list[ManifestRun]:
         """The counted runs that wrote a result (status "ok"), in run order."""

@@ -63,9 +63,9 @@ def local_bf16_support(accelerator: str, devices: int) -> bool:
     """True when every GPU this node uses supports bf16 (CPU autocast always does)."""
     if accelerator == "cpu":
         return True
-    import torch
+    from common.gpus import cuda_capabilities  # the driver's answer, without importing torch
 
-    return all(torch.cuda.get_device_capability(i) >= (8, 0) for i in range(devices))
+    return all(capability >= (8, 0) for capability in (cuda_capabilities() or [])[:devices])
 
 
 def apply_backend_flags(prec: Precision, cudnn_benchmark: bool) -> None:

@@ -84,6 +84,11 @@ class GpuActivityProbe:
                 write_atomically(self.trace_path, lambda tmp: export(str(tmp)),
                                  mode=mode_for(self.overwrite), option="--trace")
 
+    @property
+    def seconds(self) -> float:
+        """Wall clock of the profiled window, once it is over (0 when nothing was profiled)."""
+        return self._wall if self.count and self._prof is not None else 0.0
+
     def summary(self, timed_median_ms: float) -> dict[str, object] | None:
         """`gpu_activity` fields, or None when nothing was profiled."""
         if not self.count or self._prof is None:

@@ -63,6 +63,21 @@ def percentile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
+class PhaseSeconds(_Strict):
+    """Where a rank's wall time went, in seconds; each phase ends where the next begins
+    (common/timing.py PHASES). None where unknown: launch for a process no launcher of ours
+    started, imports where the process start cannot be read (not Linux)."""
+
+    launch: float | None = Field(default=None, ge=0)  # the launcher's start -> this process's
+    imports: float | None = Field(default=None, ge=0)  # process start -> the runner's main()
+    process_group: float | None = Field(default=None, ge=0)  # device, CUDA init, group joined
+    build: float | None = Field(default=None, ge=0)  # model, optimizer, DDP wrapper, batch
+    warmup: float = Field(ge=0)  # step 0 -> step W
+    timed: float = Field(ge=0)  # the timed steps, synchronised at both ends
+    profiled: float = Field(ge=0)  # the profiled steps (0 on CPU)
+    report: float | None = Field(default=None, ge=0)  # digest, gather, the result built
+
+
 class RankResult(_Strict):
     """What one rank measured and computed."""
 
@@ -81,6 +96,10 @@ class RankResult(_Strict):
     parameter_digest: str
     final_loss: float
     omp_num_threads: int = Field(ge=1)
+    # Absent in older results: the main thread's CPU time over the timed steps, per step, and
+    # where this rank's wall time went
+    host_ms_per_step: float | None = Field(default=None, ge=0)
+    phase_seconds: PhaseSeconds | None = None
 
 
 class PrecisionInfo(_Strict):
@@ -223,6 +242,10 @@ class Result(_Strict):
     gpu_activity: GpuActivity | None = None
     lightning: LightningInfo | None = None
     environment: Environment
+    # Absent in older results: host CPU time per timed step (main thread, mean over ranks),
+    # and rank 0's phases, its report phase up to the result built (the write comes after)
+    host_ms_per_step: float | None = Field(default=None, ge=0)
+    phase_seconds: PhaseSeconds | None = None
 
 
 class OriginalResult(BaseModel):

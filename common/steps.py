@@ -31,7 +31,7 @@ import torch
 from common.config import BenchConfig
 from common.output import mode_for, write_atomically
 from common.profiling import GpuActivityProbe
-from common.timing import StepTimer
+from common.timing import StepTimer, mark_phase
 
 FAULT_VAR = "DDPBENCH_FAULT"  # test-only, so an environment variable rather than an option
 
@@ -119,3 +119,5 @@ class StepHooks:
             self._pyprofile = None
         self.timer.after_step(step)
         self.probe.after_step(step)
+        if step == self.total_steps - 1:
+            mark_phase("steps")  # the report phase begins

@@ -12,17 +12,52 @@ boundary records a CUDA event on the current stream and nothing waits for it, so
 queue is never drained inside the region; step k's time is the interval between boundary k
 and boundary k+1, which includes whatever the host did between steps (a framework's hooks
 and data fetching too). On the CPU the boundaries are perf_counter readings.
+
+The main thread's CPU time (time.thread_time_ns) is read at the two ends of the timed region,
+inside the synchronisations that bracket it: the host's own work per step (the framework's
+hooks, the Python of the step, kernel launches), without a sync per step. On a GPU a host-device
+sync inside a step (`.item()`) spins under CUDA's default scheduling, so it counts as CPU time.
+
+Where a run's wall time goes is recorded as phases, in seconds: `mark_phase(name)` notes the
+end of a phase before the steps (see PHASES); the steps' phases come from the timer.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from common.lifetime import LAUNCHER_PID_VAR
+
 PROCESS_START = time.perf_counter()  # read once per process, at first import
+# In order; each ends where the next begins. launch: the launcher's start to this process's
+# start (None unless a launcher of ours or Lightning's started it); imports: process start to
+# the runner's main() (the interpreter and every module import); process_group: device chosen,
+# CUDA initialised (eager NCCL init) and the process group joined; build: model, optimizer, DDP
+# wrapper and this rank's batch, up to step 0; warmup, timed, profiled: the steps; report:
+# after the last step, parameter digest, gather of every rank's record and the result built.
+PHASES = ("launch", "imports", "process_group", "build", "warmup", "timed", "profiled", "report")
+_MARKS: dict[str, float] = {}  # phase -> perf_counter at its end (one run per process)
+
+
+def mark_phase(name: str) -> None:
+    """Note that phase `name` (imports, process_group, steps) ends now; the first call counts."""
+    _MARKS.setdefault(name, time.perf_counter())
+
+
+def process_age_seconds(pid: int | str = "self") -> float | None:
+    """Seconds since process `pid` started (Linux /proc, 10 ms ticks), or None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time since boot
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -34,6 +69,8 @@ class Timing:
     warmup_seconds: float  # wall clock from the start of step 0 to the start of step W
     first_step_seconds: float  # wall clock of step 0 (autotuning, compilation, bucket build)
     startup_seconds: float  # process start (this rank) to the start of step 0
+    host_ms_per_step: float  # main thread CPU time over the timed steps, per step
+    phase_seconds: dict[str, float | None]  # PHASES up to timed (build_result adds the rest)
 
 
 def synchronize_ranks(device: torch.device) -> None:
@@ -56,6 +93,7 @@ class StepTimer:
         self._cuda = device.type == "cuda"
         self._marks: list = []  # T+1 boundaries: CUDA events or perf_counter floats
         self._t_first_start = self._t_first_end = self._t_start = self._t_end = 0.0
+        self._cpu_start = self._cpu_end = 0  # main thread CPU time at the timed region's ends, ns
 
     @property
     def last_step(self) -> int:
@@ -83,6 +121,7 @@ class StepTimer:
                 torch.cuda.reset_peak_memory_stats(self.device)
             synchronize_ranks(self.device)
             self._t_start = time.perf_counter()
+            self._cpu_start = time.thread_time_ns()
             self._mark()
         elif self.warmup_steps < step <= self.last_step:
             self._mark()
@@ -95,11 +134,12 @@ class StepTimer:
             self._t_first_end = time.perf_counter()
         if step == self.last_step:
             self._mark()
+            self._cpu_end = time.thread_time_ns()  # before the sync: its wait is not host work
             synchronize_ranks(self.device)
             self._t_end = time.perf_counter()
 
     def summary(self) -> Timing:
-        """Per-step times and wall-clock figures; call after the last step."""
+        """Per-step times, wall-clock figures and phases; call after the last planned step."""
         if len(self._marks) != self.steps + 1:
             raise RuntimeError(f"timer saw {len(self._marks) - 1} timed steps, expected {self.steps}")
         if self._cuda:
@@ -113,4 +153,35 @@ class StepTimer:
             warmup_seconds=self._t_start - self._t_first_start,
             first_step_seconds=first,
             startup_seconds=self._t_first_start - PROCESS_START,
+            host_ms_per_step=(self._cpu_end - self._cpu_start) / 1e6 / self.steps,
+            phase_seconds=self.phases(),
         )
+
+    def phases(self) -> dict[str, float | None]:
+        """PHASES up to `timed`, in seconds, from the marks, the process start and this timer
+        (build_result adds profiled and report); None where a mark or the start is unknown."""
+        now = time.perf_counter()
+        age = process_age_seconds()
+        started = None if age is None else now - age
+        launcher = os.environ.get(LAUNCHER_PID_VAR, "")
+        launcher_age = (process_age_seconds(launcher) if launcher.isdigit()
+                        and int(launcher) != os.getpid() else None)
+        imports, group = _MARKS.get("imports"), _MARKS.get("process_group")
+
+        def span(start: float | None, end: float | None) -> float | None:
+            return None if start is None or end is None else max(0.0, end - start)
+
+        return {
+            "launch": span(age, launcher_age),
+            "imports": span(started, imports),
+            "process_group": span(imports, group),
+            "build": span(group, self._t_first_start),
+            "warmup": self._t_start - self._t_first_start,
+            "timed": self._t_end - self._t_start,
+        }
+
+
+def seconds_since_phase(name: str) -> float | None:
+    """Seconds since phase `name` was marked, or None if it never was."""
+    start = _MARKS.get(name)
+    return None if start is None else time.perf_counter() - start

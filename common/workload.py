@@ -7,7 +7,6 @@ optimizer are the same objects with the same numbers; only who calls what differ
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from collections.abc import Iterator
 
@@ -17,27 +16,14 @@ import torch.nn.functional as F
 import torchvision
 
 from common.config import BenchConfig
-from common.errors import UsageError
 
 # The original scripts' `data` string; "CPU-resident" on CPU runs.
 DATA_DESCRIPTION = "synthetic {where}-resident 3x{size}x{size} images with random labels"
 
 
-def configure_threads(devices: int) -> int:
-    """Same intra-op thread count in both runners: OMP_NUM_THREADS, else CPUs // devices.
-
-    Lightning applies this policy only when it launches processes itself; applying it in
-    every launch mode, before Lightning looks, keeps the two runners on the same numerics.
-    """
-    if "OMP_NUM_THREADS" not in os.environ:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // devices))
-    value = os.environ["OMP_NUM_THREADS"]
-    if not value.isdigit() or int(value) < 1:
-        raise UsageError(f"OMP_NUM_THREADS={value!r} must be a whole number of threads, 1 or more")
-    threads = int(value)
+def configure_threads(threads: int) -> None:
+    """Intra-op threads as `common.preflight.omp_threads` decided (OMP_NUM_THREADS, checked)."""
     torch.set_num_threads(threads)
-    return threads
 
 
 def seed_everything(seed: int) -> None:

@@ -2,9 +2,26 @@
 
     python -m compare results/native.json results/lightning.json --plot comparison.png
 
-    from compare.api import analyse_paths                # as a library: a typed Report
-    report = analyse_paths(["out/my-experiment"])
+In a notebook (pandas DataFrames; `compare.api` has the typed `Report`):
 
-Reads result files and experiment manifests only (`common.result`, `common.manifest`);
-imports neither torch nor lightning.
+    from compare import runs_frame, overhead_frame
+    runs = runs_frame("results/h200/arms/original-defaults-long")
+
+Reads result files only (`common.result`); imports neither torch nor lightning, and pandas only
+when a DataFrame is asked for.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["overhead_frame", "runs_frame"]
+
+
+def __getattr__(name: str) -> Any:
+    """runs_frame and overhead_frame, imported on first use (they bring pandas)."""
+    if name in __all__:
+        from compare import frame
+
+        return getattr(frame, name)
+    raise AttributeError(f"module 'compare' has no attribute {name!r}")

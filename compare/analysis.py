@@ -4,7 +4,9 @@
 
 Runs are grouped by arm label (model.Run.label). Each other label is compared with the
 baseline, and lightning with fabric, lightning-services with lightning where both exist;
-each comparison's interval comes from one number per run (stats.run_level_interval).
+each comparison's interval comes from one number per run (stats.compare_arms: paired by block
+for an experiment folder, Stein's interval when it stopped by that rule, else run-level).
+Each arm's host CPU ms per step (where the results record it) is compared the same way.
 
 Everything the formats and the plot show is computed here once; `report.py` and `plot.py`
 only lay it out.
@@ -15,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from common.result import HOST_BOUND_BELOW
 from compare import stats
 from compare.display import world_unit
 from compare.errors import CompareError, WorkloadMismatch
@@ -30,7 +34,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, header_rows, title_of
-from compare.model import Run
+from compare.model import Run, run_record
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
     environment_differences,
@@ -68,24 +72,50 @@ class Overhead:
     world_size: int
     arm: str
     baseline: str
-    percent: float  # point estimate: arm_median_ms / baseline_median_ms - 1, in %
-    ci_low: float | None  # None, like half_width and min_detectable_percent, without a verdict
+    percent: float  # point estimate in % of the baseline (exp(mean log ratio) - 1)
+    ci_low: float | None  # None, like half_width and df, without a verdict
     ci_high: float | None
     half_width: float | None  # percentage points
     verdict: str
     verdict_possible: bool
     significant: bool
+    no_verdict_reason: str | None  # why there is no interval (too few runs, not interleaved, ...)
     estimator: str
-    method: str
+    method: str  # stats.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
     arm_runs: int
     baseline_runs: int
-    runs_needed: int  # runs a side the method needs for an interval
-    min_detectable_percent: float | None  # at 80% power, from the same variance estimate
+    blocks: int | None  # complete blocks used (block methods); None for run-level
+    dropped_blocks: list[int]  # blocks missing the arm or the baseline (a failed run)
+    df: float | None
+    min_detectable_percent: float | None  # detected in >= 75% of experiments of this design
+    min_detectable_note: str | None  # why it is not shown
     arm_median_ms: float  # geometric mean over runs of each run's median step
     baseline_median_ms: float
-    min_percent: float  # robust estimate: minimum arm run / minimum baseline run - 1, in %
+    fastest_run_percent: float | None  # descriptive; None with unequal run counts
     step_jitter_percent: float | None  # descriptive only: median over runs of (p95 - p5) / median
     numerics_identical: str
+    # Host CPU ms per step, arm minus baseline (run-level interval, converted from the ratio at
+    # the baseline's geometric mean); None where either side lacks the field (older results)
+    host_diff_ms: float | None = None
+    host_ci_low_ms: float | None = None
+    host_ci_high_ms: float | None = None
+    host_verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """One arm's host CPU time per timed step at one world size (main thread, mean over ranks),
+    and whether extra host work can reach its step time (the GPU's idle share)."""
+
+    world_size: int
+    arm: str
+    runs: int  # runs that recorded host time
+    host_ms: float | None  # mean over runs; None: not recorded ('-')
+    host_half_width_ms: float | None  # of the 95% t-interval over runs (2 runs or more)
+    step_ms: float  # geometric mean of per-run median steps
+    gpu_busy: float | None  # median over runs of the GPU busy share of the timed step
+    gpu_idle_ms: float | None  # step_ms x (1 - gpu_busy): per step, the GPU waits this long
+    slack: str  # in words: does extra host work reach the step time?
 
 
 @dataclass(frozen=True)
@@ -112,6 +142,7 @@ class Report:
     run_table: list[dict[str, Any]]  # one row per run (csv)
     pairs: list[dict[str, Any]]
     overhead: list[Overhead]
+    host: list[HostCost]
     scaling_mode: str | None  # weak | strong | mixed; None with one world size
     scaling: list[ScalingRow]
     slow_ranks: list[SlowRank]
@@ -142,6 +173,7 @@ class Report:
             "table": self.table,
             "pairs": self.pairs,
             "overhead": [dataclasses.asdict(o) for o in self.overhead],
+            "host": [dataclasses.asdict(h) for h in self.host],
             "scaling": {
                 "mode": self.scaling_mode,
                 "rows": [dataclasses.asdict(s) for s in self.scaling],
@@ -173,15 +205,77 @@ def per_run_ms(runs: Sequence[Run], wall_clock: bool) -> list[float]:
     return [run.wall_ms if wall_clock else run.pace_median_ms for run in runs]
 
 
+def started_s(run: Run) -> float | None:
+    """The run's start as POSIX seconds (from its result), or None when unknown."""
+    if run.started_utc is None:
+        return None
+    try:
+        return datetime.fromisoformat(run.started_utc.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def run_points(runs: Sequence[Run], wall_clock: bool = False, host: bool = False
+               ) -> list[stats.RunPoint]:
+    """A stats.RunPoint per counted run (warm-up runs left out): its label, its number (median
+    pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
+    from the manifest and its start time. With `host`, runs without host time are left out."""
+    chosen = [r for r in runs if r.warmup is None and (
+        not host or (r.host_ms_per_step or 0.0) > 0)]
+    values = ([r.host_ms_per_step for r in chosen] if host
+              else per_run_ms(chosen, wall_clock))
+    return [stats.RunPoint(arm=r.label, ms=float(v), block=r.block,  # type: ignore[arg-type]
+                           position=r.position, started_s=started_s(r), name=r.file)
+            for r, v in zip(chosen, values)]
+
+
+def rule_of(runs: Sequence[Run]) -> stats.StoppingRule | None:
+    """The adaptive stopping rule all these runs were taken under, else None."""
+    rules = {run.placement.rule for run in runs}
+    return rules.pop() if len(rules) == 1 else None
+
+
+def host_difference(
+    arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
+) -> dict[str, Any]:
+    """Host ms per step, arm against baseline, by the same method as the step time; {} when a
+    side has no run with host time. The interval is on the ratio; in ms at the baseline's
+    geometric mean host time."""
+    points = run_points([*arm_runs, *base_runs], host=True)
+    base = [p.ms for p in points if p.arm == baseline]
+    if not base or not any(p.arm == arm for p in points):
+        return {}
+    iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    level = stats.geometric_mean(base)
+    to_ms = (lambda pct: None if pct is None else level * pct / 100.0)
+    if iv.verdict_possible:
+        words = ("more" if iv.ci_low > 0 else "less" if iv.ci_high < 0  # type: ignore[operator]
+                 else None)
+        span = f"95% CI {to_ms(iv.ci_low):+.3f}..{to_ms(iv.ci_high):+.3f} ms"
+        line = (f"{arm} spends {abs(to_ms(iv.percent)):.3f} ms {words} host CPU per step than"
+                f" {baseline} ({iv.percent:+.2f}%; {span})" if words else
+                f"no difference detectable in host CPU per step between {arm} and {baseline}"
+                f" ({to_ms(iv.percent):+.3f} ms; {span})")
+    else:
+        line = (f"{arm} vs {baseline} host CPU per step: {to_ms(iv.percent):+.3f} ms;"
+                f" no verdict: {iv.no_verdict_reason}")
+    return {"host_diff_ms": to_ms(iv.percent), "host_ci_low_ms": to_ms(iv.ci_low),
+            "host_ci_high_ms": to_ms(iv.ci_high), "host_verdict": line}
+
+
 def overhead_of(
     world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
-) -> Overhead:
-    """The arm's overhead over the baseline from the runs' per-run numbers (Welch on logs)."""
+) -> tuple[Overhead, tuple[str, ...]]:
+    """The arm's overhead over the baseline from the runs' per-run numbers (stats.compare_arms),
+    and the method's warnings."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
-    iv = stats.run_level_interval(per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall))
+    points = run_points([*arm_runs, *base_runs], wall)
+    iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
+    fastest, _ = stats.fastest_run_ratio(base_ms, arm_ms)
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
     jitter = [stats.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
-    return Overhead(
+    overhead = Overhead(
         world_size=world,
         arm=arm,
         baseline=baseline,
@@ -189,21 +283,55 @@ def overhead_of(
         ci_low=iv.ci_low,
         ci_high=iv.ci_high,
         half_width=iv.half_width,
-        verdict=stats.verdict_line(arm, baseline, iv),
+        verdict=stats.interval_line(arm, baseline, iv),
         verdict_possible=iv.verdict_possible,
         significant=iv.significant,
+        no_verdict_reason=iv.no_verdict_reason,
         estimator=ESTIMATOR_WALL if wall else stats.ESTIMATOR,
-        method=stats.METHOD,
+        method=iv.method,
         arm_runs=iv.arm_runs,
         baseline_runs=iv.baseline_runs,
-        runs_needed=stats.MIN_RUNS,
+        blocks=iv.blocks,
+        dropped_blocks=list(iv.dropped_blocks),
+        df=iv.df,
         min_detectable_percent=iv.min_detectable_percent,
-        arm_median_ms=iv.arm_ms,
-        baseline_median_ms=iv.baseline_ms,
-        min_percent=iv.min_percent,
+        min_detectable_note=iv.min_detectable_note,
+        arm_median_ms=stats.geometric_mean(arm_ms),
+        baseline_median_ms=stats.geometric_mean(base_ms),
+        fastest_run_percent=fastest,
         step_jitter_percent=stats.median(jitter) if jitter else None,
         numerics_identical=numerics_identical([*base_runs, *arm_runs]),
+        **host_difference(arm, baseline, arm_runs, base_runs),
     )
+    return overhead, iv.warnings
+
+
+def slack_words(busy: float | None) -> str:
+    """Whether extra host work reaches the step time, from the GPU's busy share."""
+    if busy is None:
+        return ("GPU busy share not recorded (profiled steps give it): whether extra host work"
+                " reaches the step time is unknown here; the host-slack plan measures it")
+    if busy < HOST_BOUND_BELOW:
+        return (f"host-bound: the GPU idles {1 - busy:.0%} of the step waiting for the host, so"
+                " extra host work (and a difference in host ms) reaches the step time")
+    return (f"GPU-bound: the GPU is busy {busy:.0%} of the step and the host keeps ahead, so host"
+            " work is hidden until it exceeds the step (host ms then includes spinning waits"
+            " for the GPU)")
+
+
+def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
+    """Each arm's host CPU ms per step and the step's slack, per world size."""
+    rows = []
+    for (label, world), runs in cells.items():
+        counted = [r for r in runs if r.warmup is None]
+        host = [r.host_ms_per_step for r in counted if r.host_ms_per_step is not None]
+        mean, half = stats.mean_interval(host) if host else (None, None)
+        shares = [r.gpu_share for r in counted if r.gpu_share is not None]
+        busy = stats.median(shares) if shares else None
+        step = stats.geometric_mean(per_run_ms(counted, any(r.original for r in counted)))
+        rows.append(HostCost(world, label, len(host), mean, half, step, busy,
+                             None if busy is None else step * (1.0 - busy), slack_words(busy)))
+    return rows
 
 
 def comparisons(present: Sequence[str], baseline: str) -> list[tuple[str, str]]:
@@ -251,12 +379,10 @@ def _run_row(
 ) -> dict[str, Any]:
     """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
     return {
-        "file": str(run.path),
+        **run_record(run),
         "name": run.file,
-        "arm": run.label,
         "implementation": run.implementation,
         "original_script": run.original,
-        "world_size": run.world_size,
         "runs": 1,
         **run.values,
         "first_half_median_ms": steady.first_half_median_ms,
@@ -275,6 +401,23 @@ def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:
         f"{label}@{world}": [t for run in runs for t in (run.step_samples_ms or [run.median_ms])]
         for (label, world), runs in cells.items()
     }
+
+
+def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
+    """What the experiments' manifests say about settling: a note with how long it took, or a
+    warning that the host had not settled when the counted runs began."""
+    warnings, notes = [], []
+    for record in dict.fromkeys(r.placement.settling for r in runs if r.placement.settling):
+        took = (f"{record.seconds:.0f} s, {record.runs} warm-up run(s) of the baseline"
+                f" ({record.extra_runs} added to settle)")
+        if record.settled:
+            notes.append(f"host settled before the counted runs: {took}; {record.reason}")
+        else:
+            warnings.append(Flag.plain("not-settled", (
+                f"the host had NOT settled when the counted runs began (gave up after {took},"
+                f" bound {record.max_minutes:g} min): {record.reason}; expect drift between"
+                " runs (the block-paired interval absorbs slow drift; raise --settle-minutes)")))
+    return warnings, notes
 
 
 def analyse(
@@ -312,8 +455,10 @@ def analyse(
     for world in worlds:
         here = [label for label in labels(runs, base) if (label, world) in cells]
         for arm, against in comparisons(here, base):
-            o = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
+            o, said = overhead_of(world, arm, against, cells[(arm, world)],
+                                  cells[(against, world)])
             overhead.append(o)
+            warnings += [Flag.plain("method", line) for line in said]
             pairs.append(
                 {
                     "world_size": world,
@@ -342,6 +487,8 @@ def analyse(
         for run, state in zip(runs, steady)
     ]
     run_warnings, notes = run_flags(runs)
+    settle_warnings, settle_notes = settling_flags(runs)
+    run_warnings, notes = settle_warnings + run_warnings, settle_notes + notes
     versions = version_differences(runs)  # what the arms compare: notes, not warnings
     return Report(
         title=title_of(runs),
@@ -350,6 +497,7 @@ def analyse(
         run_table=run_table,
         pairs=pairs,
         overhead=overhead,
+        host=host_costs(cells),
         scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
         scaling=_scaling(cells, vs_base),
         slow_ranks=slow_ranks(runs),

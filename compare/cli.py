@@ -18,7 +18,7 @@ from common.errors import OneLineParser, exit_on_usage_error
 from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
 from compare import stats
 from compare.analysis import Report
-from compare.api import analyse_paths
+from compare.api import analyse_runs, load
 from compare.errors import CompareError
 from compare.report import FORMATS, render
 
@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=FORMATS,
         default="text",
         help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
-        " json: everything, machine-readable",
+        " json: everything, machine-readable; html: one self-contained page (figures embedded,"
+        " reads offline, prints well)",
     )
     p.add_argument(
         "--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout"
@@ -85,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH.png",
         help="also draw throughput, step-time distributions, overhead with CI and scaling"
         f" ({', '.join(PLOT_SUFFIXES)})",
+    )
+    p.add_argument(
+        "--drift",
+        type=Path,
+        metavar="PATH.png",
+        help="also draw each run's median step at its start time (warm-up runs hollow, blocks"
+        " shaded) beside the overhead: did the machine settle, were the arms interleaved?",
     )
     p.add_argument(
         "--allow-mismatch",
@@ -108,8 +116,8 @@ def check_new_file(option: str, path: Path, overwrite: bool) -> None:
 
 def check_options(args: argparse.Namespace) -> None:
     """Reject option mistakes before reading any file."""
-    if args.overwrite_output and args.output is None and args.plot is None:
-        raise CompareError("--overwrite-output needs --output PATH or --plot PATH")
+    if args.overwrite_output and args.output is None and args.plot is None and args.drift is None:
+        raise CompareError("--overwrite-output needs --output, --plot or --drift PATH")
     if args.output is not None:
         check_new_file("--output", args.output, args.overwrite_output)
     if args.plot is not None:
@@ -118,8 +126,17 @@ def check_options(args: argparse.Namespace) -> None:
                 f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}"
             )
         check_new_file("--plot", args.plot, args.overwrite_output)
-        if args.output is not None and args.output.resolve() == args.plot.resolve():
-            raise CompareError("--output and --plot name the same file; give them different paths")
+    if args.drift is not None:
+        if args.drift.suffix.lower() != ".png":
+            raise CompareError(f"--drift {args.drift}: the name must end in .png")
+        check_new_file("--drift", args.drift, args.overwrite_output)
+    named = [(o, p.resolve()) for o, p in (("--output", args.output), ("--plot", args.plot),
+                                             ("--drift", args.drift)) if p is not None]
+    for i, (first, path) in enumerate(named):
+        for second, other in named[i + 1:]:
+            if path == other:
+                raise CompareError(f"{first} and {second} name the same file; give them"
+                                   " different paths")
 
 
 def write_report(text: str, path: Path, overwrite: bool) -> None:
@@ -143,14 +160,42 @@ def write_plot(report: Report, path: Path, overwrite: bool) -> None:
         raise CompareError(str(error)) from None
 
 
+def write_drift(report: Report, points: list, path: Path, overwrite: bool) -> None:
+    """The drift figure, written as the plot is."""
+    from compare.drift import draw_drift  # deferred: matplotlib
+
+    try:
+        write_atomically(
+            path,
+            lambda tmp: draw_drift(report, points, tmp),
+            mode=mode_for(overwrite),
+            option="--drift",
+        )
+    except OutputError as error:
+        raise CompareError(str(error)) from None
+
+
 def run(args: argparse.Namespace) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
     check_options(args)
-    report = analyse_paths(args.files, baseline=args.baseline, allow_mismatch=args.allow_mismatch)
-    text = render(report, args.format)
+    drawn = args.format == "html" or args.drift is not None
+    runs, manifest_baseline = load(args.files, include_warmup=drawn)
+    report = analyse_runs(runs, manifest_baseline, args.baseline, args.allow_mismatch)
+    points = []
+    if drawn:
+        from compare.drift import drift_points  # deferred: matplotlib
+
+        points = drift_points(runs)
+    if args.drift is not None and not points:
+        raise CompareError("--drift: no run recorded its start time (the original scripts'"
+                           " results do not); leave out --drift")
+    text = render(report, args.format, points)
     if args.plot is not None:
         write_plot(report, args.plot, args.overwrite_output)
         print(f"{PROG}: wrote plot {args.plot}", file=sys.stderr)
+    if args.drift is not None:
+        write_drift(report, points, args.drift, args.overwrite_output)
+        print(f"{PROG}: wrote drift plot {args.drift}", file=sys.stderr)
     if args.output is None:
         sys.stdout.write(text)
     else:

@@ -25,6 +25,7 @@ class Flag:
     `str.format` template, and the numbers (shown as ranges when grouped) and words it fills."""
 
     kind: str  # host-bound | unsynchronised | diagnostics | not-steady | workload | environment
+    # | unpaired | method (a comparison's dropped blocks, fallbacks) | not-settled
     template: str  # "{name:spec}" for numbers and words; literal braces doubled
     numbers: dict[str, float] = field(default_factory=dict)
     words: dict[str, str] = field(default_factory=dict)

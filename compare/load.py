@@ -18,6 +18,7 @@ from pathlib import Path
 from common.manifest import MANIFEST, load_manifest
 from common.result import Result, ResultError, StepStats, load_result
 from compare.model import Placement, Run, run_from
+from compare.stats import StoppingRule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,19 +30,39 @@ class _Entry:
     placement: Placement = Placement()
 
 
-def manifest_runs(folder: Path) -> tuple[list[_Entry], str | None]:
-    """The runs with status "ok" in FOLDER/manifest.json, and the manifest's baseline."""
+def manifest_runs(
+    folder: Path, include_warmup: bool = False
+) -> tuple[list[_Entry], str | None]:
+    """The runs with status "ok" in FOLDER/manifest.json (and with `include_warmup` the
+    warm-up runs that wrote a result, marked by their placement), and its baseline."""
     manifest = load_manifest(folder / MANIFEST)
+    rule = None
+    if manifest.stopping is not None and manifest.stopping.rule is not None:
+        try:
+            rule = StoppingRule.from_manifest(manifest.stopping.model_dump())
+        except ValueError as error:
+            raise ResultError(f"{folder / MANIFEST}: field stopping: {error}") from None
+    chosen = [
+        run
+        for run in manifest.runs
+        if run.status == "ok" or (include_warmup and run.status == "warmup")
+    ]
     found = [
-        _Entry(folder / run.result, run.label, Placement(run.block, run.position, run.warmup))
-        for run in manifest.ok_runs()
+        _Entry(folder / run.result, run.label,
+               Placement(run.block, run.position, run.warmup, rule, manifest.settling))
+        for run in chosen
         if run.result
     ]
     return found, manifest.baseline or None
 
 
-def load_inputs(paths: Sequence[Path]) -> tuple[list[Run], str | None]:
-    """Load files and experiment folders (holding manifest.json); the first manifest's baseline."""
+def load_inputs(
+    paths: Sequence[Path], include_warmup: bool = False
+) -> tuple[list[Run], str | None]:
+    """Load files and experiment folders (holding manifest.json); the first manifest's baseline.
+
+    Warm-up runs are never compared; `include_warmup` loads them too, for the drift plot and
+    the notebook API (`Run.warmup` marks them)."""
     entries: list[_Entry] = []
     baseline = None
     for path in map(Path, paths):
@@ -51,7 +72,7 @@ def load_inputs(paths: Sequence[Path]) -> tuple[list[Run], str | None]:
                     f"{path}: is a folder without {MANIFEST}; give result files or"
                     " an experiment folder"
                 )
-            found, base = manifest_runs(path)
+            found, base = manifest_runs(path, include_warmup)
             entries += found
             baseline = baseline or base
         else:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
 from compare import stats
 
@@ -160,6 +161,8 @@ class Placement:
     block: int | None = None
     position: int | None = None
     warmup: int | None = None
+    rule: stats.StoppingRule | None = None  # the experiment's adaptive stopping rule, if any
+    settling: ManifestSettling | None = None  # how its experiment waited for a settled host
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,6 +191,9 @@ class Run:
     parameter_digest: str | None  # None for original results
     final_loss_mean: float
     started_utc: str | None  # None for original results
+    finished_utc: str | None  # likewise
+    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
+    host_ms_per_step: float | None
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
 
@@ -310,7 +316,22 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         ),
         "parameter_digest": r.parameter_digest,
         "started_utc": r.environment.started_utc,
+        "finished_utc": r.environment.finished_utc,
+        "host_ms_per_step": _host_ms(r),
     }
+
+
+def _host_ms(r: Result) -> float | None:
+    """The result's host ms per step (the mean over ranks), else the ranks' mean, else None
+    (older results record neither). The mean, not the slowest rank's: the ranks run the same
+    host work in lockstep, so the mean is the same cost with less noise, and whether host work
+    can lengthen the step is the GPU busy share's to say."""
+    if r.host_ms_per_step is not None:
+        return r.host_ms_per_step
+    ranks = [k.host_ms_per_step for k in r.ranks]
+    if not ranks or any(ms is None for ms in ranks):
+        return None
+    return sum(ranks) / len(ranks)  # type: ignore[arg-type]
 
 
 def _original_fields(r: OriginalResult) -> dict[str, Any]:
@@ -340,6 +361,8 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
         "sigterm_sync": None,
         "parameter_digest": None,
         "started_utc": None,
+        "finished_utc": None,
+        "host_ms_per_step": None,
     }
 
 
@@ -369,3 +392,36 @@ def _image_size_of(data: str) -> int | str | None:
         return None
     height, width = int(match.group(1)), int(match.group(2))
     return height if height == width else f"{height}x{width}"
+
+
+# The tidy columns of one run, in order (units in the names).
+RUN_COLUMNS = (
+    "arm", "runner", "block", "position", "warmup", "counted", "world_size",
+    "run_median_ms", "step_median_ms", "step_p5_ms", "step_p95_ms", "images_per_second",
+    "host_ms_per_step", "gpu_busy_share", "started_utc", "file",
+)  # fmt: skip
+
+
+def run_record(run: Run) -> dict[str, Any]:
+    """One run as a flat row of RUN_COLUMNS.
+
+    run_median_ms is the number the statistics use (the median over steps of the slowest
+    rank's step time); step_median_ms/p5/p95 pool every rank's steps, as the tables do."""
+    return {
+        "arm": run.label,
+        "runner": run.implementation,
+        "block": run.block,
+        "position": run.position,
+        "warmup": run.warmup is not None,
+        "counted": run.warmup is None,
+        "world_size": run.world_size,
+        "run_median_ms": run.pace_median_ms,
+        "step_median_ms": run.values["step_median_ms"],
+        "step_p5_ms": run.values["step_p5_ms"],
+        "step_p95_ms": run.values["step_p95_ms"],
+        "images_per_second": run.values["images_per_second_median"],
+        "host_ms_per_step": run.host_ms_per_step,
+        "gpu_busy_share": run.gpu_share,
+        "started_utc": run.started_utc,
+        "file": str(run.path),
+    }

@@ -8,8 +8,12 @@ works on a machine without a display.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
+import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -29,7 +33,7 @@ PALETTE = (
 DPI = 120
 
 
-def _color(report: Report, label: str) -> str:
+def color_of(report: Report, label: str) -> str:
     """One colour per arm label, in the report's label order."""
     order = _labels(report)
     return PALETTE[order.index(label) % len(PALETTE)] if label in order else "tab:gray"
@@ -50,7 +54,7 @@ def _throughput(ax: Axes, report: Report) -> None:
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
         ys = [rows[w]["images_per_second_median"] for w in worlds if w in rows]
         if xs:
-            bars = ax.bar(xs, ys, width, color=_color(report, label), label=label)
+            bars = ax.bar(xs, ys, width, color=color_of(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
     ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
     ax.set_xlabel(report.units)
@@ -67,10 +71,10 @@ def _distributions(ax: Axes, report: Report) -> None:
             box = ax.boxplot(
                 [samples], positions=[i], widths=0.6, patch_artist=True, showfliers=True
             )
-            box["boxes"][0].set_facecolor(_color(report, label))
+            box["boxes"][0].set_facecolor(color_of(report, label))
             box["boxes"][0].set_alpha(0.6)
         else:
-            ax.plot([i], samples, "D", color=_color(report, label))
+            ax.plot([i], samples, "D", color=color_of(report, label))
     ax.set_xticks(
         range(len(report.samples_ms)),
         [
@@ -85,7 +89,7 @@ def _distributions(ax: Axes, report: Report) -> None:
     ax.set_title("Step times (all ranks; ◆ = wall-clock mean only)")
 
 
-def _overhead(ax: Axes, report: Report) -> None:
+def overhead_panel(ax: Axes, report: Report) -> None:
     """(3) Each comparison's overhead with its 95% CI as error bars (a grey dot: no verdict)."""
     for i, o in enumerate(report.overhead):
         if o.ci_low is None or o.ci_high is None:
@@ -103,7 +107,7 @@ def _overhead(ax: Axes, report: Report) -> None:
                 [o.percent],
                 yerr=[[o.percent - o.ci_low], [o.ci_high - o.percent]],
                 fmt="o",
-                color=_color(report, o.arm),
+                color=color_of(report, o.arm),
                 capsize=6,
             )
     ax.axhline(0, color="black", linewidth=0.8)
@@ -125,7 +129,7 @@ def _scaling(ax: Axes, report: Report) -> None:
         if not rows:
             continue
         worlds = [s.world_size for s in rows]
-        color = _color(report, label)
+        color = color_of(report, label)
         ax.plot(worlds, [s.throughput for s in rows], "o-", color=color, label=f"{label} img/s")
         ideal = [rows[0].throughput * w / worlds[0] for w in worlds]
         ax.plot(worlds, ideal, ":", color=color, alpha=0.6, label=f"{label} linear")
@@ -148,14 +152,24 @@ def _scaling(ax: Axes, report: Report) -> None:
     ax.legend(lines + more, labels + more_labels, fontsize=7, loc="lower right")
 
 
-def draw(report: Report, path: Path) -> None:
-    """Write the figure to `path` (format from the suffix: .png, .svg or .pdf)."""
-    panels = [_throughput, _distributions, _overhead] + ([_scaling] if report.scaling else [])
-    fig = Figure(figsize=(14, 10) if len(panels) == 4 else (18, 5.5), dpi=DPI)
-    FigureCanvasAgg(fig)
-    shape = (2, 2) if len(panels) == 4 else (1, 3)
-    for i, panel in enumerate(panels):
-        panel(fig.add_subplot(*shape, i + 1), report)
-    fig.suptitle(report.title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+@contextmanager
+def plain_text_figure(size: tuple[float, float]) -> Iterator[Figure]:
+    """A figure on an Agg canvas whose texts are shown as written: a '$' in a label is a
+    dollar sign, never the start of matplotlib's mathtext (which fails on unbalanced ones)."""
+    with matplotlib.rc_context({"text.parse_math": False}):
+        fig = Figure(figsize=size, dpi=DPI)
+        FigureCanvasAgg(fig)
+        yield fig
+
+
+def draw(report: Report, path: Path | BinaryIO) -> None:
+    """Write the figure to `path` (format from the suffix: .png, .svg or .pdf; PNG into a
+    file object)."""
+    panels = [_throughput, _distributions, overhead_panel] + ([_scaling] if report.scaling else [])
+    with plain_text_figure((14, 10) if len(panels) == 4 else (18, 5.5)) as fig:
+        shape = (2, 2) if len(panels) == 4 else (1, 3)
+        for i, panel in enumerate(panels):
+            panel(fig.add_subplot(*shape, i + 1), report)
+        fig.suptitle(report.title)
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI, format=None if isinstance(path, Path) else "png")

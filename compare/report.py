@@ -13,8 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from string import Formatter
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from compare import stats
 from compare.analysis import Report
@@ -22,7 +21,10 @@ from compare.display import cell
 from compare.flags import Flag
 from compare.tables import markdown_table, text_table
 
-FORMATS = ("text", "markdown", "csv", "json")
+if TYPE_CHECKING:
+    from compare.drift import DriftPoint
+
+FORMATS = ("text", "markdown", "csv", "json", "html")
 LEGEND = "↑ higher is better, ↓ lower is better"
 
 # (key in the table rows, header, number format). Split in two so the text fits a terminal.
@@ -151,50 +153,8 @@ def sections(report: Report) -> list[Section]:
     out.append(Section(f"Speed ({LEGEND})", *_columns(report, SPEED_COLUMNS)))
     out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
     if report.overhead:
-        out.append(
-            Section(
-                "Overhead: arm vs baseline, (geometric mean of per-run median steps, arm /"
-                " baseline - 1) x 100;"
-                " one number per run, a step's time its slowest rank's (↓ lower is better)",
-                [
-                    report.units,
-                    "arm vs baseline",
-                    "overhead % ↓",
-                    "95% CI %",
-                    "± pp",
-                    "detectable %",
-                    "runs",
-                    "min-run % ↓",
-                    "step jitter %",
-                ],
-                [
-                    [
-                        cell(o.world_size),
-                        f"{o.arm} vs {o.baseline}",
-                        f"{o.percent:+.2f}",
-                        _ci(o.ci_low, o.ci_high),
-                        cell(o.half_width, ".2f"),
-                        cell(o.min_detectable_percent, ".2f"),
-                        f"{o.arm_runs}/{o.baseline_runs}",
-                        f"{o.min_percent:+.2f}",
-                        cell(o.step_jitter_percent, ".1f"),
-                    ]
-                    for o in report.overhead
-                ],
-                [f"{o.world_size} {report.unit}: {o.verdict}" for o in report.overhead]
-                + [
-                    f"estimator: {report.overhead[0].estimator}; interval:"
-                    f" {report.overhead[0].method}"
-                    f" ({stats.CONFIDENCE:.0%}, at least {stats.MIN_RUNS} runs a side); detectable"
-                    " = the smallest"
-                    f" overhead these runs would detect with {stats.POWER:.0%} power; min-run % ="
-                    " the robust"
-                    f" estimate from the fastest run of each side ({stats.ROBUST_ESTIMATOR}), no"
-                    " interval;"
-                    " step jitter = (p95 - p5) / median within a run, descriptive only"
-                ],
-            )
-        )
+        out.append(_overhead_section(report))
+        out.append(_host_section(report))
     else:
         out.append(Section("Overhead", lines=["not computed: no world size has runs of two arms"]))
     out.append(_steady_state_section(report))
@@ -215,6 +175,96 @@ def sections(report: Report) -> list[Section]:
     if report.notes:
         out.append(Section("Notes", lines=report.notes))
     return out
+
+
+def _overhead_section(report: Report) -> Section:
+    """The overhead table, the verdicts and the legend (what each column promises)."""
+    first = report.overhead[0]
+    methods = list(dict.fromkeys(o.method for o in report.overhead))
+    legend = [
+        (
+            f"estimator: {first.estimator}; interval ({stats.CONFIDENCE:.0%}):"
+            f" {'; '.join(methods)}"
+        ),
+        "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
+        (
+            "detectable % = a true overhead of this size gets a verdict in at least"
+            f" {stats.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
+            f" tails); '-' below {stats.MIN_DETECTABLE_DF} degrees of freedom or without an"
+            " interval"
+        ),
+        f"fastest-run % = {stats.FASTEST_RUN_LABEL}; '-' with unequal run counts",
+        "step jitter = (p95 - p5) / median within a run, descriptive only",
+    ]
+    return Section(
+        "Overhead: arm vs baseline, (geometric mean of per-run median steps, arm /"
+        " baseline - 1) x 100; one number per run, a step's time its slowest rank's"
+        " (↓ lower is better)",
+        [
+            report.units,
+            "arm vs baseline",
+            "overhead % ↓",
+            "95% CI %",
+            "± pp",
+            "detectable %",
+            "runs",
+            "blocks",
+            "fastest-run % ↓",
+            "step jitter %",
+        ],
+        [
+            [
+                cell(o.world_size),
+                f"{o.arm} vs {o.baseline}",
+                f"{o.percent:+.2f}",
+                _ci(o.ci_low, o.ci_high),
+                cell(o.half_width, ".2f"),
+                cell(o.min_detectable_percent, ".2f"),
+                f"{o.arm_runs}/{o.baseline_runs}",
+                cell(o.blocks),
+                cell(o.fastest_run_percent, "+.2f"),
+                cell(o.step_jitter_percent, ".1f"),
+            ]
+            for o in report.overhead
+        ],
+        [f"{o.world_size} {report.unit}: {o.verdict}" for o in report.overhead] + legend,
+    )
+
+
+def _host_section(report: Report) -> Section:
+    """Each arm's host CPU ms per step, the differences, and whether host work reaches the step."""
+    rows = [
+        [
+            cell(h.world_size),
+            h.arm,
+            cell(h.host_ms, ".3f"),
+            cell(h.host_half_width_ms, ".3f"),
+            f"{h.runs}",
+            f"{h.step_ms:.2f}",
+            cell(None if h.gpu_busy is None else h.gpu_busy * 100, ".1f"),
+            cell(h.gpu_idle_ms, ".2f"),
+        ]
+        for h in report.host
+    ]
+    lines = [
+        f"{o.world_size} {report.unit}: {o.host_verdict}"
+        for o in report.overhead
+        if o.host_verdict is not None
+    ]
+    lines += [f"{h.world_size} {report.unit} {h.arm}: {h.slack}" for h in report.host]
+    lines.append(
+        "host ms = the main thread's CPU time over the timed steps / steps, mean over ranks (no"
+        " per-step sync); ± = its 95% t-interval over runs; differences use the same method as"
+        " the overhead, on the ratio, shown in ms at the baseline's level; '-' = not recorded"
+        " (older results); GPU busy/idle from the profiled steps"
+    )
+    return Section(
+        "Host cost per step (↓ lower is better)",
+        [report.units, "arm", "host ms/step ↓", "± ms", "runs", "step ms", "GPU busy %",
+         "GPU idle ms/step"],
+        rows,
+        lines,
+    )
 
 
 def _steady_state_section(report: Report) -> Section:
@@ -295,7 +345,10 @@ def render_markdown(report: Report) -> str:
 
 
 def render_csv(report: Report) -> str:
-    """One row per run with the table's columns (machine names, units in the names)."""
+    """One row per run (compare.model.run_record's columns, then the table's and the checks';
+    units in the names), through pandas, as `compare.runs_frame` gives them to a notebook."""
+    import pandas as pd  # deferred: only csv needs it, and it is slow to import
+
     return pd.DataFrame(report.run_table).to_csv(index=False)
 
 
@@ -304,8 +357,12 @@ def render_json(report: Report) -> str:
     return json.dumps(report.to_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
-def render(report: Report, fmt: str) -> str:
-    """The report in one of FORMATS."""
+def render(report: Report, fmt: str, points: Sequence[DriftPoint] = ()) -> str:
+    """The report in one of FORMATS; html draws its figures (the drift one from `points`)."""
+    if fmt == "html":
+        from compare.html import report_page  # deferred: matplotlib is slow to import
+
+        return report_page(report, points)
     return {
         "text": render_text,
         "markdown": render_markdown,

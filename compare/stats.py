@@ -1,19 +1,18 @@
 """Statistics of step times and of runs: pure functions over lists of floats (no files, no pandas).
 
-    pace = step_series(rank_step_times)                      # slowest rank at each step
-    iv = run_level_interval(base_medians, arm_medians)       # one number per run (process)
-    print(verdict_line("lightning", "native", iv))
-    enough_runs(iv, target_half_width=0.5)                   # the adaptive stopping rule
+    pace = step_series(rank_step_times)                       # slowest rank at each step
+    iv = compare_arms(points, "fabric", "native", rule=None)  # one RunPoint per counted run
+    print(interval_line("fabric", "native", iv))
+    decision = stopping_decision(points, "native", ["fabric"], rule, blocks_started, most)
+    settled = host_settled(baseline_warmup_medians, baseline_warmup_halves)
 
 The unit of evidence is a run: each run (a fresh process) contributes one number, the median
 of its per-step pace. Runs of one runner differ from each other far more than steps within a
 run do, so an interval over steps measures step jitter, not the uncertainty of an overhead.
-The interval is Welch's t-interval on the difference of mean log per-run medians, turned
-into a percent ratio; tests/test_compare_coverage.py shows by simulation that it covers.
-
-Issue 21's methods (second half of this file) replace it once analysis and experiment call them:
-compare_arms (paired by block, Welch-Hsu with an interleaving check, or Stein's two-stage rule),
-stopping_decision, host_settled; tests/test_stats_*.py prove them by simulation.
+compare_arms picks the strongest method the records allow (issue 21): paired by block when a
+manifest records blocks and positions, Stein's two-stage interval when the experiment stopped
+by that rule, else Welch's interval with Hsu's df over runs, refused when the start times show
+the arms were not interleaved. tests/test_stats_*.py prove them by simulation.
 """
 
 from __future__ import annotations
@@ -27,19 +26,9 @@ from functools import cache
 import numpy as np
 
 CONFIDENCE = 0.95
-POWER = 0.80  # for the smallest detectable overhead
-# Welch's interval needs a variance on each side: 2 runs a side at least. With 2 it is valid
-# but wide (1 degree of freedom per side); the simulation covers 3, 5 and 10.
+# An interval needs a variance on each side: 2 runs a side (or 2 complete blocks) at least.
 MIN_RUNS = 2
-# The adaptive rule (add blocks until the half-width reaches a target) tends to stop when a
-# small sample happens to underestimate the variance, so its intervals cover less than 95%.
-# Checking from 2 runs a side, the simulation (tests/test_compare_coverage.py) measured
-# coverage 0.92-0.94 and A/A verdicts in 6-8.5%; from 5 a side, coverage 0.93-0.97 and A/A
-# verdicts in 3.5-7%: close to, not exactly at, the fixed design's guarantee.
-MIN_ADAPTIVE_RUNS = 5
 ESTIMATOR = "geometric mean of per-run median steps"
-METHOD = "Welch t-interval on mean log per-run median (one number per run)"
-ROBUST_ESTIMATOR = "minimum of per-run median steps"
 # Slow-rank rule: a rank is flagged when its median step time exceeds the median of all
 # ranks' medians by more than max(3 x MAD, 2% of that median). The MAD (median absolute
 # deviation, unscaled) adapts to noisy runs; the 2% floor stops a perfectly uniform run
@@ -129,117 +118,22 @@ def t_quantile(p: float, df: float) -> float:
     return t
 
 
-# --- the run-level interval ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RunLevelInterval:
-    """The overhead of an arm over a baseline from one number per run (percent of baseline).
-
-    percent is exp(mean log arm - mean log baseline) - 1, in %: the ratio of the geometric
-    means of the per-run medians. ci_low/ci_high/half_width/min_detectable_percent are None
-    when a side has fewer than MIN_RUNS runs (no verdict possible). half_width is half the
-    interval's width in percentage points (the interval is slightly asymmetric in %).
-    min_detectable_percent is the true overhead this design would detect with POWER
-    probability at CONFIDENCE, from the same variance estimate: exp((t_{1-a/2,df} +
-    t_{power,df}) x SE) - 1 (the usual t approximation to the noncentral t).
-    """
-
-    percent: float
-    ci_low: float | None
-    ci_high: float | None
-    half_width: float | None
-    min_detectable_percent: float | None
-    baseline_runs: int
-    arm_runs: int
-    df: float | None
-    baseline_ms: float  # geometric mean of the baseline's per-run medians
-    arm_ms: float
-    min_percent: float  # robust: minimum arm run / minimum baseline run - 1, in %
-    confidence: float = CONFIDENCE
-
-    @property
-    def verdict_possible(self) -> bool:
-        """True when both sides have MIN_RUNS runs or more."""
-        return self.ci_low is not None
-
-    @property
-    def significant(self) -> bool:
-        """True when the whole interval lies on one side of zero."""
-        if self.ci_low is None or self.ci_high is None:
-            return False
-        return self.ci_low > 0 or self.ci_high < 0
-
-
 def _pct(log_ratio: float) -> float:
     return math.expm1(log_ratio) * 100.0
 
 
-def run_level_interval(base: Sequence[float], arm: Sequence[float],
-                       confidence: float = CONFIDENCE, power: float = POWER) -> RunLevelInterval:
-    """Welch's t-interval on mean log per-run median, as a percent overhead of arm over base.
-
-    `base` and `arm` hold one positive number per run (its median step time, ms).
-    """
-    if len(base) == 0 or len(arm) == 0:
-        raise ValueError("run-level interval needs runs on both sides")
-    xb, xa = np.asarray(base, dtype=float), np.asarray(arm, dtype=float)
-    if not all(np.all(np.isfinite(x) & (x > 0)) for x in (xb, xa)):
-        raise ValueError("per-run medians must be positive and finite")
-    lb, la = np.log(xb), np.log(xa)
-    diff = float(la.mean() - lb.mean())
-    common = {"percent": _pct(diff), "baseline_runs": len(base), "arm_runs": len(arm),
-                  "baseline_ms": float(math.exp(lb.mean())), "arm_ms": float(math.exp(la.mean())),
-                  "min_percent": (min(arm) / min(base) - 1.0) * 100.0, "confidence": confidence}
-    if len(base) < MIN_RUNS or len(arm) < MIN_RUNS:
-        return RunLevelInterval(ci_low=None, ci_high=None, half_width=None,
-                                min_detectable_percent=None, df=None, **common)
-    vb, va = float(lb.var(ddof=1)) / len(base), float(la.var(ddof=1)) / len(arm)
-    se = math.sqrt(vb + va)
-    if se == 0.0:  # identical runs on both sides: the data hold no variation to scale by
-        df = float(len(base) + len(arm) - 2)
-    else:  # Welch-Satterthwaite
-        df = (vb + va) ** 2 / (vb**2 / (len(base) - 1) + va**2 / (len(arm) - 1))
-    t = t_quantile(1.0 - (1.0 - confidence) / 2.0, df)
-    low, high = _pct(diff - t * se), _pct(diff + t * se)
-    detectable = _pct((t + t_quantile(power, df)) * se)
-    return RunLevelInterval(ci_low=low, ci_high=high, half_width=(high - low) / 2.0,
-                            min_detectable_percent=detectable, df=df, **common)
-
-
-def enough_runs(interval: RunLevelInterval, target_half_width: float,
-                min_runs: int = MIN_ADAPTIVE_RUNS) -> bool:
-    """The adaptive stopping rule: stop adding blocks once both sides have `min_runs` runs and
-    the half-width (percentage points) is at most the target. Below MIN_ADAPTIVE_RUNS the
-    rule under-covers (it stops on lucky low variance estimates; see the simulation)."""
-    if interval.half_width is None or min(interval.arm_runs, interval.baseline_runs) < min_runs:
-        return False
-    return interval.half_width <= target_half_width
-
-
-def _sides(arm: str, baseline: str, iv: RunLevelInterval) -> str:
-    """'5 runs a side' or '5 lightning, 4 native runs'."""
-    if iv.arm_runs == iv.baseline_runs:
-        return f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
-    return f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
-
-
-def verdict_line(arm: str, baseline: str, iv: RunLevelInterval) -> str:
-    """One sentence: slower/faster only when the interval excludes zero; none below MIN_RUNS."""
-    if not iv.verdict_possible:
-        counts = ((arm, iv.arm_runs), (baseline, iv.baseline_runs))
-        more = [f"{MIN_RUNS - n} more {name}" for name, n in counts if n < MIN_RUNS]
-        return (f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}%"
-                f" ({_sides(arm, baseline, iv)});"
-                f" no verdict possible: the interval needs at least {MIN_RUNS} runs a side"
-                f" (run {' and '.join(more)})")
-    facts = (f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%,"
-             f" {_sides(arm, baseline, iv)}, half-width {iv.half_width:.2f} pp,"
-             f" smallest detectable {iv.min_detectable_percent:.2f}%")
-    if iv.ci_low > 0:  # type: ignore[operator]
-        return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
-    if iv.ci_high < 0:  # type: ignore[operator]
-        return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
-    return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE
+                  ) -> tuple[float, float | None]:
+    """(mean, half-width of its t-interval) of one number per run; half-width None below
+    MIN_RUNS. For one arm's level (e.g. its host ms per step), not for a comparison."""
+    if not values:
+        raise ValueError("mean_interval needs values")
+    n = len(values)
+    m = math.fsum(values) / n
+    if n < MIN_RUNS:
+        return m, None
+    sd = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
+    return m, _t_crit(1.0 - (1.0 - confidence) / 2.0, float(n - 1)) * sd / math.sqrt(n)
 
 
 def step_jitter_percent(series: Sequence[float]) -> float:
@@ -725,10 +619,14 @@ def run_level_arm_interval(points: Sequence[RunPoint], arm: str, baseline: str,
     not interleaved or on ties / zero variation; a warning when start times are unknown."""
     a = [p for p in points if p.arm == arm]
     b = [p for p in points if p.arm == baseline]
+    if not all(math.isfinite(p.ms) and p.ms > 0 for p in (*a, *b)):
+        return ArmInterval(METHOD_WELCH, math.nan, None, None, None, len(a), len(b),
+                           no_verdict_reason=_check_values([*a, *b]), confidence=confidence)
     iv = welch_hsu_interval([p.ms for p in b], [p.ms for p in a], confidence, power)
     order = interleaving([p.started_s for p in b], [p.started_s for p in a], arm, baseline)
-    warnings = () if order.interleaved is not False and order.balance_t is not None else (
-        (f"{arm} vs {baseline}: {order.reason}",) if order.interleaved is None else ())
+    # Unknown start times are worth a warning only where an interval is given (2+ runs a side).
+    unknown = order.interleaved is None and min(len(a), len(b)) >= MIN_RUNS
+    warnings = (f"{arm} vs {baseline}: {order.reason}",) if unknown else ()
     refuse = _check_values([*a, *b]) or (order.reason if order.interleaved is False else None)
     if refuse is not None and not (iv.no_verdict_reason or "").startswith("the interval needs"):
         return ArmInterval(METHOD_WELCH, iv.percent, None, None, None, len(a), len(b),

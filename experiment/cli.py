@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
+from compare.stats import FIRST_STAGE_BLOCKS, SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
-from experiment.run import MIN_ADAPTIVE_BLOCKS, PROG, Experiment, Settings, check_placeholders
+from experiment.run import PROG, SETTLE_MINUTES, Experiment, Settings, check_placeholders
 
 DEFAULT_REPEATS = 3
 DEFAULT_WARMUP_RUNS = 1
@@ -81,8 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-half-width",
         type=float,
         metavar="PP",
-        help="adaptive: stop once every arm's 95%% interval of the overhead is at most PP"
-        f" percentage points wide on each side (checked from block {MIN_ADAPTIVE_BLOCKS})",
+        help="adaptive, by Stein's two-stage rule: the first stage's complete blocks measure"
+        " the spread, which fixes how many complete blocks each arm needs for a 95%% interval of"
+        " +-PP percentage points; the experiment runs until every arm has them (a failed run"
+        " leaves its block incomplete) or --repeats blocks were started. Stopping this way keeps"
+        " the interval's 95%% (a rule that stops when the interval looks narrow does not)",
+    )
+    p.add_argument(
+        "--first-stage-blocks",
+        type=int,
+        metavar="N",
+        help=f"with --target-half-width: complete blocks of the first stage (default"
+        f" {FIRST_STAGE_BLOCKS}, at least 2; the experiment runs at least this many)",
+    )
+    p.add_argument(
+        "--settle-minutes",
+        type=float,
+        default=SETTLE_MINUTES,
+        metavar="M",
+        help=f"after the warm-up runs, more uncounted runs of the baseline until the host has"
+        f" settled (its last two run medians within {SETTLE_BETWEEN_RUNS * 100:g}%%, each run's"
+        f" halves within {SETTLE_WITHIN_RUN * 100:g}%%), for at"
+        f" most M minutes of warm-up in all (default {SETTLE_MINUTES:g}; 0: no settling; with"
+        " --warmup-runs 0 there is no warm-up and no settling); the manifest and the report say"
+        " how long it took, or that the host had not settled",
     )
     p.add_argument(
         "--budget-minutes",
@@ -158,6 +181,12 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         "--target-half-width", args.target_half_width, "a positive number of percentage points"
     )
     _positive("--budget-minutes", args.budget_minutes)
+    if args.first_stage_blocks is not None and args.target_half_width is None:
+        raise UsageError("--first-stage-blocks needs --target-half-width (the adaptive rule)")
+    if args.first_stage_blocks is not None and args.first_stage_blocks < 2:
+        raise UsageError(f"--first-stage-blocks must be 2 or more, got {args.first_stage_blocks}")
+    if not (args.settle_minutes >= 0 and math.isfinite(args.settle_minutes)):
+        raise UsageError(f"--settle-minutes must be 0 or more, got {args.settle_minutes}")
     if args.run_timeout is not None and not args.run_timeout > 0:
         raise UsageError(f"--run-timeout must be positive, got {args.run_timeout}")
     for opt in runner:
@@ -177,6 +206,8 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         warmup_runs=args.warmup_runs,
         target_half_width=args.target_half_width,
         budget_minutes=args.budget_minutes,
+        first_stage_blocks=args.first_stage_blocks or FIRST_STAGE_BLOCKS,
+        settle_minutes=args.settle_minutes,
         command=command,
     )
     if args.plan is None:

@@ -10,7 +10,7 @@ import os
 import shutil
 
 from common.errors import UsageError
-from common.launcher import slurm_job_shape
+from common.launcher import slurm_job_shape, whole_number
 
 # Test-only: a program run in place of `-m MODULE` (it receives `-m MODULE ...` as arguments).
 FAKE_RUNNER_VARIABLE = "DDPBENCH_EXPERIMENT_FAKE_RUNNER"
@@ -22,6 +22,14 @@ def resolve_mode(mode: str) -> str:
     if mode == "auto":
         return "srun" if os.environ.get("SLURM_JOB_ID") else "self"
     return mode
+
+
+def cpus_per_task(env: dict[str, str] | os._Environ) -> int:
+    """SLURM_CPUS_PER_TASK as a whole number >= 1; UsageError naming it."""
+    value = whole_number(env, "SLURM_CPUS_PER_TASK")
+    if value < 1:
+        raise UsageError(f"SLURM_CPUS_PER_TASK={value} must be 1 or more")
+    return value
 
 
 def option_value(options: list[str], name: str) -> str | None:
@@ -45,6 +53,8 @@ def srun_options(options: list[str]) -> list[str]:
             "--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch self"
         )
     per_node, nodes = slurm_job_shape(os.environ)
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        cpus_per_task(os.environ)  # srun_environment reads it for every run
     added = []
     for name, value in (("--devices", per_node), ("--num-nodes", nodes)):
         given = option_value(options, name)
@@ -63,7 +73,8 @@ def srun_environment() -> dict[str, str]:
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
         per_node, _ = slurm_job_shape(env)
-        cpus = int(env.get("SLURM_CPUS_PER_TASK") or 0) or max(1, (os.cpu_count() or 1) // per_node)
+        cpus = (cpus_per_task(env) if env.get("SLURM_CPUS_PER_TASK")
+                else max(1, (os.cpu_count() or 1) // per_node))
         env["OMP_NUM_THREADS"] = str(cpus)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -17,23 +17,30 @@ from pathlib import Path
 
 from common.clock import utc_now
 from common.errors import EXIT_USAGE, UsageError, one_line
-from common.manifest import MANIFEST, MANIFEST_VERSION, Manifest, ManifestArm, ManifestRun
+from common.manifest import (
+    MANIFEST,
+    MANIFEST_VERSION,
+    Manifest,
+    ManifestArm,
+    ManifestRun,
+    ManifestSettling,
+    ManifestStopping,
+)
 from common.manifest import write_manifest as write_manifest_file
 from common.output import OutputError, write_atomically, write_text
-from compare.analysis import Overhead, Report
-from compare.api import analyse_paths
+from compare import stats
+from compare.analysis import Overhead, Report, run_points
+from compare.api import analyse_paths, load
 from compare.cli import build_parser as compare_parser
+from compare.load import load_runs
 from compare.report import render
-from compare.stats import MIN_ADAPTIVE_RUNS
 from experiment import launch
 from experiment.arms import Arm
 
 PROG = "experiment"
-# Adaptive stopping looks at the half-width only after this many blocks (one run per arm each):
-# with fewer runs a side, stopping on a narrow interval favours lucky low variance estimates
-# (tests/test_compare_coverage.py simulates it). Stopping on the width stays slightly optimistic
-# even then; use fixed --repeats when the verdict matters most.
-MIN_ADAPTIVE_BLOCKS = MIN_ADAPTIVE_RUNS
+# Settling (issue 21 item 5): after the --warmup-runs rounds, more uncounted runs of the baseline
+# until compare.stats.host_settled, for at most this many minutes of warm-up in all.
+SETTLE_MINUTES = 8.0
 TERMINATE_GRACE_S = 30  # SIGTERM, then this long, then SIGKILL
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 PLACEHOLDERS = ("out", "label", "repeat", "run")
@@ -80,6 +87,8 @@ class Settings:
     experiment: str | None = None
     target_half_width: float | None = None
     budget_minutes: float | None = None
+    first_stage_blocks: int = stats.FIRST_STAGE_BLOCKS  # Stein's rule, with target_half_width
+    settle_minutes: float = SETTLE_MINUTES  # 0: no settling
     run_timeout: float | None = None
     compare_options: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -115,7 +124,18 @@ class Experiment:
         self.signal: int | None = None
         self.start = time.monotonic()
         self.created = utc_now()
-        self.stopping: dict[str, object] | None = None  # the rule and why it stopped, at the end
+        self.rule = (
+            None
+            if s.target_half_width is None
+            else stats.StoppingRule(s.target_half_width, s.first_stage_blocks)
+        )
+        # The adaptive rule from the start (compare reads it); why it stopped, at the end.
+        self.stopping = (
+            None
+            if self.rule is None
+            else ManifestStopping(**self.rule.to_manifest(), max_blocks=s.repeats)  # type: ignore
+        )
+        self.settling: ManifestSettling | None = None
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
 
     # --- the folder -------------------------------------------------------------------
@@ -135,6 +155,7 @@ class Experiment:
             ],
             runner_options=self.s.options,
             runs=self.runs,
+            settling=self.settling,
             stopping=self.stopping,
         )
 
@@ -257,21 +278,84 @@ class Experiment:
                     f" (95% CI {o.ci_low:+.2f}..{o.ci_high:+.2f}, half-width {o.half_width:.2f} pp)"
                 )
             else:
-                head += f" (no verdict yet; needs {o.runs_needed} runs a side)"
+                head += f" (no verdict yet: {o.no_verdict_reason})"
             lines.append(head)
         return "\n".join(lines)
 
-    def target_reached(self, estimate: Estimate) -> bool:
-        """Every arm's interval is at most the target half-width."""
-        others = {a.label for a in self.s.arms[1:]}
-        have = {
-            o.arm
-            for o in estimate.overhead
-            if o.verdict_possible
-            and o.half_width is not None
-            and o.half_width <= self.s.target_half_width
-        }
-        return bool(estimate.overhead) and others <= have
+    # --- settling and stopping (compare.stats, on the results read in this process) ------
+    def settled(self) -> stats.Settling:
+        """compare.stats.host_settled on the baseline's warm-up runs so far (run medians and
+        the medians of the halves of their timed steps)."""
+        base = self.s.arms[0].label
+        done = [r for r in self.runs if r.warmup is not None and r.label == base and r.result]
+        try:
+            runs = load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
+        except Exception as error:  # a warm-up result compare cannot read: not settled
+            return stats.Settling(False, f"cannot read a warm-up result: {compare_error(error)}",
+                                  len(done))
+        halves = []
+        for run in runs:
+            series = run.step_series_ms
+            first, second, _ = (
+                stats.halves_change(series) if series and len(series) >= 2
+                else (run.pace_median_ms, run.pace_median_ms, 0.0)
+            )
+            halves.append((first, second))
+        return stats.host_settled([run.pace_median_ms for run in runs], halves)
+
+    def settle(self, started: float) -> bool:
+        """More uncounted warm-up runs of the baseline until the host has settled, within
+        --settle-minutes of warm-up in all (from `started`); True on a usage error."""
+        s, base = self.s, self.s.arms[0]
+        k = s.warmup_runs
+        while True:
+            state = self.settled()
+            spent = time.monotonic() - started
+            if state.settled:
+                break
+            last = [r for r in self.runs if r.warmup is not None and r.label == base.label]
+            if last and last[-1].status == "failed":
+                state = stats.Settling(False, "a warm-up run of the baseline failed", state.runs)
+                break
+            mean = sum(r.seconds for r in last) / len(last) if last else 0.0
+            if spent + mean > s.settle_minutes * 60:
+                break
+            k += 1
+            if self.one(k, 1, base, f"settling {k - s.warmup_runs}", warmup=True):
+                return True
+        self.settling = ManifestSettling(
+            settled=state.settled,
+            seconds=round(time.monotonic() - started, 1),
+            runs=state.runs,
+            extra_runs=k - s.warmup_runs,
+            max_minutes=s.settle_minutes,
+            reason=state.reason,
+        )
+        self.write_manifest()
+        took = f"{self.settling.seconds:.0f} s, {k - s.warmup_runs} extra baseline warm-up run(s)"
+        if state.settled:
+            print(f"{PROG}: host settled ({took}): {state.reason}", flush=True)
+        else:
+            print(
+                f"{PROG}: warning: host NOT settled within {s.settle_minutes:g} min ({took}):"
+                f" {state.reason}; counting anyway",
+                flush=True,
+            )
+        return False
+
+    def decide(self, block: int) -> stats.StopDecision | None:
+        """Stein's rule after a block, on the counted successful runs; None when compare cannot
+        read them (said, and the experiment goes on)."""
+        try:
+            runs, _ = load([self.s.out])
+        except Exception as error:  # a bug in compare too: shown, and the blocks go on
+            print(f"    stopping rule: compare failed: {compare_error(error)}", flush=True)
+            return None
+        others = [a.label for a in self.s.arms[1:]]
+        return stats.stopping_decision(
+            run_points(runs), self.s.arms[0].label, others, self.rule, block,  # type: ignore
+            self.s.repeats,
+        )
 
     # --- the whole experiment ---------------------------------------------------------
     def elapsed(self) -> str:
@@ -313,20 +397,29 @@ class Experiment:
             else str(s.repeats * len(arms))
         )
         print(
-            f"{PROG}: {', '.join(a.label for a in arms)}; {s.warmup_runs} warm-up run(s) per arm,"
-            f" then {s.repeats} block(s){' at most' if adaptive else ''};"
+            f"{PROG}: {', '.join(a.label for a in arms)}; {s.warmup_runs} warm-up run(s) per arm"
+            + (f" and settling (at most {s.settle_minutes:g} min)"
+               if s.warmup_runs and s.settle_minutes > 0 else "")
+            + f", then {s.repeats} block(s){' at most' if adaptive else ''}"
+            + (f" (Stein's two-stage rule for +-{s.target_half_width:g} pp, first stage"
+               f" {s.first_stage_blocks} complete blocks)" if adaptive else "")
+            + ";"
             f" options: {' '.join(s.options) or '(none)'}; folder {s.out}",
             flush=True,
         )
         # Warm-up runs, in block 1's order and not counted: the first runs on a fresh machine
         # (cold caches, clocks) are slower, and block 1 always starts with the baseline.
+        warm_start = time.monotonic()
         for k in range(1, s.warmup_runs + 1):
             for position, arm in enumerate(arms, 1):
                 if self.one(k, position, arm, f"w{k}/{s.warmup_runs}", warmup=True):
                     return EXIT_USAGE
+        if s.warmup_runs and s.settle_minutes > 0 and self.settle(warm_start):
+            return EXIT_USAGE
         block_times: list[float] = []
         reason = f"{s.repeats} block(s) done"
         counted = 0
+        counts: dict[str, object] = {}  # complete and needed blocks per arm (the rule's last say)
         for block in range(1, s.repeats + 1):
             if s.budget_minutes is not None and block_times:
                 mean = sum(block_times) / len(block_times)
@@ -346,16 +439,23 @@ class Experiment:
                     raise Stopped
                 print(self.describe(estimate), flush=True)
             block_times.append(time.monotonic() - t0)
-            if adaptive and block >= MIN_ADAPTIVE_BLOCKS and self.target_reached(estimate):
-                reason = f"half-width <= {s.target_half_width:g} pp after {block} block(s)"
-                break
+            decision = self.decide(block) if self.rule is not None else None
+            if decision is not None:
+                print(f"    stopping rule: {decision.reason}", flush=True)
+                counts = {"complete_blocks": decision.complete_blocks,
+                          "blocks_needed": decision.needed}
+                if decision.stop:
+                    reason = decision.reason
+                    break
         print(f"{PROG}: stopped: {reason}", flush=True)
-        self.stopping = {
-            "reason": reason,
-            "max_blocks": s.repeats,
-            "target_half_width": s.target_half_width,
-            "budget_minutes": s.budget_minutes,
-        }
+        rule = {} if self.rule is None else self.rule.to_manifest()
+        self.stopping = ManifestStopping(
+            **rule,  # type: ignore[arg-type]
+            **counts,  # type: ignore[arg-type]
+            reason=reason,
+            max_blocks=s.repeats,
+            budget_minutes=s.budget_minutes,
+        )
         self.write_manifest()
         return self.finish()
 
@@ -424,15 +524,18 @@ class Experiment:
         return status
 
     def write_reports(self) -> None:
-        """compare's text and markdown reports and its plot, into the (new) folder."""
-        from compare.plot import draw  # deferred: matplotlib is slow to import
+        """compare's text, markdown and HTML reports, its plot and the drift plot, into the
+        (new) folder."""
+        from compare.drift import draw_drift, drift_points  # deferred: matplotlib is slow
+        from compare.plot import draw
 
         report = self.report()
-        for name, fmt in (("report.txt", "text"), ("report.md", "markdown")):
-            write_text(self.s.out / name, render(report, fmt), mode="new", option=name)
-        write_atomically(
-            self.s.out / "comparison.png",
-            lambda tmp: draw(report, tmp),
-            mode="new",
-            option="comparison.png",
-        )
+        points = drift_points(load([self.s.out], include_warmup=True)[0])
+        for name, fmt in (("report.txt", "text"), ("report.md", "markdown"),
+                          ("report.html", "html")):
+            write_text(self.s.out / name, render(report, fmt, points), mode="new", option=name)
+        figures = [("comparison.png", lambda tmp: draw(report, tmp))]
+        if points:
+            figures.append(("drift.png", lambda tmp: draw_drift(report, points, tmp)))
+        for name, fill in figures:
+            write_atomically(self.s.out / name, fill, mode="new", option=name)

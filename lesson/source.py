@@ -25,7 +25,7 @@ from pathlib import Path
 RUNNER_FILES: dict[str, tuple[str, ...]] = {
     "native": ("native/benchmark.py",),
     "Fabric": ("lightning_impl/fabric.py",),
-    "Trainer": ("lightning_impl/trainer.py", "lightning_impl/benchmark.py"),
+    "Trainer": ("lightning_impl/trainer.py",),
 }
 
 MARK = re.compile(r"# DDP: (?P<name>[^-]+?)(?:\s+--\s+(?P<says>.*))?\s*$")

@@ -2,6 +2,6 @@
 
 import sys
 
-from lightning_impl.benchmark import main
+from lightning_impl.trainer import main
 
 sys.exit(main())

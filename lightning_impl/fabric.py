@@ -20,35 +20,36 @@ import torch
 import torch.distributed as dist
 from lightning_impl import workarounds  # native: DistributedDataParallel, built by Fabric here
 
-from common import config, launcher, precision, workload
+from common import config, launcher, precision, preflight, workload
 from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
 from common.steps import StepHooks
+from common.timing import mark_phase
+from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
 from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
 
 PROG = "lightning_impl.fabric"
 IMPLEMENTATION = "fabric"
-L = workarounds.L  # native: (no framework); None when Lightning is missing: main() exits 2
+LIGHTNING = workarounds.LIGHTNING  # native: (no framework); None if missing: main() exits 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate, then run as rank 0 (Fabric starts the others) or as one of them."""
+    mark_phase("imports")
+    follow_launcher(os.environ)  # native: in launch.py; a rank Fabric started dies with it
     argv = sys.argv[1:] if argv is None else argv
     cfg = config.parse(argv, PROG)
     with exit_on_usage_error(PROG, cfg.verbose):
-        if not cfg.barebones:
-            raise UsageError("--no-barebones applies to the Lightning Trainer only"
-                             " (python -m lightning_impl); leave it out here")
-        check_lightning(L)  # native: (no framework to check)
-        launch = launcher.detect(os.environ)
-        launcher.validate(cfg, launch, os.environ)
-        threads = workload.configure_threads(cfg.devices)
-        bf16 = precision.local_bf16_support(cfg.accelerator, cfg.devices)
-        prec = precision.resolve_precision(cfg.precision, cfg.accelerator, bf16)
+        check_lightning(LIGHTNING)  # native: (no framework to check)
+        plan = preflight.check(cfg)  # what a rank would refuse: launcher, GPUs, threads, precision
+        if cfg.check:
+            return preflight.passed(PROG, cfg, plan)
+        become_launcher(os.environ)  # native: launch_ranks passes its pid to the ranks
         # native: launch_ranks(...) here; Fabric launches in ddp_setup, from inside the run
-        return run(cfg, launch, prec, threads, argv)
+        workload.configure_threads(plan.threads)
+        return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
 
 def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision):
@@ -66,7 +67,7 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
         # DDP: model wrapper -- handed to Fabric: fabric.setup wraps with native's arguments
         **workload.ddp_kwargs(cfg),
     )
-    fabric = L.Fabric(
+    fabric = LIGHTNING.Fabric(
         # DDP: device placement -- handed to Fabric (local rank -> GPU)
         accelerator=cfg.accelerator,
         devices=cfg.devices,
@@ -114,6 +115,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     started = utc_now()
     workarounds.quiet_lightning(cfg.verbose)  # native: (no framework output to hide)
     fabric = ddp_setup(cfg, launch, prec)  # native: device = ddp_setup(cfg, launch)
+    mark_phase("process_group")
     device, rank, local_rank, world_size = (  # native: from launch
         fabric.device, fabric.global_rank, fabric.local_rank, fabric.world_size)
     say = (lambda msg: print(f"{PROG}: {msg}", flush=True)) if rank == 0 else (lambda msg: None)

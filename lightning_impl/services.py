@@ -23,8 +23,9 @@ from common.errors import UsageError
 SERVICES_DIR_VAR = "LIGHTNING_IMPL_SERVICES_DIR"
 
 
-def services_folder(cfg: BenchConfig) -> Path:
-    """The run's folder for logs and checkpoints (chosen once, then inherited by the ranks)."""
+def services_folder(cfg: BenchConfig, create: bool = True) -> Path | None:
+    """The run's folder for logs and checkpoints (chosen once, then inherited by the ranks);
+    without `create` (--check) only refused or not: no temporary folder is made (None)."""
     if chosen := os.environ.get(SERVICES_DIR_VAR):
         return Path(chosen)
     if cfg.output is not None:
@@ -32,6 +33,10 @@ def services_folder(cfg: BenchConfig) -> Path:
         if folder.exists():
             raise UsageError(f"--no-barebones keeps the Trainer's logs and checkpoints in {folder},"
                              " which already exists; move it away or choose another --output")
+        if not create:
+            return folder
+    elif not create:
+        return None
     else:
         folder = Path(tempfile.mkdtemp(prefix="lightning_impl-services-"))
     os.environ[SERVICES_DIR_VAR] = str(folder)

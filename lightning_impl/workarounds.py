@@ -1,5 +1,5 @@
 """What the Lightning runners need beyond the lesson: each piece says which behaviour it works
-around and why. The runner files (fabric.py, benchmark.py) stay line-for-line beside native's.
+around and why. The runner files (fabric.py, trainer.py) stay line-for-line beside native's.
 
     from lightning_impl import workarounds
 """
@@ -17,14 +17,15 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from common import workload
+from common.environment import SIGTERM_BROADCASTS_VAR
 from common.config import BenchConfig
 from common.precision import Precision
 from lightning_impl.compat import require_lightning
 
-L = require_lightning()
+LIGHTNING = require_lightning()  # the `lightning` package, or None when it is not installed
 
 # The module must import without Lightning, so that main() can exit 2 with the install hint.
-LightningModule = L.LightningModule if L is not None else object
+LightningModule = LIGHTNING.LightningModule if LIGHTNING is not None else object
 
 
 def quiet_lightning(verbose: bool, keep_info: bool = False) -> None:
@@ -77,6 +78,27 @@ def stop_at_once_on_signals(strategy, prog: str, rank: int, ctrl_c: bool = False
 
     for signum in (signal.SIGTERM, signal.SIGINT) if ctrl_c else (signal.SIGTERM,):
         signal.signal(signum, stop)
+
+
+def sigterm_broadcasts_for_tests(trainer) -> None:
+    """Test-only (DDPBENCH_SIGTERM_BROADCASTS=N): the loop's per-step SIGTERM broadcast made N
+    times a step, 0 removing it, so that a test can show host_ms_per_step counts it; the result
+    lists the switch in environment.diagnostics. Unset (always, outside tests): untouched.
+
+    The loop (Lightning 2.5.2 to 2.6.6) calls self._broadcast_sigterm_tensor() at the start of
+    every step when the world size is above 1; this replaces the method on that one object.
+    """
+    times = os.environ.get(SIGTERM_BROADCASTS_VAR)
+    if times is None:
+        return
+    loop = trainer.fit_loop.epoch_loop
+    once = loop._broadcast_sigterm_tensor
+
+    def repeated() -> None:
+        for _ in range(int(times)):
+            once()
+
+    loop._broadcast_sigterm_tensor = repeated
 
 
 def exit_status_of_stop(trainer, prog: str, stop: SystemExit) -> int:

@@ -4,8 +4,10 @@
     torchrun --nproc-per-node 4 -m native --devices 4 --output native.json
     srun python -m native --devices 4 --output native.json        # inside sbatch
 
-Read it beside lightning_impl/fabric.py and lightning_impl/benchmark.py (diff -y -W 210):
+Read it beside lightning_impl/fabric.py and lightning_impl/trainer.py (diff -y -W 210):
 the `# DDP:` marks name each responsibility, and the same marks there say who takes it over.
+`python -m native` enters through native/launch.py, which checks the options and starts the
+ranks without importing torch; each rank (or the only one) then runs main() here.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from common import config, launcher, precision, workload
+from common import config, launcher, precision, preflight, workload
 from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
 from common.steps import StepHooks
+from common.timing import mark_phase
 from native.launch import launch_ranks
 
 PROG = "native"
@@ -33,21 +36,19 @@ IMPLEMENTATION = "native"
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate, then launch the ranks or run as one of them."""
+    mark_phase("imports")
     argv = sys.argv[1:] if argv is None else argv
     cfg = config.parse(argv, PROG)
     with exit_on_usage_error(PROG, cfg.verbose):
-        if not cfg.barebones:
-            raise UsageError("--no-barebones applies to the Lightning Trainer only"
-                             " (python -m lightning_impl); leave it out here")
-        launch = launcher.detect(os.environ)
-        launcher.validate(cfg, launch, os.environ)
-        threads = workload.configure_threads(cfg.devices)
-        bf16 = precision.local_bf16_support(cfg.accelerator, cfg.devices)
-        prec = precision.resolve_precision(cfg.precision, cfg.accelerator, bf16)
-        if not launch.is_child and cfg.world_size > 1:
-            # DDP: process launch -- start one process per device and watch them
+        plan = preflight.check(cfg)  # what a rank would refuse: launcher, GPUs, threads, precision
+        if cfg.check:
+            return preflight.passed(PROG, cfg, plan)
+        if not plan.launch.is_child and cfg.world_size > 1:
+            # DDP: process launch -- start one process per device and watch them (python -m
+            # native does it in native/launch.py, before any torch import)
             return launch_ranks(PROG, "native", argv, cfg.devices)
-        return run(cfg, launch, prec, threads, argv)
+        workload.configure_threads(plan.threads)
+        return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
 
 def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch) -> torch.device:
@@ -110,6 +111,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     """One rank: set up, build, train, check, report; tear down in every case."""
     started = utc_now()
     device = ddp_setup(cfg, launch)
+    mark_phase("process_group")
     rank, local_rank, world_size = launch.rank, launch.local_rank, launch.world_size
     say = (lambda msg: print(f"{PROG}: {msg}", flush=True)) if rank == 0 else (lambda msg: None)
     try:

@@ -2,6 +2,12 @@
 
 This is the part of DDP that torchrun or srun does for you, and that Lightning's
 `_SubprocessScriptLauncher` plus its child-process observer do inside `trainer.fit()`.
+
+`python -m native` enters at main() here. It parses and checks the options without torch
+(common.preflight), so that the launching process, which never trains, starts the ranks
+without first paying seconds for torch and torchvision: every rank imports them once, and
+nothing else does. A rank, or a run on one device, then continues in native.benchmark.main,
+in the same process. The ranks die with this process however it dies (common.lifetime).
 """
 
 from __future__ import annotations
@@ -13,9 +19,29 @@ import subprocess
 import sys
 import time
 
+from common import config, preflight
+from common.errors import exit_on_usage_error
 from common.launcher import SELF_LAUNCH_VAR
+from common.lifetime import LAUNCHER_PID_VAR, follow_launcher
 
 GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL when stopping the ranks
+PROG = "native"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check without torch; start the ranks, or run native.benchmark in this process."""
+    follow_launcher(os.environ)  # a rank ends with the launcher that started it
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = config.parse(argv, PROG)
+    with exit_on_usage_error(PROG, cfg.verbose):
+        plan = preflight.check(cfg)
+    if cfg.check:
+        return preflight.passed(PROG, cfg, plan)
+    if not plan.launch.is_child and cfg.world_size > 1:
+        return launch_ranks(PROG, "native", argv, cfg.devices)
+    from native import benchmark  # torch: only in a process that trains
+
+    return benchmark.main(argv)
 
 
 def free_port() -> int:
@@ -65,7 +91,8 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
         for rank in range(devices):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(devices),
                        LOCAL_WORLD_SIZE=str(devices), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), **{SELF_LAUNCH_VAR: "1"})
+                       MASTER_PORT=str(port), **{SELF_LAUNCH_VAR: "1"},
+                       **{LAUNCHER_PID_VAR: str(os.getpid())})
             procs.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
         rank_of = {p.pid: rank for rank, p in enumerate(procs)}
         running = set(rank_of)

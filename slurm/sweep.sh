@@ -30,32 +30,41 @@ set -euo pipefail
 PROG=sweep.sh
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+# need OPTION [VALUE...]: OPTION must be followed by a value (else one line, exit 2).
+need() { (( $# >= 2 )) || die "$1 needs a value (see --help)"; }
+# whole OPTION VALUE LOW HIGH: VALUE is a whole number in LOW..HIGH. Checked as text first,
+# so that bash arithmetic never sees a number it would overflow (or read as octal).
+whole() {
+  [[ $2 =~ ^[0-9]+$ ]] || die "$1 $2: use a whole number >= $3"
+  (( ${#2} <= 9 && 10#$2 <= $4 )) || die "$1 $2: use at most $4"
+  (( 10#$2 >= $3 )) || die "$1 $2: use a whole number >= $3"
+}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 gpus="" shapes="" mode="" batch="" nodes=1 repeats=${REPEATS:-3} warmup=${WARMUP_RUNS:-1}
-cpu=0 outdir="" wait=0
+cpu=0 outdir="" given_outdir=0 wait=0
 sbatch_args=()
 while (( $# )); do
   case $1 in
-    --gpus) gpus=${2:-}; shift ;;
+    --gpus) need "$@"; gpus=$2; shift ;;
     --gpus=*) gpus=${1#*=} ;;
-    --mode) mode=${2:-}; shift ;;
+    --mode) need "$@"; mode=$2; shift ;;
     --mode=*) mode=${1#*=} ;;
-    --batch) batch=${2:-}; shift ;;
+    --batch) need "$@"; batch=$2; shift ;;
     --batch=*) batch=${1#*=} ;;
-    --shapes) shapes=${2:-}; shift ;;
+    --shapes) need "$@"; shapes=$2; shift ;;
     --shapes=*) shapes=${1#*=} ;;
-    --nodes) nodes=${2:-}; shift ;;
+    --nodes) need "$@"; nodes=$2; shift ;;
     --nodes=*) nodes=${1#*=} ;;
-    --repeats) repeats=${2:-}; shift ;;
+    --repeats) need "$@"; repeats=$2; shift ;;
     --repeats=*) repeats=${1#*=} ;;
-    --warmup-runs) warmup=${2:-}; shift ;;
+    --warmup-runs) need "$@"; warmup=$2; shift ;;
     --warmup-runs=*) warmup=${1#*=} ;;
     --cpu) cpu=1 ;;
-    --sbatch) sbatch_args+=("${2:-}"); shift ;;
+    --sbatch) need "$@"; sbatch_args+=("$2"); shift ;;
     --sbatch=*) sbatch_args+=("${1#*=}") ;;
-    --outdir) outdir=${2:-}; shift ;;
-    --outdir=*) outdir=${1#*=} ;;
+    --outdir) need "$@"; outdir=$2; given_outdir=1; shift ;;
+    --outdir=*) outdir=${1#*=}; given_outdir=1 ;;
     --wait) wait=1 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
@@ -66,38 +75,58 @@ done
 runner_args=("$@")
 
 # Check everything before the first submission: half a sweep in the queue helps nobody.
-[[ $nodes =~ ^[1-9][0-9]*$ ]] || die "--nodes $nodes: use a whole number >= 1"
+# Bounds: more GPUs or nodes than any cluster has is a typo, and keeps g x n far from overflow.
+MAX_PER_NODE=1024 MAX_NODES=10000 MAX_RUNS=10000 MAX_BATCH=2147483647
+whole --nodes "$nodes" 1 "$MAX_NODES"
 if [[ -n $shapes ]]; then
   [[ -z $gpus ]] || die "--shapes replaces --gpus and --nodes; give one of them"
-  [[ $shapes =~ ^[1-9][0-9]*x[1-9][0-9]*(,[1-9][0-9]*x[1-9][0-9]*)*$ ]] \
+  [[ $shapes =~ ^[0-9]+x[0-9]+(,[0-9]+x[0-9]+)*$ ]] \
     || die "--shapes takes NODESxGPUS per job, like 1x1,1x2,2x2"
-  IFS=, read -ra jobs <<<"$shapes"
+  IFS=, read -ra given <<<"$shapes"
+  jobs=()
+  for shape in "${given[@]}"; do
+    whole "--shapes $shape: nodes" "${shape%x*}" 1 "$MAX_NODES"
+    whole "--shapes $shape: GPUs per node" "${shape#*x}" 1 "$MAX_PER_NODE"
+    jobs+=("$((10#${shape%x*}))x$((10#${shape#*x}))")
+  done
 else
-  [[ $gpus =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--gpus takes counts like 1,2,4,8"
+  [[ $gpus =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--gpus takes counts like 1,2,4,8"
   IFS=, read -ra counts <<<"$gpus"
   jobs=()
-  for g in "${counts[@]}"; do jobs+=("${nodes}x$g"); done
+  for g in "${counts[@]}"; do
+    whole --gpus "$g" 1 "$MAX_PER_NODE"
+    jobs+=("$((10#$nodes))x$((10#$g))")
+  done
 fi
 [[ $mode == weak || $mode == strong ]] || die "--mode weak (fixed batch per device) or --mode strong (fixed global batch)"
-[[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats $repeats: use a whole number >= 1"
-[[ $warmup =~ ^[0-9]+$ ]] || die "--warmup-runs $warmup: use a whole number >= 0"
-[[ -z $batch || $batch =~ ^[1-9][0-9]*$ ]] || die "--batch $batch: use a whole number >= 1"
+whole --repeats "$repeats" 1 "$MAX_RUNS"
+whole --warmup-runs "$warmup" 0 "$MAX_RUNS"
+[[ -z $batch ]] || whole --batch "$batch" 1 "$MAX_BATCH"
 if [[ $mode == strong ]]; then
   [[ -n $batch ]] || die "--mode strong needs --batch (the global batch, images per step)"
   for shape in "${jobs[@]}"; do
     n=${shape%x*} g=${shape#*x}
-    (( batch % (g * n) == 0 )) \
+    (( 10#$batch % (g * n) == 0 )) \
       || die "--batch $batch does not divide by the world size $(( g * n )) ($g per node x $n nodes)"
   done
 fi
-command -v sbatch >/dev/null || die "sbatch not found; run this on a Slurm login node"
-
+# The sweep folder: new, or an empty folder; the nearest existing folder above it writable.
+(( given_outdir == 0 )) || [[ -n $outdir ]] || die "--outdir needs a folder"
 outdir=${outdir:-$ROOT/results/sweep-$mode-$(date -u +%Y%m%d-%H%M%S)}
-if [[ -d $outdir && -n $(ls -A "$outdir") ]]; then
+if [[ -e $outdir && ! -d $outdir ]]; then
+  die "--outdir $outdir is not a folder; give a new folder"
+fi
+if [[ -d $outdir && -n $(ls -A -- "$outdir") ]]; then
   die "$outdir is not empty; give a new --outdir"
 fi
-mkdir -p "$outdir"
-outdir=$(cd "$outdir" && pwd)
+above=$outdir
+while [[ ! -e $above ]]; do above=$(dirname -- "$above"); done
+[[ -d $above ]] || die "--outdir $outdir: $above is not a folder"
+[[ -w $above ]] || die "--outdir $outdir: $above is not writable"
+command -v sbatch >/dev/null || die "sbatch not found; run this on a Slurm login node"
+
+mkdir -p -- "$outdir" || die "--outdir $outdir: cannot create it"
+outdir=$(cd -- "$outdir" && pwd)
 
 if (( cpu )); then accelerator=cpu; else accelerator=gpu; fi
 # The jobs see the same variables as this shell (sbatch --export=ALL), plus these.

@@ -3,7 +3,7 @@
 Writes a valid result (tests/compare_factory.py) without torch. Environment:
 FAKE_ORDER (file: append the run's name), FAKE_FAIL (run name that exits 3),
 FAKE_USAGE (run name that exits 2), FAKE_HANG (run name that sleeps), FAKE_OVERHEAD (% for
-lightning, default 2).
+lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slower).
 """
 
 import os
@@ -34,4 +34,6 @@ impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabri
 seed = abs(hash(name)) % 10000
 median = 100.0 * (1 + float(os.environ.get("FAKE_OVERHEAD", "2")) / 100 if impl == "lightning" else 1)
 median *= 1 + ((seed % 7) - 3) * 0.001  # run-to-run noise
+if "-w" in name and os.environ.get("FAKE_WARMUP_DRIFT"):  # a host still settling
+    median *= 1 + float(os.environ["FAKE_WARMUP_DRIFT"]) / 100 / int(name.rsplit("-w", 1)[1]) ** 2
 write(out, make_result(impl, median_ms=median, seed=seed))

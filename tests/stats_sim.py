@@ -135,3 +135,43 @@ def welch(sim: Sim) -> list[stats.ArmInterval]:
     """The run-level Welch-Hsu core on every experiment."""
     return [stats.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
             for b, a in zip(sim.base, sim.arm)]
+
+
+# --- the audited method, kept here as the reference the audit tests show failing --------------
+
+@dataclass(frozen=True)
+class OldInterval:
+    """What compare reported before issue 21: Welch-Satterthwaite over runs, blocks ignored."""
+
+    percent: float
+    ci_low: float
+    ci_high: float
+    half_width: float
+    min_detectable_percent: float  # claimed 80% power
+    min_percent: float  # called "the robust estimate"
+    arm_runs: int
+    baseline_runs: int
+
+    @property
+    def significant(self) -> bool:
+        return self.ci_low > 0 or self.ci_high < 0
+
+
+def old_run_level(base: list[float], arm: list[float]) -> OldInterval:
+    """The removed stats.run_level_interval (2 runs a side or more), for the audit tests."""
+    lb, la = np.log(np.asarray(base, dtype=float)), np.log(np.asarray(arm, dtype=float))
+    diff = float(la.mean() - lb.mean())
+    vb, va = float(lb.var(ddof=1)) / len(lb), float(la.var(ddof=1)) / len(la)
+    se = math.sqrt(vb + va)
+    df = (float(len(lb) + len(la) - 2) if se == 0.0
+          else (vb + va) ** 2 / (vb**2 / (len(lb) - 1) + va**2 / (len(la) - 1)))
+    t = stats.t_quantile(0.975, df)
+    low, high = math.expm1(diff - t * se) * 100, math.expm1(diff + t * se) * 100
+    return OldInterval(math.expm1(diff) * 100, low, high, (high - low) / 2,
+                       math.expm1((t + stats.t_quantile(0.8, df)) * se) * 100,
+                       (min(arm) / min(base) - 1.0) * 100.0, len(arm), len(base))
+
+
+def old_enough_runs(iv: OldInterval, target_half_width: float, min_runs: int = 5) -> bool:
+    """The removed stats.enough_runs: stop once min_runs a side and the half-width <= target."""
+    return min(iv.arm_runs, iv.baseline_runs) >= min_runs and iv.half_width <= target_half_width

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.result import LightningInfo
+from compare import stats
 from compare.cli import main
 from compare_factory import make_result, write
 
@@ -55,8 +56,10 @@ def test_failed_runs_of_a_manifest_are_left_out(tmp_path: Path, capsys) -> None:
     folder = _experiment(tmp_path / "e", {"native": ("native", 100.0), "lightning": ("lightning", 102.0)},
                          failed="lightning")
     [o] = _json(capsys, str(folder))["overhead"]
-    assert (o["arm_runs"], o["baseline_runs"]) == (2, 3)
-    assert "2 lightning, 3 native runs" in o["verdict"]
+    # issue 21: paired by block, so the block whose lightning run failed is dropped and said
+    assert (o["arm_runs"], o["baseline_runs"], o["blocks"]) == (2, 2, 2)
+    assert len(o["dropped_blocks"]) == 1 and o["method"] == stats.METHOD_BLOCKS
+    assert "2 runs a side" in o["verdict"]
 
 
 def test_four_arms_give_each_vs_baseline_and_the_framework_steps(tmp_path: Path, capsys) -> None:

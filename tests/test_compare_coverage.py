@@ -1,6 +1,8 @@
-"""The run-level interval, checked by simulation: coverage, A/A verdict rate, robust estimator,
-adaptive stopping. Seeded and vectorised (seconds); a few experiments go through real files
-and the CLI end to end.
+"""compare's intervals on runs simulated step by step, checked by simulation: coverage, A/A
+verdict rate, the smallest detectable size, the fastest-run ratio, adaptive stopping. Seeded
+(seconds); a few experiments go through real files and the CLI end to end. The interval is
+stats.compare_arms on a plain file list (run-level Welch with Hsu's df, the runs interleaved);
+tests/test_stats_*.py cover the block-paired and Stein intervals and the audit's conditions.
 
 Model of one experiment: R runs a side; each run of 2 ranks x STEPS steps has a run-level
 factor exp(N(0, run_sd)) (placement, clocks: the run-to-run variation), AR(1) step noise
@@ -46,20 +48,32 @@ def run_medians(times: np.ndarray) -> np.ndarray:
     return np.median(times.max(axis=2), axis=-1)
 
 
+def files(base, arm) -> list[stats.RunPoint]:
+    """One experiment as a plain file list, the runs interleaved in time (AB AB ...)."""
+    return ([stats.RunPoint("native", float(ms), started_s=120.0 * k, name=f"native-r{k}")
+             for k, ms in enumerate(base)]
+            + [stats.RunPoint("fabric", float(ms), started_s=120.0 * k + 60.0, name=f"fabric-r{k}")
+               for k, ms in enumerate(arm)])
+
+
+def interval(base, arm) -> stats.ArmInterval:
+    return stats.compare_arms(files(base, arm), "fabric", "native")
+
+
 def simulate(seed: int, runs: int, run_sd: float, true_percent: float, interference: float = 0.0,
-             experiments: int = EXPERIMENTS) -> list[stats.RunLevelInterval]:
+             experiments: int = EXPERIMENTS) -> list[stats.ArmInterval]:
     """Intervals of `experiments` simulated experiments."""
     rng = np.random.default_rng(seed)
     base = run_medians(step_times(rng, experiments, runs, run_sd, 1.0, interference))
     arm = run_medians(step_times(rng, experiments, runs, run_sd, 1.0 + true_percent / 100, interference))
-    return [stats.run_level_interval(b, a) for b, a in zip(base, arm)]
+    return [interval(b, a) for b, a in zip(base, arm)]
 
 
-def covered(ivs: list[stats.RunLevelInterval], truth: float) -> float:
+def covered(ivs: list[stats.ArmInterval], truth: float) -> float:
     return float(np.mean([iv.ci_low <= truth <= iv.ci_high for iv in ivs]))
 
 
-def verdict_rate(ivs: list[stats.RunLevelInterval]) -> float:
+def verdict_rate(ivs: list[stats.ArmInterval]) -> float:
     return float(np.mean([iv.significant for iv in ivs]))
 
 
@@ -67,7 +81,7 @@ SETTINGS = [(runs, sd, truth) for runs in (3, 5, 10) for sd in (0.005, 0.15) for
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[tuple[int, float, float], list[stats.RunLevelInterval]]:
+def results() -> dict[tuple[int, float, float], list[stats.ArmInterval]]:
     return {(r, sd, t): simulate(1000 + i, r, sd, t) for i, (r, sd, t) in enumerate(SETTINGS)}
 
 
@@ -89,64 +103,65 @@ def test_the_pooled_a_to_a_verdict_rate_is_at_most_five_percent(results) -> None
     assert verdict_rate(pooled) <= 0.05
 
 
-def test_smallest_detectable_effect_is_detected_about_80_percent_of_the_time() -> None:
-    # Power check of min_detectable_percent: at a true overhead equal to the median reported
-    # detectable effect, about 80% of experiments get a 'slower' verdict.
-    probe = simulate(7, 10, 0.005, 0.0, experiments=400)
+@pytest.mark.parametrize("runs", [3, 10])
+def test_smallest_detectable_effect_is_detected_at_least_75_percent_of_the_time(runs: int) -> None:
+    # Power check of min_detectable_percent at a true overhead equal to the median reported
+    # detectable effect. Issue 21 item 3 changed the promise: it claimed 80% and gave 56-76%;
+    # now it is calibrated (90% under normal noise) so that at least 75% get a verdict.
+    probe = simulate(7, runs, 0.005, 0.0, experiments=400)
     mde = float(np.median([iv.min_detectable_percent for iv in probe]))
-    ivs = simulate(8, 10, 0.005, mde, experiments=1000)
-    assert 0.72 <= float(np.mean([iv.ci_low > 0 for iv in ivs])) <= 0.88
+    ivs = simulate(8, runs, 0.005, mde, experiments=1000)
+    assert float(np.mean([iv.ci_low is not None and iv.ci_low > 0 for iv in ivs])) >= 0.75
 
 
 def test_the_minimum_resists_one_sided_interference_that_biases_the_mean() -> None:
     # 30% of runs slowed by an exponential 10% on average, run noise 0.5%, 10 runs a side.
+    # The minimum is now the fastest-run ratio (stats.fastest_run_ratio), labelled descriptive;
+    # with equal run counts it is the same number the old "min-run %" was.
     rng = np.random.default_rng(21)
     base = run_medians(step_times(rng, EXPERIMENTS, 10, 0.005, 1.0, interference=0.3))
     arm = run_medians(step_times(rng, EXPERIMENTS, 10, 0.005, 1.02, interference=0.3))
-    ivs = [stats.run_level_interval(b, a) for b, a in zip(base, arm)]
+    ivs = [interval(b, a) for b, a in zip(base, arm)]
+    fastest = [stats.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
     mean_err = np.sqrt(np.mean([(iv.percent - 2.0) ** 2 for iv in ivs]))
-    min_err = np.sqrt(np.mean([(iv.min_percent - 2.0) ** 2 for iv in ivs]))
+    min_err = np.sqrt(np.mean([(f - 2.0) ** 2 for f in fastest]))
     assert min_err < 0.5 * mean_err  # measured: RMSE 0.98 against 2.85 percentage points
     assert covered(ivs, 2.0) >= 0.93  # the interval stays valid, only wider
     # Without interference and with large run noise the minimum is the worse estimator.
-    clean = simulate(22, 10, 0.15, 2.0)
-    assert np.sqrt(np.mean([(iv.min_percent - 2) ** 2 for iv in clean])) > np.sqrt(
+    rng = np.random.default_rng(22)
+    base = run_medians(step_times(rng, EXPERIMENTS, 10, 0.15, 1.0))
+    arm = run_medians(step_times(rng, EXPERIMENTS, 10, 0.15, 1.02))
+    clean = [interval(b, a) for b, a in zip(base, arm)]
+    fastest = [stats.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
+    assert np.sqrt(np.mean([(f - 2) ** 2 for f in fastest])) > np.sqrt(
         np.mean([(iv.percent - 2) ** 2 for iv in clean]))
 
 
-def adaptive(seed: int, run_sd: float, truth: float, target: float, min_runs: int, most: int = 20
+def adaptive(seed: int, run_sd: float, truth: float, target: float, most: int = 20
              ) -> tuple[float, float]:
-    """Coverage and verdict rate when blocks (one run a side) are added until enough_runs."""
+    """Coverage and verdict rate when ABBA blocks are added until Stein's rule says stop."""
     rng = np.random.default_rng(seed)
     base = run_medians(step_times(rng, EXPERIMENTS, most, run_sd, 1.0))
     arm = run_medians(step_times(rng, EXPERIMENTS, most, run_sd, 1.0 + truth / 100))
+    rule = stats.StoppingRule(target_half_width=target)
+    gaps = [1 if k % 2 == 0 else -1 for k in range(most)]  # ABBA: the arm second in odd blocks
     hits = verdicts = 0
     for b, a in zip(base, arm):
-        for n in range(stats.MIN_RUNS, most + 1):
-            iv = stats.run_level_interval(b[:n], a[:n])
-            if stats.enough_runs(iv, target, min_runs=min_runs):
-                break
+        ratios = list(np.log(a / b))
+        needed = min(stats.blocks_needed(ratios, rule) or most, most)
+        iv = stats.stein_log_interval(ratios[:needed], rule, gaps[:needed])
         hits += iv.ci_low <= truth <= iv.ci_high
         verdicts += iv.significant
     return hits / EXPERIMENTS, verdicts / EXPERIMENTS
 
 
 @pytest.mark.parametrize(("run_sd", "target"), [(0.005, 1.2), (0.15, 20.0)])
-def test_adaptive_stopping_from_two_runs_covers_less_than_from_five(run_sd: float, target: float) -> None:
-    # Stopping when the half-width first reaches the target favours samples whose variance
-    # happens to be low, so the final interval is too narrow; the earlier the rule may stop,
-    # the worse. Same draws for both rules (seed 32): measured 0.924 vs 0.952, 0.938 vs 0.965.
-    early, _ = adaptive(32, run_sd, 0.0, target=target, min_runs=2)
-    late, _ = adaptive(32, run_sd, 0.0, target=target, min_runs=stats.MIN_ADAPTIVE_RUNS)
-    assert early < late - 0.01
-
-
-@pytest.mark.parametrize(("run_sd", "target"), [(0.005, 1.2), (0.15, 20.0)])
-def test_adaptive_stopping_from_the_minimum_adaptive_runs(run_sd: float, target: float) -> None:
-    # From MIN_ADAPTIVE_RUNS (5) a side the rule keeps the fixed design's guarantees here:
-    # measured coverage 0.952 and 0.965, A/A verdict rate 0.048 and 0.035 (seed 32); other
-    # seeds gave 0.929-0.946 and 5.4-7.1% when the target sits near the 5-run half-width.
-    coverage, aa_rate = adaptive(32, run_sd, 0.0, target=target, min_runs=stats.MIN_ADAPTIVE_RUNS)
+def test_adaptive_stopping_keeps_the_fixed_designs_guarantees(run_sd: float, target: float) -> None:
+    # Issue 21 item 2 changed the rule: "stop once the half-width reaches the target" (from 2
+    # or 5 runs a side) under-covered (0.92-0.94, A/A verdicts up to 8.5%). Stein's two-stage
+    # rule decides the blocks from the first stage's variance alone, so its interval keeps 95%
+    # on these step-level runs too (1000 experiments: MC SE about 0.7 points).
+    coverage, aa_rate = adaptive(32, run_sd, 0.0, target=target)
     assert coverage >= 0.93 and aa_rate <= 0.066
 
 
@@ -170,7 +185,7 @@ def test_files_through_the_cli_give_the_simulated_interval(tmp_path: Path, capsy
     rng = np.random.default_rng(seed)  # the same draws, in memory
     base = run_medians(step_times(rng, 1, 3, 0.005, 1.0))[0]
     arm = run_medians(step_times(rng, 1, 3, 0.005, 1.02))[0]
-    iv = stats.run_level_interval(base, arm)
+    iv = stats.welch_hsu_interval(list(base), list(arm))
     assert (overhead["arm"], overhead["baseline"]) == ("fabric", "native")
     assert overhead["percent"] == pytest.approx(iv.percent)
     assert (overhead["ci_low"], overhead["ci_high"]) == pytest.approx((iv.ci_low, iv.ci_high))

@@ -32,7 +32,9 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
     text = output_of(capsys, *pair)
     assert text.index("Configuration and environment") < text.index("Speed") < text.index("Overhead: arm vs")
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
-    assert "2 GPU(s): lightning vs native: point estimate +" in text and "no verdict possible" in text
+    # issue 21: the sentence says why there is no verdict (stats.interval_line)
+    assert "2 GPU(s): lightning vs native: point estimate +" in text
+    assert "no verdict: the interval needs at least 2 runs a side" in text
     assert text.index("Overhead: arm vs") < text.index("Steady state: first vs second half of timed steps")
 
 
@@ -40,10 +42,12 @@ def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
     pair: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
-    assert {"runs", "pairs", "overhead", "scaling", "warnings"} <= report.keys()
+    assert {"runs", "pairs", "overhead", "host", "scaling", "warnings"} <= report.keys()
+    # issue 21: runs_needed and min_percent gave way to the reason, blocks, df, fastest-run %
     assert {"world_size", "arm", "baseline", "percent", "ci_low", "ci_high", "half_width", "verdict",
-            "verdict_possible", "significant", "estimator", "method", "arm_runs", "baseline_runs", "runs_needed",
-            "min_detectable_percent", "arm_median_ms", "baseline_median_ms", "min_percent"} <= report["overhead"][0].keys()
+            "verdict_possible", "significant", "estimator", "method", "arm_runs", "baseline_runs",
+            "no_verdict_reason", "min_detectable_percent", "arm_median_ms", "baseline_median_ms",
+            "fastest_run_percent", "blocks", "df"} <= report["overhead"][0].keys()
     assert [s["file"] for s in report["steady_state"]] == ["n.json", "l.json"]
     assert {"first_half_median_ms", "second_half_median_ms", "change_percent"} <= report["steady_state"][0].keys()
 

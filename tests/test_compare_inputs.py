@@ -126,7 +126,7 @@ def test_original_script_results_compare_and_are_labelled_everywhere(
     assert main(files) == 0
     text = capsys.readouterr().out
     assert "native (original script)" in text and "lightning (original script)" in text
-    assert "wall-clock mean on both sides" in text and "no verdict possible" in text
+    assert "wall-clock mean on both sides" in text and "no verdict: the interval needs" in text
     steady = text[text.index("Steady state: first vs second half"):].splitlines()
     assert steady[3].split() == ["native-h200-b256.json", "(original", "script)", "-", "-", "-"]
     assert main([*files, "--format", "json"]) == 0

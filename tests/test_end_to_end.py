@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from common.result import Result, load_result
 from common.source import source_digest
 
-from conftest import TINY, lightning_installed, needs_lightning, run_module
+from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -63,6 +64,21 @@ def check_valid_two_rank_run(result: Result, implementation: str, launcher: str)
     assert result.batch_size_per_device == 2 and result.global_batch_size == 4
     assert result.precision_resolved == "fp32"
     assert result.environment.source_digest == source_digest()  # the code that ran is this tree's
+    check_time_split(result, launcher)
+
+
+def check_time_split(result: Result, launcher: str) -> None:
+    """Every result carries each rank's host CPU time per timed step and where its time went."""
+    assert result.host_ms_per_step > 0 and all(r.host_ms_per_step > 0 for r in result.ranks)
+    assert result.phase_seconds == result.ranks[0].phase_seconds.model_copy(
+        update={"report": result.phase_seconds.report})  # rank 0's, reported up to the result
+    for rank in result.ranks:
+        p = rank.phase_seconds
+        assert min(p.imports, p.process_group, p.build, p.warmup, p.timed, p.report) > 0, p
+        assert p.timed == pytest.approx(rank.elapsed_seconds) and p.profiled == 0  # CPU
+        # Who started the process: native's launcher every rank, Lightning's rank 0 the others
+        started_by_us = launcher == "self" and (result.implementation == "native" or rank.rank > 0)
+        assert (p.launch is not None) == started_by_us, (rank.rank, p)
 
 
 def test_native_self_launched_two_ranks(native_self):
@@ -149,6 +165,77 @@ def test_every_runner_resolves_every_configuration_field_alike(native_self, fabr
         for name in fields:
             assert getattr(native_self, name) == getattr(other, name), name
         assert [r.omp_num_threads for r in native_self.ranks] == [r.omp_num_threads for r in other.ranks]
+
+
+def imported(stderr: str) -> set[str]:
+    """Module names in `python -X importtime` output."""
+    return set(re.findall(r"^import time:.*\|\s*([\w.]+)$", stderr, re.M))
+
+
+def test_a_self_launched_native_parent_imports_no_torch(tmp_path):
+    """The launching process decides and starts the ranks without torch: one import per rank."""
+    out = tmp_path / "r.json"
+    proc = run_module("native", [*TINY, "--devices", "2", "--output", str(out)],
+                      launcher=[sys.executable, "-X", "importtime"])  # the parent's flag only
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = imported(proc.stderr)
+    assert "native.launch" in names and "common.preflight" in names
+    assert not names & {"torch", "torchvision", "numpy", "native.benchmark"}, names
+    assert load_result(out).world_size == 2
+
+
+def test_one_device_runs_in_the_one_process(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module("native", [*TINY, "--devices", "1", "--output", str(out)],
+                      launcher=[sys.executable, "-X", "importtime"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "native.benchmark" in imported(proc.stderr)  # trained here, not in a child
+    result = load_result(out)
+    assert result.phase_seconds.launch is None and result.host_ms_per_step > 0
+
+
+@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning),
+                                    pytest.param("lightning_impl.fabric", marks=needs_lightning)])
+def test_check_validates_like_a_rank_and_launches_nothing(module, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module(module, [*TINY, "--devices", "2", "--output", str(out), "--check"],
+                      launcher=[sys.executable, "-X", "importtime"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == (f"{module}: check passed: 2 rank(s) via self, cpu, precision fp32,"
+                           " 1 thread(s) per rank; nothing launched\n")
+    assert list(tmp_path.iterdir()) == []
+    if module == "native":  # the others import their runner, which imports torch and Lightning
+        assert "torch" not in imported(proc.stderr)
+    bad = run_module(module, [*TINY, "--devices", "2", "--check"],
+                     env=clean_env(OMP_NUM_THREADS="many"))
+    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
+    assert "OMP_NUM_THREADS='many' must be a whole number" in bad.stderr.strip().splitlines()[-1]
+
+
+@needs_lightning
+def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
+    """The Trainer's per-step SIGTERM broadcast (2 gloo ranks) lies inside the timed steps on
+    the main thread, so host_ms_per_step counts it. One broadcast costs ~0.1 ms of CPU here,
+    below the run-to-run spread of a step's compute, so a test-only switch makes the loop
+    broadcast 0 or REPEATS times a step (Lightning's own method): the difference is REPEATS
+    broadcasts' CPU time, and the assertion asks for a fifth of a conservative floor of it."""
+    repeats, floor_ms = 200, 0.02  # measured 0.08-0.12 ms of CPU per broadcast on 2 busy cores
+    args = ["--accelerator", "cpu", "--arch", "squeezenet1_1", "--image-size", "32",
+            "--num-classes", "10", "--lr", "0.001", "--batch-size-per-device", "1",
+            "--warmup-steps", "2", "--steps", "20", "--devices", "2"]
+    host = {}
+    for times in (0, repeats):
+        out = tmp_path / f"b{times}.json"
+        proc = run_module("lightning_impl", [*args, "--output", str(out)],
+                          env=clean_env(DDPBENCH_SIGTERM_BROADCASTS=str(times)))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        result = load_result(out)
+        assert result.lightning.per_step_sigterm_sync
+        assert result.environment.diagnostics == {"DDPBENCH_SIGTERM_BROADCASTS": str(times)}
+        host[times] = [r.host_ms_per_step for r in result.ranks]
+    # 19 of the 20 timed steps carry a broadcast: step W's comes before the timed region
+    extra = [with_ - without for with_, without in zip(host[repeats], host[0])]
+    assert all(ms > 0.2 * floor_ms * repeats * 19 / 20 for ms in extra), host
 
 
 def test_summary_is_printed_even_without_output(tmp_path):

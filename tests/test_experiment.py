@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, TINY, clean_env, needs_lightning
 from experiment import plans
-from experiment.run import MIN_ADAPTIVE_BLOCKS, expand
+from experiment.run import expand
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 
@@ -40,7 +40,9 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     proc = experiment(["--repeats", "3", "--out", str(out), "--", "--steps", "5"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     order = (tmp_path / "order").read_text().split()
-    assert order == ["native-w1", "lightning-w1",  # one warm-up run per arm by default
+    # one warm-up run per arm by default, then (issue 21 item 5) the baseline's warm-up runs
+    # until the host has settled: the fake runner's runs agree, so one more, native-w2
+    assert order == ["native-w1", "lightning-w1", "native-w2",
                      "native-r1", "lightning-r1", "lightning-r2", "native-r2", "native-r3", "lightning-r3"]
     m = manifest(out)
     assert m["manifest_version"] == 1 and m["baseline"] == "native" and m["experiment"] is None
@@ -48,23 +50,35 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     assert m["arms"][1]["argv"] == ["-m", "lightning_impl"]
     assert m["runner_options"] == ["--steps", "5"]
     assert [(r["block"], r["position"], r["label"], r["status"]) for r in m["runs"]] == [
-        (0, 1, "native", "warmup"), (0, 2, "lightning", "warmup"),
+        (0, 1, "native", "warmup"), (0, 2, "lightning", "warmup"), (0, 1, "native", "warmup"),
         (1, 1, "native", "ok"), (1, 2, "lightning", "ok"), (2, 1, "lightning", "ok"),
         (2, 2, "native", "ok"), (3, 1, "native", "ok"), (3, 2, "lightning", "ok")]
     for r in m["runs"]:
         assert r["exit_status"] == 0
         assert (out / r["result"]).is_file() and (out / r["log"]).is_file()
         assert r["command"][-4:-2] == ["--steps", "5"]
-    assert [r["result"] for r in m["runs"][:2]] == ["warmup/native-w1.json", "warmup/lightning-w1.json"]
+    assert [r["result"] for r in m["runs"][:3]] == [
+        "warmup/native-w1.json", "warmup/lightning-w1.json", "warmup/native-w2.json"]
+    settling = m["settling"]
+    assert settling["settled"] and (settling["runs"], settling["extra_runs"]) == (2, 1)
+    assert settling["max_minutes"] == 8 and "settled after 2 warm-up run(s)" in settling["reason"]
+    assert m["stopping"] == {"rule": None, "first_stage_blocks": None, "target_half_width": None,
+                             "max_blocks": 3, "budget_minutes": None, "reason": "3 block(s) done",
+                             "complete_blocks": None, "blocks_needed": None}
     assert sorted(p.name for p in (out / "results").iterdir()) == [
         f"{label}-r{k}.json" for label in ("lightning", "native") for k in (1, 2, 3)]
     report = (out / "report.txt").read_text()
     assert "native" in report and "3 runs a side" in report and "w1" not in report
+    assert "host settled before the counted runs" in report
     assert (out / "report.md").is_file()
     assert (out / "comparison.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "drift.png").read_bytes().startswith(b"\x89PNG")
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 2
     assert "[6/6 " in proc.stdout and "lightning vs native" in proc.stdout
     assert "[w1/1 " in proc.stdout and "(warm-up, not counted)" in proc.stdout
-    assert "8 run(s) (2 warm-up)" in proc.stdout
+    assert "[settling 1 " in proc.stdout and "experiment: host settled (" in proc.stdout
+    assert "9 run(s) (3 warm-up)" in proc.stdout
 
 
 def test_warmup_runs_zero_counts_every_run_and_two_run_twice_per_arm(tmp_path):
@@ -86,7 +100,7 @@ def test_a_failed_warmup_run_is_recorded_and_reported_but_decides_nothing(tmp_pa
     assert proc.returncode == 0, proc.stderr
     runs = manifest(out)["runs"]
     assert [(r["label"], r["status"]) for r in runs[:2]] == [("native", "warmup"), ("lightning", "failed")]
-    assert [r["status"] for r in runs[2:]] == ["ok"] * 4
+    assert [r["status"] for r in runs[3:]] == ["ok"] * 4  # runs[2]: native-w2, settling
     assert "1 warm-up run(s) failed (not counted): lightning w1 (exit 3)" in proc.stderr
     assert "2 runs a side" in (out / "report.txt").read_text()
 
@@ -130,6 +144,10 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
     (["--warmup-runs", "-1"], "--warmup-runs must be 0 or more"),
     (["--target-half-width", "-1"], "--target-half-width must be a positive"),
     (["--budget-minutes", "0"], "--budget-minutes must be positive"),
+    (["--target-half-width", "1", "--first-stage-blocks", "1"],
+     "--first-stage-blocks must be 2 or more"),
+    (["--first-stage-blocks", "3"], "--first-stage-blocks needs --target-half-width"),
+    (["--settle-minutes", "-1"], "--settle-minutes must be 0 or more"),
     (["--plan", "nope"], "no plan 'nope'"),
     (["--", "--output", "x.json"], "results go into the experiment folder"),
     (["--", "--trace", "{nope}.json"], "unknown placeholder {nope}"),
@@ -151,12 +169,64 @@ def test_an_existing_folder_is_refused_and_left_alone(tmp_path):
     assert [p.name for p in out.iterdir()] == ["keep.json"]
 
 
-def test_adaptive_mode_stops_at_the_minimum_blocks_once_the_target_is_met(tmp_path):
+def test_adaptive_mode_stops_at_the_first_stage_once_the_target_is_met(tmp_path):
+    # issue 21 item 2: Stein's two-stage rule; a wide target needs no more than the first stage
     out = tmp_path / "exp"
-    proc = experiment(["--target-half-width", "50", "--out", str(out)], tmp_path)
+    proc = experiment(["--target-half-width", "50", "--first-stage-blocks", "3",
+                       "--settle-minutes", "0", "--out", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert len(manifest(out)["runs"]) == 2 + 2 * MIN_ADAPTIVE_BLOCKS  # the warm-up runs first
-    assert f"after {MIN_ADAPTIVE_BLOCKS} block(s)" in proc.stdout
+    m = manifest(out)
+    assert len(m["runs"]) == 2 + 2 * 3  # the warm-up runs first
+    assert m["settling"] is None  # --settle-minutes 0
+    stopping = m["stopping"]
+    assert (stopping["rule"], stopping["first_stage_blocks"], stopping["target_half_width"]) == (
+        "stein-two-stage", 3, 50)
+    assert stopping["complete_blocks"] == {"lightning": 3} and stopping["blocks_needed"] == {
+        "lightning": 3}
+    assert "every arm has the complete blocks it needs" in stopping["reason"]
+    assert "stopping rule: complete/needed blocks: lightning 2/?" in proc.stdout
+    report = (out / "report.txt").read_text()
+    assert "Stein's two-stage rule" in report
+
+
+def test_adaptive_mode_counts_complete_blocks_not_blocks_started(tmp_path):
+    # the audit: the old loop counted blocks, so failed runs let it stop early
+    out = tmp_path / "exp"
+    proc = experiment(["--target-half-width", "50", "--first-stage-blocks", "3",
+                       "--warmup-runs", "0", "--out", str(out)], tmp_path,
+                      FAKE_FAIL="lightning-r2")
+    assert proc.returncode == 1  # a run failed
+    runs = manifest(out)["runs"]
+    assert [(r["block"], r["label"], r["status"]) for r in runs if r["status"] == "failed"] == [
+        (2, "lightning", "failed")]
+    assert max(r["block"] for r in runs) == 4  # block 2 incomplete: a fourth block
+    assert manifest(out)["stopping"]["complete_blocks"] == {"lightning": 3}
+
+
+def test_a_host_that_does_not_settle_within_the_bound_is_recorded_and_warned(tmp_path):
+    out = tmp_path / "exp"
+    proc = experiment(["--repeats", "2", "--settle-minutes", "0.01", "--out", str(out)],
+                      tmp_path, FAKE_WARMUP_DRIFT="10")
+    assert proc.returncode == 0, proc.stderr
+    settling = manifest(out)["settling"]
+    assert settling["settled"] is False and settling["extra_runs"] == 0
+    assert "settling needs 2" in settling["reason"]
+    assert "warning: host NOT settled within 0.01 min" in proc.stdout
+    report = (out / "report.txt").read_text()
+    assert "the host had NOT settled when the counted runs began" in report
+
+
+def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
+    out = tmp_path / "exp"
+    # the k-th warm-up run 17%/k^2 slow: w1 +17%, w2 +4.3%, w3 +1.9%, w4 +1.1%; the fake's
+    # noise is at most 0.3% a run, so w2 -> w3 moves over 1.5% and w3 -> w4 under: settled at w4
+    proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, FAKE_WARMUP_DRIFT="17")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "order").read_text().split() == [
+        "native-w1", "lightning-w1", "native-w2", "native-w3", "native-w4",
+        "native-r1", "lightning-r1"]
+    settling = manifest(out)["settling"]
+    assert settling["settled"] and (settling["runs"], settling["extra_runs"]) == (4, 3)
 
 
 def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
@@ -197,6 +267,21 @@ def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
     assert m["arms"][1] == {"label": "lightning-host-delay-2000", "runner": "lightning",
                             "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"],
                             "python": sys.executable}
+
+
+def test_the_original_workload_plan_answers_every_question_of_issue_21_in_one_folder(tmp_path):
+    out = tmp_path / "plan"
+    proc = experiment(["--plan", "original-workload", "--repeats", "2", "--warmup-runs", "0",
+                       "--out", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    m = manifest(out)
+    assert [a["label"] for a in m["arms"]] == ["native", "native-b", "fabric", "lightning"]
+    assert m["runner_options"] == ["--warmup-steps", "50", "--steps", "200"]
+    report = (out / "report.txt").read_text()
+    for pair in ("native-b vs native", "fabric vs native", "lightning vs native",
+                 "lightning vs fabric"):
+        assert pair in report
+    assert "Host cost per step" in report
 
 
 def test_experiment_imports_neither_torch_nor_lightning():

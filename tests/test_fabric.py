@@ -28,11 +28,11 @@ def test_both_lightning_arms_get_ddpstrategy_with_natives_arguments(stream):
     """The Trainer's strategy has native's DDP arguments; both arms swap the stream alike."""
     from lightning.fabric.strategies import DDPStrategy
 
-    from lightning_impl import benchmark, workarounds
+    from lightning_impl import trainer, workarounds
 
     cfg = config.parse(["--accelerator", "cpu", "--devices", "2", "--ddp-stream", stream], "t")
     prec = precision.resolve_precision("fp32", "cpu", False)
-    strategy = benchmark.trainer_setup(cfg, launcher.detect({}), prec).strategy
+    strategy = trainer.trainer_setup(cfg, launcher.detect({}), prec).strategy
     assert strategy._ddp_kwargs == workload.ddp_kwargs(cfg)
     assert strategy.process_group_backend == "gloo"
     assert strategy._timeout == dt.timedelta(seconds=cfg.timeout)
@@ -49,7 +49,7 @@ def test_fabric_passes_the_trainers_strategy_arguments():
         body = text[start:text.index("\n    )\n", start)]
         return "\n".join(line for line in body.splitlines() if not line.strip().startswith("#"))
 
-    assert strategy_call("lightning_impl/fabric.py") == strategy_call("lightning_impl/benchmark.py")
+    assert strategy_call("lightning_impl/fabric.py") == strategy_call("lightning_impl/trainer.py")
 
 
 @pytest.mark.slow

@@ -98,6 +98,30 @@ def test_signal_to_the_launcher_stops_everything(module, sig, codes, tmp_path):
     assert_nothing_left(out)
 
 
+@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning),
+                                    pytest.param("lightning_impl.fabric", marks=needs_lightning)])
+def test_kill_9_of_the_launcher_leaves_no_rank(module, tmp_path):
+    """However the launcher dies, its ranks die with it (a parent-death signal): none runs on
+    beside the next run, and none writes a result later."""
+    out = tmp_path / "r.json"
+    log = tmp_path.parent / f"{tmp_path.name}.log"  # not in tmp_path: assert_nothing_left
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", module, *TINY, "--devices", "2", "--steps",
+                                 "400", "--output", str(out)], cwd=ROOT, env=clean_env(),
+                                stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + PROMPT
+            while "warm-up:" not in log.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.2)
+            assert len(processes_mentioning(str(out))) >= 2, "both ranks run"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        finally:
+            proc.kill()
+    assert_nothing_left(out)  # within 10 s no process names the output path
+
+
 def test_failed_run_leaves_an_existing_result_untouched(tmp_path):
     out = tmp_path / "r.json"
     out.write_text('{"precious": true}')

@@ -9,7 +9,10 @@ import io
 import json
 import math
 import os
+import shutil
+import socket
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from common.models import classification_models
 from common import config, launcher
 from common.output import OutputError
 from common.result import load_result, write_result
@@ -26,7 +30,8 @@ from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 LIGHTNING = ROOT / "results" / "h200" / "precisions" / "lightning-bf16-r1.json"
-RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning)]
+RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning),
+           pytest.param("lightning_impl.fabric", marks=needs_lightning)]
 FAST = settings(derandomize=True, max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -234,21 +239,226 @@ def test_any_json_loads_or_gives_one_line_never_a_traceback(doc):
 
 # --- end to end: refused before any rank starts, nothing written -------------------------
 
+SLURM_ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
+                  "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                  "SLURM_STEP_ID": "0", "SLURM_JOB_ID": "4321", "SLURM_JOB_NAME": "bench",
+                  "SLURM_NODELIST": "localhost"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("module", RUNNERS)
-@pytest.mark.parametrize("case", ["nan", "cpus", "rank"])
+@pytest.mark.parametrize("case", ["nan", "cpus", "rank", "vit", "omp", "nodeid", "addr", "port"])
 def test_refused_before_any_rank_starts(module, case, tmp_path):
+    """Every arm refuses the same inputs, with the same line (issue 26: SLURM_NODEID used to be
+    a KeyError in Lightning's arms only)."""
     out = tmp_path / "r.json"
-    args, env, message = {
-        "nan": ([*TINY, "--lr", "nan"], {}, "--lr must be a finite number, got nan"),
-        "cpus": ([*TINY, "--devices", str(launcher.available_cpus() + 1)], {}, "--oversubscribe-cpus"),
-        "rank": ([*TINY, "--devices", "2"], {"TORCHELASTIC_RUN_ID": "x", "RANK": "2", "LOCAL_RANK": "0",
-                                             "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
-                 "RANK=2 is outside 0..1"),
-    }[case]
-    proc = run_module(module, [*args, "--output", str(out)], timeout=120, env=clean_env(**env))
+    torchrun = {"TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2",
+                "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        args, env, message = {
+            "nan": ([*TINY, "--lr", "nan"], {}, "--lr must be a finite number, got nan"),
+            "cpus": ([*TINY, "--devices", str(launcher.available_cpus() + 1)], {},
+                     "--oversubscribe-cpus"),
+            "rank": ([*TINY, "--devices", "2"], {**torchrun, "RANK": "2", "LOCAL_RANK": "0"},
+                     "RANK=2 is outside 0..1"),
+            "vit": ([*TINY, "--arch", "vit_b_16"], {}, "--arch vit_b_16 takes 224x224 images only"),
+            "omp": (TINY, {"OMP_NUM_THREADS": "²"}, "OMP_NUM_THREADS='²' must be a whole number"),
+            "nodeid": (TINY, {k: v for k, v in SLURM_ONE_TASK.items() if k != "SLURM_NODEID"},
+                       "SLURM_NODEID is not set but SLURM_NTASKS is"),
+            "addr": ([*TINY, "--devices", "2"], {**torchrun, "MASTER_ADDR": "no-such-host.invalid"},
+                     "MASTER_ADDR='no-such-host.invalid' cannot be resolved"),
+            "port": (TINY, {**SLURM_ONE_TASK, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
+                     f"MASTER_PORT={port} is already in use on this host"),
+        }[case]
+        proc = run_module(module, [*args, "--output", str(out)], timeout=120, env=clean_env(**env))
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"{module}: error: ") and message in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"{module}: error: ") and message in proc.stderr, proc.stderr
     assert proc.stdout == "", "no rank may have started"
     assert list(tmp_path.iterdir()) == []
+
+
+# --- slurm/sweep.sh: every mistake one line, exit 2, nothing made (issue 26, class 6) -----
+
+SWEEP = ROOT / "slurm" / "sweep.sh"
+
+
+@pytest.fixture(scope="module")
+def no_sbatch_path(tmp_path_factory) -> str:
+    """A PATH with the tools sweep.sh uses before it submits, and no sbatch: never submits."""
+    folder = tmp_path_factory.mktemp("bin")
+    for tool in ("ls", "dirname", "date", "sed", "mkdir"):
+        (folder / tool).symlink_to(shutil.which(tool))
+    return str(folder)
+
+
+def sweep(args: list[str], path: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("bash"), str(SWEEP), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=60, env={"PATH": path, "HOME": str(cwd)}, check=False)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--gpus"], "--gpus needs a value (see --help)"),
+    (["--gpus", "1", "--mode"], "--mode needs a value"),
+    (["--gpus", "1", "--mode", "weak", "--outdir"], "--outdir needs a value"),
+    (["--gpus", "1", "--mode", "weak", "--sbatch"], "--sbatch needs a value"),
+    (["--gpus", "9" * 20, "--mode", "weak"], f"--gpus {'9' * 20}: use at most 1024"),
+    (["--shapes", f"{'9' * 19}x2", "--mode", "weak"], f"nodes {'9' * 19}: use at most 10000"),
+    (["--gpus", "1,2", "--mode", "strong", "--batch", "9" * 20], "--batch 9999"),
+    (["--gpus", "1", "--mode", "weak", "--repeats", "08x"], "--repeats 08x: use a whole number"),
+    (["--gpus", "1", "--mode", "weak", "--outdir="], "--outdir needs a folder"),
+    (["--gpus", "1", "--mode", "weak", "--outdir", "FILE"], "--outdir FILE is not a folder"),
+    (["--gpus", "1", "--mode", "weak", "--outdir", "FILE/sub"], "FILE/sub: FILE is not a folder"),
+])
+def test_sweep_mistakes_are_one_line_and_exit_2(args, message, tmp_path, no_sbatch_path):
+    (tmp_path / "FILE").write_text("keep")
+    proc = sweep(args, no_sbatch_path, tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("sweep.sh: error: ")
+    assert message in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+    assert (tmp_path / "FILE").read_text() == "keep"
+
+
+SWEEP_OPTIONS = ["--gpus", "--mode", "--batch", "--shapes", "--nodes", "--repeats", "--warmup-runs",
+                 "--sbatch", "--outdir", "--cpu", "--wait", "--", "--bogus"]
+SWEEP_VALUES = (st.sampled_from(["1", "2", "1,2", "0", "-1", "08", "1x2", "2x2,1x1", "weak",
+                                 "strong", "9" * 20, "", "x", "FILE", "FILE/sub", "new"])
+                | st.integers(0, 2**70).map(str) | st.text(max_size=6))
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(SWEEP_OPTIONS) | SWEEP_VALUES, max_size=8))
+def test_any_sweep_command_line_exits_2_with_one_line_before_submitting(no_sbatch_path, argv):
+    """Without sbatch every command line ends before a submission: one line, nothing made."""
+    if {"-h", "--help"} & set(argv):
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        (cwd / "FILE").write_text("keep")
+        proc = sweep(argv, no_sbatch_path, cwd)
+        assert proc.returncode == 2 and proc.stdout == "", (argv, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("sweep.sh: error: "), argv
+        assert sorted(p.name for p in cwd.iterdir()) == ["FILE"], argv
+
+
+# --- provenance: the digest names the tree it digested (issue 26, class 7) ----------------
+
+def test_source_digest_names_the_tree_and_digests_the_one_given(tmp_path):
+    import sys
+
+    from common.source import SOURCE_PACKAGES, source_digest
+    copy = tmp_path / "other checkout"
+    for package in SOURCE_PACKAGES:
+        shutil.copytree(ROOT / package, copy / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "native" / "extra.py").write_text("# an edit in the other checkout\n")
+
+    def digest(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "common", "source-digest", *args],
+                              cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+                              check=False, timeout=120)
+
+    installed, other = digest(), digest(str(copy))
+    assert installed.stdout == f"{source_digest(ROOT)}  {ROOT}\n"  # run elsewhere: says which tree
+    assert other.stdout == f"{source_digest(copy)}  {copy}\n"
+    assert source_digest(copy) != source_digest(ROOT)
+    refused = digest(str(tmp_path))
+    assert refused.returncode == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1
+    assert f"{tmp_path} is not a checkout of this suite" in refused.stderr
+
+
+# --- what a rank would find, found by the parser (issue 26, class 5) -----------------------
+
+@pytest.mark.parametrize("argv,message", [
+    (["--arch", "vit_b_16", "--image-size", "64"], "--arch vit_b_16 takes 224x224 images only"),
+    (["--arch", "maxvit_t", "--image-size", "256"], "--arch maxvit_t takes 224x224 images only"),
+    (["--image-size", "2147483647"], "--image-size 2147483647 is too large; use at most 4096"),
+    (["--image-size", "4097"], "--image-size 4097 is too large; use at most 4096"),
+    (["--arch", "googlenet"], "--arch googlenet returns auxiliary classifier outputs while"),
+    (["--arch", "inception_v3", "--image-size", "299"], "--arch inception_v3 returns auxiliary"),
+    (["--arch", "alexnet", "--image-size", "62"], "--image-size 62 is too small for alexnet"),
+    (["--image-size", "32", "--batch-size-per-device", "1"],
+     "--image-size 32 with one image per device is too small for resnet50"),
+    (["--image-size", "48", "--global-batch-size", "2", "--devices", "2"], "with one image per"),
+])
+def test_an_architecture_that_cannot_take_the_images_is_refused_by_the_parser(argv, message):
+    assert message in refused(argv)
+
+
+ONE_IMAGE = "with one image per device is too small"
+
+
+def _trains_on_meta(arch: str, size: int, batch: int) -> bool | None:
+    """Whether one training forward pass works (None: the model cannot be built on meta)."""
+    import torch
+    import torchvision
+    try:
+        with torch.device("meta"):
+            model = torchvision.models.get_model(arch, weights=None, num_classes=10)
+    except NotImplementedError:  # RegNet computes its widths with .tolist()
+        return None
+    try:
+        with torch.no_grad():
+            out = model.train()(torch.empty(batch, 3, size, size, device="meta"))
+    except (RuntimeError, ValueError, AssertionError):
+        return False
+    return isinstance(out, torch.Tensor)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", sorted(classification_models()))
+def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_rest(arch):
+    """The parser's rules against each model's forward pass on the meta device (no memory):
+    everything accepted trains; what is refused fails, except where a rule is conservative."""
+    import warnings
+    warnings.simplefilter("ignore")  # torchvision's FutureWarnings about GoogLeNet's init
+    for batch in (1, 2):
+        for size in (31, 32, 33, 62, 63, 64, 65, 96, 223, 224, 225):
+            verdict = _trains_on_meta(arch, size, batch)
+            if verdict is None:
+                pytest.skip(f"{arch} cannot be built on the meta device")
+            argv = ["--arch", arch, "--image-size", str(size),
+                    "--batch-size-per-device", str(batch)]
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                try:
+                    config.parse(argv, "test")
+                    accepted = True
+                except SystemExit:
+                    accepted = False
+            if accepted:
+                assert verdict, argv  # never a size that fails inside the ranks
+            elif verdict:  # refused though it trains: only where a rule is conservative
+                conservative = (size < config.MIN_IMAGE_SIZE
+                                or (batch == 1 and ONE_IMAGE in err.getvalue())
+                                or (arch == "maxvit_t" and size == 223))  # stem rounds to 112
+                assert conservative, (argv, err.getvalue())
+
+
+@pytest.mark.parametrize("variable,value,message", [
+    ("SLURM_CPUS_PER_TASK", "abc", "SLURM_CPUS_PER_TASK='abc' is not a whole number"),
+    ("SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK=0 must be 1 or more"),
+    ("SLURM_NNODES", "x", "SLURM_NNODES='x' is not a whole number"),
+    ("SLURM_NTASKS_PER_NODE", "٣", "tasks are spread unevenly over the nodes (٣)"),
+])
+def test_experiment_under_srun_names_a_bad_slurm_variable_before_any_run(variable, value, message,
+                                                                         tmp_path):
+    """python -m experiment --launch srun reads these for every run: checked before the first."""
+    import sys
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "srun").write_text("#!/bin/sh\nexit 99\n")
+    (bin_ / "srun").chmod(0o755)
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
+             variable: value}
+    env = clean_env(PATH=f"{bin_}:{os.environ['PATH']}", **slurm)
+    out = tmp_path / "exp"
+    proc = subprocess.run([sys.executable, "-m", "experiment", "--launch", "srun", "--repeats", "1",
+                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr and not out.exists()

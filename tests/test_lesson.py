@@ -85,16 +85,6 @@ def test_native_notes_are_annotations_not_comment_text():
     assert page.comments and not [c for c in page.comments if "# native:" in c]
 
 
-def test_the_trainer_file_is_read_from_its_new_name_once_it_exists(tmp_path):
-    names = RUNNER_FILES["Trainer"]
-    assert names[0] == "lightning_impl/trainer.py"
-    (tmp_path / "lightning_impl").mkdir()
-    (tmp_path / "lightning_impl" / "benchmark.py").write_text("")
-    assert runner_path(tmp_path, names) == "lightning_impl/benchmark.py"
-    (tmp_path / "lightning_impl" / "trainer.py").write_text("")
-    assert runner_path(tmp_path, names) == "lightning_impl/trainer.py"
-
-
 HOSTILE = '''"""</div><script>alert("docstring")</script>"""
 text = "# DDP: inside a string -- not a mark"
 

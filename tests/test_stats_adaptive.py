@@ -9,7 +9,7 @@ Stein's interval is exact under normal noise (coverage 95% whatever the data say
 stop), so the claims are tested at the nominal level with the Monte Carlo error accounted for:
 coverage >= 95% means observed coverage + 3 MC standard errors >= 0.95 (SE about 0.0034 at
 4000), and A/A verdicts <= 5% means the observed rate <= 0.05 + 3 x 0.0034 = 0.0603. The same
-draws through the old rule (stats.enough_runs, stop when the half-width reaches the target)
+draws through the old rule (stats_sim.old_enough_runs, stop when the half-width reaches the target)
 show the inflation the issue measured.
 """
 
@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import AA_BOUND, REPS, noise, slots
+from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 from compare import stats
 
@@ -101,7 +101,7 @@ def test_pooled_stein_a_to_a_is_at_most_five_percent() -> None:
 
 
 def test_the_old_rule_inflated_a_to_a_where_stein_holds_it() -> None:
-    """The audited failure: the half-width rule (stats.enough_runs from 2 runs a side) gave
+    """The audited failure: the half-width rule (old_enough_runs from 2 runs a side) gave
     A/A verdicts well over 5% at tight targets; Stein's rule on the same draws does not."""
     ratios, complete = draws(2299, "normal", 0.0, 0.0, 0.0)
     rule = stats.StoppingRule(target_half_width=0.6)
@@ -109,9 +109,8 @@ def test_the_old_rule_inflated_a_to_a_where_stein_holds_it() -> None:
     for r, k in zip(ratios, complete):
         # the old loop's run-level interval on the same draws (base = 0, arm = the ratio)
         for n in range(2, MAX_BLOCKS + 1):
-            iv = stats.run_level_interval([100.0] * 0 + list(100 * np.exp(-r[:n] / 2)),
-                                          list(100 * np.exp(r[:n] / 2)))
-            if stats.enough_runs(iv, rule.target_half_width, min_runs=2):
+            iv = old_run_level(list(100 * np.exp(-r[:n] / 2)), list(100 * np.exp(r[:n] / 2)))
+            if old_enough_runs(iv, rule.target_half_width, min_runs=2):
                 break
         old += iv.significant
         stein += stein_experiment(r, k, rule)[0].significant

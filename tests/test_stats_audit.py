@@ -10,14 +10,15 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import AA_BOUND, REPS, lower_bound, paired, simulate, welch
+from stats_sim import (AA_BOUND, REPS, OldInterval, lower_bound, old_run_level, paired, simulate,
+                       welch)
 
 from compare import stats
 
 
-def _old(sim) -> list[stats.RunLevelInterval]:
+def _old(sim) -> list[OldInterval]:
     """The previous method (Welch-Satterthwaite over runs, blocks ignored) on the same draws."""
-    return [stats.run_level_interval(np.exp(b).tolist(), np.exp(a).tolist())
+    return [old_run_level(np.exp(b).tolist(), np.exp(a).tolist())
             for b, a in zip(sim.base, sim.arm)]
 
 

@@ -17,7 +17,7 @@ TABLE_HEADING = "## Who does what: the DDP responsibilities"
 
 
 RUNNERS = {"native": "native.benchmark", "fabric": "lightning_impl.fabric",
-           "lightning": "lightning_impl.benchmark"}
+           "lightning": "lightning_impl.trainer"}
 PROGRAMS = {"native": "native", "fabric": "lightning_impl.fabric", "lightning": "lightning_impl"}
 LIGHTNING_SIDES = [pytest.param(side, marks=needs_lightning) for side in ("fabric", "lightning")]
 WIDTH = 100  # `diff -y -W 210` shows two 100-column files whole
@@ -83,7 +83,7 @@ def test_all_runners_have_the_same_help_but_the_program_name():
         assert helps[side] == helps["native"].replace("usage: native", f"usage: {prog}"), side
 
 
-@pytest.mark.parametrize("path", ["native/benchmark.py", "native/launch.py", "lightning_impl/benchmark.py",
+@pytest.mark.parametrize("path", ["native/benchmark.py", "native/launch.py", "lightning_impl/trainer.py",
                                   "lightning_impl/fabric.py", "lightning_impl/workarounds.py",
                                   "lightning_impl/services.py", "lightning_impl/compat.py"])
 def test_runner_lines_fit_one_pane_of_a_side_by_side_diff(path):
@@ -134,7 +134,7 @@ def test_top_level_functions_line_up_for_diff_and_shared_names_do_the_same_job()
         assert [n for n in top_level_functions(module) if n in shared] == shared, module
     # The Trainer joins the process group and wraps the model itself, inside fit(): its file has
     # no ddp_setup, build or train_step; a Trainer and a LightningModule stand in their places.
-    assert top_level_functions("lightning_impl.benchmark") == ["main", "trainer_setup", "run"]
+    assert top_level_functions("lightning_impl.trainer") == ["main", "trainer_setup", "run"]
 
 
 @pytest.mark.parametrize("prog", ["lightning_impl", "lightning_impl.fabric"])

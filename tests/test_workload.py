@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -77,3 +79,35 @@ def test_a_side_stream_is_current_only_inside_the_construction_block_on_gpus():
         with workload.ddp_construction_stream(device, cfg, natural="current"):
             assert torch.cuda.current_stream(device) != before
         assert torch.cuda.current_stream(device) == before
+
+
+def test_arch_names_read_from_torchvisions_sources_are_its_own_list():
+    """The parent of a self-launched run validates --arch without importing torchvision."""
+    from common.models import _asked_of_torchvision, classification_models
+
+    assert classification_models() == _asked_of_torchvision()
+    assert classification_models()["resnet50"] == "resnet"
+
+
+def test_the_cuda_drivers_gpus_are_torchs():
+    """The parent counts GPUs (and checks bf16) through the driver; the ranks use torch."""
+    from common.gpus import cuda_capabilities
+
+    found = cuda_capabilities()
+    if not torch.cuda.is_available():
+        assert found is None
+    else:
+        count = torch.cuda.device_count()
+        assert found == [torch.cuda.get_device_capability(i) for i in range(count)]
+
+
+def test_omp_num_threads_is_decided_without_torch_and_set_for_the_ranks():
+    from common.errors import UsageError
+    from common.preflight import omp_threads
+
+    env = {}
+    assert omp_threads(1, env) >= 1 and env["OMP_NUM_THREADS"] == str(omp_threads(1, env))
+    given = str(len(os.sched_getaffinity(0)))  # a value given is kept (up to the CPUs)
+    assert omp_threads(4, {"OMP_NUM_THREADS": given}) == int(given)
+    with pytest.raises(UsageError, match="OMP_NUM_THREADS='0' must be a whole number"):
+        omp_threads(1, {"OMP_NUM_THREADS": "0"})

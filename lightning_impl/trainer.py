@@ -20,34 +20,38 @@ import torch
 import torch.distributed as dist
 from lightning_impl import services, workarounds  # native: DistributedDataParallel
 
-from common import config, launcher, precision, workload
+from common import config, launcher, precision, preflight, workload
 from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
-from common.steps import StepHooks, planned_steps
+from common.steps import StepHooks, planned_steps  # native: StepHooks (its own loop)
+from common.timing import mark_phase
+from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
 from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
 
 PROG = "lightning_impl"
 IMPLEMENTATION = "lightning"
-L = workarounds.L  # native: (no framework); None when Lightning is missing: main() exits 2
+LIGHTNING = workarounds.LIGHTNING  # native: (no framework); None if missing: main() exits 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate, then let the Trainer launch the ranks (or join them)."""
+    mark_phase("imports")
+    follow_launcher(os.environ)  # native: in launch.py; a rank the Trainer started dies with it
     argv = sys.argv[1:] if argv is None else argv
     cfg = config.parse(argv, PROG)
     with exit_on_usage_error(PROG, cfg.verbose):
-        if not cfg.barebones:  # native: refuses --no-barebones
-            services.services_folder(cfg)  # chosen (or refused) before any rank starts
-        check_lightning(L)  # native: (no framework to check)
-        launch = launcher.detect(os.environ)
-        launcher.validate(cfg, launch, os.environ)
-        threads = workload.configure_threads(cfg.devices)
-        bf16 = precision.local_bf16_support(cfg.accelerator, cfg.devices)
-        prec = precision.resolve_precision(cfg.precision, cfg.accelerator, bf16)
+        if not cfg.barebones:  # native: refuses --no-barebones (preflight)
+            services.services_folder(cfg, create=not cfg.check)  # chosen (or refused) here
+        check_lightning(LIGHTNING)  # native: (no framework to check)
+        plan = preflight.check(cfg, trainer=True)
+        if cfg.check:
+            return preflight.passed(PROG, cfg, plan)
+        become_launcher(os.environ)  # native: launch_ranks passes its pid to the ranks
         # DDP: process launch -- handed to the Trainer: it starts the other ranks inside fit()
-        return run(cfg, launch, prec, threads, argv)
+        workload.configure_threads(plan.threads)
+        return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
 
 def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision):
@@ -66,7 +70,7 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
         # on a side CUDA stream, which costs about 1 ms per step on an H200 (README)
         **workload.ddp_kwargs(cfg),
     )
-    return L.Trainer(
+    return LIGHTNING.Trainer(
         # DDP: device placement -- handed to the Trainer (local rank -> GPU)
         accelerator=cfg.accelerator,
         devices=cfg.devices,
@@ -84,7 +88,7 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
     )
 
 
-class ResNet50Benchmark(workarounds.LightningModule):  # native: build() and train_step()
+class BenchmarkModule(workarounds.LightningModule):  # native: build() and train_step()
     """native's build(), train_step() and loop body as Lightning hooks; `common` times them."""
 
     def __init__(self, cfg: config.BenchConfig, prec: precision.Precision, launch: launcher.Launch,
@@ -117,6 +121,7 @@ class ResNet50Benchmark(workarounds.LightningModule):  # native: build() and tra
 
     def setup(self, stage: str) -> None:
         """native's run() before build: ranks agree on precision."""
+        mark_phase("process_group")  # native: after ddp_setup; here joined before setup()
         check_ranks_agree(self.prec.resolved, "the resolved precision",
                           "GPUs differ between nodes: choose --precision explicitly")
         self.say(f"{self.trainer.world_size} rank(s) via {self.launch.kind}, {self.device.type},"
@@ -134,6 +139,7 @@ class ResNet50Benchmark(workarounds.LightningModule):  # native: build() and tra
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)
         workarounds.stop_at_once_on_signals(self.trainer.strategy, PROG, self.global_rank)
+        workarounds.sigterm_broadcasts_for_tests(self.trainer)  # native: (no loop of Lightning's)
 
     def train_dataloader(self) -> range:
         """native's `range(steps)`: one token per step (no DistributedSampler, no device copy)."""
@@ -167,7 +173,7 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     workarounds.quiet_lightning(cfg.verbose, keep_info=not cfg.barebones)  # native: (no framework)
     precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
     trainer = trainer_setup(cfg, launch, prec)  # native: device = ddp_setup(cfg, launch)
-    module = ResNet50Benchmark(cfg, prec, launch, threads, argv)  # native: build(), in the try
+    module = BenchmarkModule(cfg, prec, launch, threads, argv)  # native: build(), in the try
     try:
         try:
             trainer.fit(module)  # native: the loop; here the hooks above, called by the Trainer

@@ -1,0 +1,119 @@
+"""The report as one self-contained HTML page: verdicts first, figures embedded, tables, notes.
+
+    page = report_page(report, drift_points(runs))   # the figures drawn, then the page
+
+Everything the page needs is inside it (styles inline, figures as base64 PNG), so it reads
+offline, travels as one file and prints well (a print stylesheet keeps tables whole). Every
+value is escaped as text: labels, file names and warnings never become markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+
+from compare.analysis import Report
+from compare.drift import DriftPoint, draw_drift
+from compare.plot import draw
+from compare.report import Section, sections
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1f23;
+       margin: 2rem auto; max-width: 72rem; padding: 0 1rem; }
+h1 { font-size: 1.35rem; margin-bottom: .2rem; }
+h2 { font-size: 1.05rem; margin: 1.6rem 0 .5rem; border-bottom: 1px solid #d0d7de; }
+.verdicts { border-left: 4px solid #0969da; background: #f6f8fa; padding: .6rem 1rem; }
+.verdict { margin: .25rem 0; font-weight: 600; }
+.warnings li { color: #8a4600; }
+table { border-collapse: collapse; margin: .4rem 0; font-size: 12.5px; }
+th, td { border: 1px solid #d0d7de; padding: .2rem .45rem; text-align: left; }
+th { background: #f6f8fa; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 1rem 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
+figcaption { color: #57606a; font-size: 12.5px; }
+ul { padding-left: 1.2rem; }
+@media print {
+  body { margin: 0; max-width: none; font-size: 11px; }
+  h2, table, figure, .verdicts { break-inside: avoid; }
+  figure img { max-height: 22cm; }
+}
+"""
+
+
+def _is_number(text: str) -> bool:
+    """A cell that reads as a number is right-aligned."""
+    stripped = text.replace(",", "").replace("%", "").replace("..", "").lstrip("+-")
+    return bool(stripped) and stripped.replace(".", "", 1).replace("e-", "", 1).isdigit()
+
+
+def _table(section: Section) -> str:
+    """One HTML table from a section's headers and rows (cells escaped)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in section.headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="num">{html.escape(c)}</td>' if _is_number(c)
+                         else f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+        for row in section.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _section(section: Section) -> str:
+    """A heading, its table (if any) and its lines as a list."""
+    parts = [f"<h2>{html.escape(section.title)}</h2>"]
+    if section.headers and section.rows:
+        parts.append(_table(section))
+    if section.lines:
+        css = ' class="warnings"' if section.title == "Warnings" else ""
+        items = "".join(f"<li>{html.escape(line.removeprefix('! '))}</li>"
+                        for line in section.lines)
+        parts.append(f"<ul{css}>{items}</ul>")
+    return "\n".join(parts)
+
+
+def _verdicts(report: Report) -> str:
+    """The answer: one line per comparison, before anything else."""
+    if not report.overhead:
+        lines = ['<p class="verdict">No overhead computed: no world size has runs of two'
+                 " arms.</p>"]
+    else:
+        lines = [f'<p class="verdict">{html.escape(f"{o.world_size} {report.unit}: {o.verdict}")}'
+                 "</p>" for o in report.overhead]
+    return '<div class="verdicts">' + "".join(lines) + "</div>"
+
+
+def _figure(caption: str, png: bytes) -> str:
+    """A PNG embedded as a data URI, with its caption."""
+    data = base64.b64encode(png).decode("ascii")
+    alt = html.escape(caption, quote=True)
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{alt}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> str:
+    """The whole page: title, verdicts, figures, then every section of the text report."""
+    title = html.escape(report.title)
+    body = [f"<h1>{title}</h1>", _verdicts(report),
+            *(_figure(caption, png) for caption, png in figures),
+            *(_section(s) for s in sections(report))]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>"
+            f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
+    """The page with its figures: drift beside the overhead (when runs recorded their start
+    times), then throughput, step times, overhead and scaling."""
+    figures = []
+    if points:
+        buffer = io.BytesIO()
+        draw_drift(report, points, buffer)
+        figures.append(("Each run's median step at its start time (hollow: warm-up, not"
+                        " counted; shaded: blocks) beside the overhead and its 95% interval",
+                        buffer.getvalue()))
+    buffer = io.BytesIO()
+    draw(report, buffer)
+    figures.append(("Throughput, step-time distributions, overhead with its 95% interval",
+                    buffer.getvalue()))
+    return render_html(report, figures)

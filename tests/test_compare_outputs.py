@@ -1,0 +1,148 @@
+"""Outputs people look at: the DataFrame API, the HTML page (in a real headless Chromium), the
+drift plot, and the README's notebook example.
+
+The experiment folder used is a committed one with warm-up runs and three blocks
+(results/h200/arms/original-defaults-long-first-on-machine), so the page has every part.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser import browser  # noqa: F401  (the fixture)
+from compare_factory import make_result, write
+from conftest import ROOT, clean_env
+
+from compare.api import analyse_runs, load
+from compare.drift import draw_drift, drift_points
+from compare.frame import overhead_frame, runs_frame
+from compare.html import render_html, report_page
+from compare.model import RUN_COLUMNS
+
+FOLDER = ROOT / "results" / "h200" / "arms" / "original-defaults-long-first-on-machine"
+
+
+def _compare(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "compare", *args], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_runs_frame_has_one_row_per_run_warmup_marked_and_the_tidy_columns():
+    frame = runs_frame(FOLDER)
+    manifest_runs = [r for r in load([FOLDER], include_warmup=True)[0]]
+    assert list(frame.columns) == list(RUN_COLUMNS)
+    assert len(frame) == len(manifest_runs) == 16
+    assert frame.warmup.sum() == 4 and frame.counted.sum() == 12
+    assert (frame.warmup != frame.counted).all()
+    assert set(frame.arm) == {"native", "fabric", "lightning", "lightning-services"}
+    assert frame.started_utc.is_monotonic_increasing  # the manifest's order is time order
+    assert frame[frame.counted].block.between(1, 3).all()
+    assert (frame.run_median_ms > 0).all()
+
+
+def test_runs_frame_of_files_and_without_warmup_runs(tmp_path):
+    a = write(tmp_path / "native.json", make_result("native", median_ms=100.0))
+    b = write(tmp_path / "lightning.json", make_result("lightning", median_ms=102.0, seed=1))
+    frame = runs_frame(a, b)
+    assert list(frame.arm) == ["native", "lightning"]
+    assert frame.block.isna().all() and frame.counted.all()
+    assert len(runs_frame(FOLDER, include_warmup=False)) == 12
+
+
+def test_overhead_frame_is_the_reports_overhead():
+    runs, baseline = load([FOLDER])
+    report = analyse_runs(runs, baseline)
+    frame = overhead_frame(FOLDER)
+    assert list(frame.arm) == [o.arm for o in report.overhead]
+    assert list(frame.percent) == [o.percent for o in report.overhead]
+    assert list(frame.verdict) == [o.verdict for o in report.overhead]
+
+
+def test_csv_rows_start_with_the_dataframes_columns():
+    proc = _compare(str(FOLDER), "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    header = proc.stdout.splitlines()[0].split(",")
+    assert header[: len(RUN_COLUMNS)] == list(RUN_COLUMNS)
+    assert len(proc.stdout.splitlines()) == 1 + 12  # counted runs only
+
+
+def test_the_readme_notebook_example_runs():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n(from compare import.*?)```", readme, re.S)
+    assert block, "README has no notebook example starting with 'from compare import'"
+    code = block.group(1)
+    assert len(code.strip().splitlines()) <= 5
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "native" in proc.stdout
+
+
+def test_drift_points_mark_warmup_runs_and_blocks():
+    runs, _ = load([FOLDER], include_warmup=True)
+    points = drift_points(runs)
+    assert len(points) == 16
+    assert sum(p.warmup for p in points) == 4
+    assert {p.block for p in points if not p.warmup} == {1, 2, 3}
+    assert all(p.finished is None or p.finished >= p.started for p in points)
+
+
+def test_labels_are_text_never_markup(tmp_path):
+    """A '$' (matplotlib's mathtext) or '<script>' (HTML) in a label is shown as written."""
+    runs, _ = load([FOLDER], include_warmup=True)
+    renamed = [type(r)(**{**r.__dict__, "label": {"native": "na$tive<script>",
+                                                  }.get(r.label, r.label)}) for r in runs]
+    report = analyse_runs(renamed, "na$tive<script>")
+    buffer = io.BytesIO()
+    draw_drift(report, drift_points(renamed), buffer)  # mathtext would raise on one '$'
+    assert buffer.getvalue().startswith(b"\x89PNG")
+    page = render_html(report, [("figure", buffer.getvalue())])
+    assert "<script>" not in page and "na$tive&lt;script&gt;" in page
+
+
+def test_the_page_is_self_contained():
+    runs, baseline = load([FOLDER], include_warmup=True)
+    page = report_page(analyse_runs(runs, baseline), drift_points(runs))
+    assert page.count('<img src="data:image/png;base64,') == 2
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
+    assert "@media print" in page
+
+
+def test_compare_html_and_drift_options_write_their_files(tmp_path):
+    page, drift = tmp_path / "report.html", tmp_path / "drift.png"
+    proc = _compare(str(FOLDER), "--format", "html", "--output", str(page), "--drift", str(drift))
+    assert proc.returncode == 0, proc.stderr
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert drift.read_bytes().startswith(b"\x89PNG")
+
+
+def test_drift_of_results_without_start_times_is_refused_before_any_write(tmp_path):
+    original = ROOT / "tests" / "data" / "original" / "native-h200-b256.json"
+    plot = tmp_path / "plot.png"
+    proc = _compare(str(original), "--plot", str(plot), "--drift", str(tmp_path / "d.png"))
+    assert proc.returncode == 2 and "--drift" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not plot.exists()
+
+
+@pytest.mark.browser
+def test_the_html_report_renders_in_a_real_browser(browser, tmp_path):  # noqa: F811
+    page = tmp_path / "report.html"
+    proc = _compare(str(FOLDER), "--format", "html", "--output", str(page))
+    assert proc.returncode == 0, proc.stderr
+    browser.open(page)
+    verdicts = [v.text for v in browser.find_all(".verdict")]
+    assert len(verdicts) == 5
+    assert all(" vs " in v or "between" in v or "than" in v for v in verdicts)
+    images = browser.find_all("figure img")
+    assert len(images) == 2
+    for image in images:  # decoded and laid out: a broken data URI has no natural width
+        assert browser.driver.execute_script("return arguments[0].naturalWidth", image) > 600
+    assert browser.find_all("table")
+    assert browser.console_errors() == []
+    browser.screenshot("compare-report", full_page=True)
