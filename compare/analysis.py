@@ -42,6 +42,7 @@ from compare.pairing import (
     labels,
     scaling_mode,
     unpaired,
+    version_differences,
     workload_differences,
 )
 
@@ -495,6 +496,7 @@ def analyse(
     run_warnings, notes = run_flags(runs)
     settle_warnings, settle_notes = settling_flags(runs)
     run_warnings, notes = settle_warnings + run_warnings, settle_notes + notes
+    versions = version_differences(runs)  # what the arms compare: notes, not warnings
     return Report(
         title=title_of(runs),
         header=header_rows(runs, base),
@@ -508,7 +510,9 @@ def analyse(
         slow_ranks=slow_ranks(runs),
         steady_state=steady,
         warnings=warnings + run_warnings + steady_state_warnings(steady),
-        notes=notes + numerics_notes(cells, numerics, unit),
+        notes=[f"versions under test (one per arm): {d.describe()}" for d in versions]
+        + notes
+        + numerics_notes(cells, numerics, unit),
         samples_ms=_samples(cells),
         baseline=base,
         labels=[label for label in labels(runs, base)],

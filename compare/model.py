@@ -109,6 +109,8 @@ _FACTS: tuple[tuple[str, Callable[[Result], Any]], ...] = (
         lambda r: r.lightning.version if r.lightning else r.environment.lightning_version,
     ),
     ("lightning barebones", lambda r: r.lightning.barebones if r.lightning else None),
+    # Lightning < 2.5.5's Trainer caches autocast casts; native and Fabric do not
+    ("autocast cast cache", lambda r: r.lightning.autocast_cache_enabled if r.lightning else None),
     ("cuda", lambda r: r.environment.cuda_version),
     ("cudnn", lambda r: r.environment.cudnn_version),
     ("nccl", lambda r: r.environment.nccl_version),

@@ -94,8 +94,36 @@ def numerics_notes(
             f" {', '.join(map(str, on_gpu))}"
             f" GPU(s): {GPU_NOT_REPRODUCIBLE}"
         )
-    return notes + [
-        note
-        for arm, base, world in differ
-        for note in _repeats_notes(world, arm, base, cells, unit)
+    return (
+        notes
+        + [
+            note
+            for arm, base, world in differ
+            for note in _repeats_notes(world, arm, base, cells, unit)
+        ]
+        + cast_cache_notes(cells)
+    )
+
+
+def cast_cache_notes(cells: dict[tuple[str, int], list[Run]]) -> list[str]:
+    """A note for arms whose mixed-precision runs had the Trainer's autocast cast cache on
+    (Lightning < 2.5.5): they may end with other parameters than native's, by design."""
+    cached = list(
+        dict.fromkeys(
+            label
+            for (label, _), runs in cells.items()
+            if any(
+                run.facts.get("autocast cast cache")
+                and run.workload["precision_resolved"] in ("bf16", "fp16")
+                for run in runs
+            )
+        )
+    )
+    if not cached:
+        return []
+    return [
+        f"numerics (not speed): {', '.join(cached)} ran with the Trainer's autocast cast cache"
+        " on (Lightning before 2.5.5; native and Fabric run without it): under bf16/fp16 a"
+        " weight cast once per step is reused, so their parameters may differ from native's"
+        " for that reason alone; fp32 runs no autocast (docs/versions.md)"
     ]

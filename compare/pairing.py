@@ -33,6 +33,11 @@ WARN_ENVIRONMENT = (
 )
 
 
+# Versions an experiment may vary on purpose (an arm per Lightning or torch, docs/versions.md):
+# a version that differs between arms but not within one is the thing under test, not a warning.
+VERSIONS = ("lightning", "pytorch", "python")
+
+
 @dataclass(frozen=True)
 class Difference:
     """One field whose values differ between runs: arm label -> its distinct values."""
@@ -83,9 +88,21 @@ def workload_differences(runs: Sequence[Run]) -> list[Difference]:
 
 
 def environment_differences(runs: Sequence[Run]) -> list[Difference]:
-    """Environment facts that differ between runs (facts a result did not record are ignored)."""
+    """Environment facts that differ between runs (facts a result did not record are ignored),
+    less the versions under test (version_differences)."""
     facts = [environment_of(run) for run in runs]
-    return _differences(runs, facts, WARN_ENVIRONMENT, skip_missing=True)
+    tested = {d.field for d in version_differences(runs)}
+    found = _differences(runs, facts, WARN_ENVIRONMENT, skip_missing=True)
+    return [d for d in found if d.field not in tested]
+
+
+def version_differences(runs: Sequence[Run]) -> list[Difference]:
+    """Versions (VERSIONS) that differ between arms while each arm ran one: what is compared.
+
+    A version that differs between runs of one arm stays an environment difference."""
+    facts = [environment_of(run) for run in runs]
+    found = _differences(runs, facts, VERSIONS, skip_missing=False)
+    return [d for d in found if all(len(values) <= 1 for values in d.values.values())]
 
 
 def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:

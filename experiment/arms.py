@@ -1,12 +1,28 @@
-"""The arms an experiment can run, their labels and how each is started."""
+"""The arms an experiment can run, their labels, their interpreters and how each is started.
+
+    --arms native,lightning                         this interpreter's runners
+    --arms native,lightning@/tmp/envs/l255/bin/python,old=lightning@/tmp/envs/l251/bin/python
+
+An arm may name its own interpreter (RUNNER@PYTHON; a plan names an `Env` under --envs DIR):
+the same runner under another Lightning or torch. Each such interpreter is probed before any
+run (`check_arms`): it must exist, find the runner and, for a Lightning runner, import
+Lightning at a version the runner accepts (its own refusal text, `lightning_impl.compat`),
+and the one its env was made for. The probe is a subprocess: this package imports neither
+torch nor lightning. An arm with an interpreter and no LABEL= is labelled RUNNER-VERSION
+(the probed Lightning, or torch for native).
+"""
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from common.errors import UsageError
+from common.errors import UsageError, one_line
 
 # runner -> (module, options the runner itself adds).
 ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -16,21 +32,86 @@ ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lightning-services": ("lightning_impl", ("--no-barebones",)),
 }
 DEFAULT_ARMS = ("native", "lightning")
+# A label names files (results/<label>-r<k>.json): safe file-name text, no markup, no spaces.
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+PROBE_TIMEOUT_S = 120
+MAKE_ENV = "tools/make_env.py"
+WHEELS = ".whl/lightning"  # where the GPU machine keeps the Lightning wheels (docs/versions.md)
+
+# Run by an arm's interpreter with the runs' environment: argv[1] is the runner's module.
+# Prints JSON: the module found, the Lightning version and the runner's refusal, torch's version.
+PROBE = """
+import importlib.metadata as m, importlib.util, json, sys
+out = {"found": False, "lightning": None, "problem": None, "torch": None}
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+try:
+    out["found"] = importlib.util.find_spec(sys.argv[1]) is not None
+    out["torch"] = version("torch")
+    if out["found"] and sys.argv[1].startswith("lightning_impl"):
+        from common.errors import UsageError
+        from lightning_impl import compat
+        module = compat.require_lightning()
+        out["lightning"] = getattr(module, "__version__", None)
+        try:
+            compat.check_lightning(module)
+        except UsageError as error:
+            out["problem"] = str(error)
+except Exception as error:
+    out["problem"] = f"{type(error).__name__}: {error}"
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Env:
+    """A plan's Python environment: its folder name under --envs DIR and what it installs."""
+
+    name: str  # e.g. lightning-2.5.5
+    spec: str  # tools/make_env.py's SPEC, e.g. lightning==2.5.5
+    wheels: bool = False  # in no index: made from the wheels in WHEELS (docs/versions.md)
+
+    @property
+    def lightning(self) -> str | None:
+        """The Lightning version the env was made for (from a lightning==X spec)."""
+        name, _, version = self.spec.partition("==")
+        return version if name.strip() == "lightning" and version else None
+
+    def make_command(self, envs: Path, base: str) -> str:
+        """The command that makes this env."""
+        wheels = f" --wheels {WHEELS}" if self.wheels else ""
+        return f"python {MAKE_ENV} {envs / self.name} --base-python {base}{wheels} '{self.spec}'"
 
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm of an experiment: a label, the runner it starts, extra options for it alone."""
+    """One arm of an experiment: a label, the runner it starts, extra options for it alone,
+    and optionally its own interpreter (python) or a plan's env (resolved to python)."""
 
-    label: str
+    label: str  # "" until check_arms names it (an interpreter named without LABEL=)
     runner: str  # a key of ARMS
     options: tuple[str, ...] = ()
+    python: str | None = None  # None: the experiment's --python
+    env: Env | None = None
 
     @property
     def argv(self) -> list[str]:
         """The runner's arguments after the interpreter, before the shared options."""
         module, own = ARMS[self.runner]
         return ["-m", module, *own, *self.options]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What an arm's interpreter found: its runner, its Lightning (and why not), its torch."""
+
+    found: bool
+    lightning: str | None
+    problem: str | None
+    torch: str | None
 
 
 def available(runner: str) -> bool:
@@ -47,36 +128,165 @@ def available(runner: str) -> bool:
     return top != "lightning_impl" or importlib.util.find_spec("lightning") is not None
 
 
+def suffixed(name: str, count: int) -> str:
+    """The count-th repeat of a label (0: as it is): name-b .. name-z, then name-27, ..."""
+    if count == 0:
+        return name
+    return f"{name}-{chr(ord('a') + count)}" if count < 26 else f"{name}-{count + 1}"
+
+
 def label_arms(names: list[str]) -> list[Arm]:
     """Arms for names; a name listed again gets -b, -c, ... (A/A: native, native-b)."""
-    seen: dict[str, int] = {}
-    arms = []
-    for name in names:
-        count = seen.get(name, 0)
-        seen[name] = count + 1
-        label = name if count == 0 else f"{name}-{chr(ord('a') + count)}"
-        arms.append(Arm(label, name))
-    return arms
+    return unique_labels([Arm("", name) for name in names])
+
+
+def unique_labels(arms: list[Arm], stems: list[str] | None = None) -> list[Arm]:
+    """Blank labels become their stem (by default the runner's name), suffixed where taken; a
+    label given twice, or one that is not safe file-name text, is refused."""
+    given = [a.label for a in arms if a.label]
+    for label in given:
+        check_label(label)
+        if given.count(label) > 1:
+            raise UsageError(f"--arms: label '{label}' is given to two arms; labels are unique")
+    taken = set(given)
+    named = []
+    for arm, stem in zip(arms, stems or [a.runner for a in arms]):
+        label, count = arm.label, 0
+        while not arm.label and (not label or label in taken):
+            label = suffixed(stem, count)
+            count += 1
+        check_label(label)
+        taken.add(label)
+        named.append(replace(arm, label=label))
+    return named
+
+
+def check_label(label: str) -> None:
+    """UsageError unless label is safe file-name text (it names the arm's files)."""
+    if not LABEL.fullmatch(label):
+        raise UsageError(
+            f"--arms: label '{one_line(label)}' is not a plain name: use 1-64 letters, digits"
+            " and . _ + - (starting with a letter or digit); it names the arm's files"
+        )
+
+
+def parse_arm(item: str) -> Arm:
+    """One --arms item: [LABEL=]RUNNER[@PYTHON]."""
+    head, at, python = item.partition("@")
+    label, _, runner = head.rpartition("=")
+    label, runner, python = label.strip(), runner.strip(), python.strip()
+    if runner not in ARMS:
+        raise UsageError(
+            f"--arms: unknown arm '{one_line(runner)}'; choose from {', '.join(ARMS)} or all"
+            " ([LABEL=]RUNNER[@PYTHON])"
+        )
+    if at and not python:
+        raise UsageError(f"--arms: '{one_line(item)}' names no interpreter after @")
+    if label:
+        check_label(label)
+    if not python and not available(runner):
+        raise UsageError(
+            f"--arms: arm '{runner}' is not available here"
+            f" (module {ARMS[runner][0]} or Lightning missing)"
+        )
+    # the path the runs use and the manifest records: ~ expanded, made absolute
+    return Arm(label, runner, python=str(Path(python).expanduser().absolute()) if python else None)
 
 
 def parse_arms(text: str) -> list[Arm]:
-    """--arms: comma-separated names, or `all`; raises UsageError with the one-line reason."""
+    """--arms: comma-separated [LABEL=]RUNNER[@PYTHON] items, or `all`; UsageError with the
+    one-line reason. Arms with an interpreter and no label are named by check_arms."""
+    if not text.strip():
+        raise UsageError("--arms is empty; name the arms, e.g. --arms native,lightning")
     if text == "all":
-        names = [a for a in ARMS if available(a)]
+        arms = [Arm("", a) for a in ARMS if available(a)]
     else:
-        names = [n.strip() for n in text.split(",")]
-        for name in names:
-            if name not in ARMS:
-                raise UsageError(
-                    f"--arms: unknown arm '{name}'; choose from {', '.join(ARMS)} or all"
-                )
-            if not available(name):
-                raise UsageError(
-                    f"--arms: arm '{name}' is not available here"
-                    f" (module {ARMS[name][0]} or Lightning missing)"
-                )
-    if len(names) < 2:
+        arms = [parse_arm(item) for item in text.split(",")]
+    if len(arms) < 2:
         raise UsageError(
             "--arms needs at least two arms (the baseline first), e.g. native,lightning"
         )
-    return label_arms(names)
+    if any(a.python and not a.label for a in arms):
+        return arms
+    return unique_labels(arms)
+
+
+def with_envs(arms: list[Arm], envs: Path | None, base: str, plan: str) -> list[Arm]:
+    """A plan's arms with each env's interpreter (DIR/<env>/bin/python); UsageError naming the
+    command that makes a missing env."""
+    needed = list(dict.fromkeys(a.env for a in arms if a.env is not None))
+    if needed and envs is None:
+        raise UsageError(
+            f"--plan {plan}: its arms run in their own environments"
+            f" ({', '.join(e.name for e in needed)}); give --envs DIR, the folder that holds"
+            f" them (made by {MAKE_ENV}, docs/versions.md)"
+        )
+    found = []
+    for arm in arms:
+        if arm.env is not None and envs is not None:
+            python = envs / arm.env.name / "bin" / "python"
+            if not python.exists():
+                raise UsageError(
+                    f"--envs {envs}: no environment {arm.env.name} ({python} is missing);"
+                    f" make it: {arm.env.make_command(envs, base)}"
+                )
+            arm = replace(arm, python=str(python))
+        found.append(arm)
+    return found
+
+
+PROBED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Probe] = {}
+
+
+def probe(python: str, runner: str, env: dict[str, str]) -> Probe:
+    """Run the PROBE under python with the runs' environment; UsageError when it cannot run."""
+    where = f"--arms: {runner}@{one_line(python)}"
+    path = Path(python)
+    if not path.is_file():
+        raise UsageError(f"{where}: no such interpreter")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"{where}: the interpreter is not executable")
+    try:
+        done = subprocess.run(
+            [python, "-c", PROBE, ARMS[runner][0]],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+        facts = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        facts = None
+    if not isinstance(facts, dict):
+        raise UsageError(f"{where}: cannot run it as Python 3")
+    return Probe(**{k: facts.get(k) for k in ("found", "lightning", "problem", "torch")})
+
+
+def check_arms(arms: list[Arm], env: dict[str, str]) -> list[Arm]:
+    """Probe every arm's own interpreter (env: the runs' environment) and name the unnamed:
+    UsageError, one line, for an interpreter that is missing, cannot import the runner, has a
+    Lightning the runner refuses, or not the Lightning its env was made for."""
+    stems = []
+    for arm in arms:
+        stems.append(arm.runner)
+        if arm.python is None:
+            continue
+        key = (arm.python, ARMS[arm.runner][0], tuple(sorted(env.items())))
+        if key not in PROBED:  # a plan's variants share their interpreters
+            PROBED[key] = probe(arm.python, arm.runner, env)
+        found = PROBED[key]
+        where = f"--arms: {arm.label or arm.runner}@{one_line(arm.python)}"
+        if not found.found:
+            raise UsageError(f"{where}: cannot import the runner ({ARMS[arm.runner][0]})")
+        if found.problem:
+            raise UsageError(f"{where}: {one_line(found.problem)}")
+        expected = arm.env.lightning if arm.env else None
+        if expected is not None and found.lightning != expected:
+            raise UsageError(
+                f"{where}: has Lightning {found.lightning}, but its env {arm.env.name} was made"
+                f" for {arm.env.spec}; make it again"
+            )
+        version = found.lightning if ARMS[arm.runner][0] != "native" else found.torch
+        stems[-1] = f"{arm.runner}-{version}"
+    return unique_labels(arms, stems)

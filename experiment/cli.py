@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import signal
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
 from compare.stats import FIRST_STAGE_BLOCKS, SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
 from experiment import launch, plans
-from experiment.arms import DEFAULT_ARMS, label_arms, parse_arms
+from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.inputs import (
     check_out,
     check_python,
@@ -58,7 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="A,B,...",
         help=f"arms in order, the first is the baseline: native, fabric, lightning,"
         f" lightning-services, or all (default {','.join(DEFAULT_ARMS)}); an arm listed"
-        " twice runs an A/A check (native,native)",
+        " twice runs an A/A check (native,native); LABEL=RUNNER@PYTHON runs RUNNER under"
+        " another interpreter (another Lightning or torch), labelled LABEL (default"
+        " RUNNER-VERSION)",
+    )
+    p.add_argument(
+        "--envs",
+        type=Path,
+        metavar="DIR",
+        help="with --plan: the folder of the plan's environments, DIR/<env>/bin/python"
+        " (tools/make_env.py makes them; docs/versions.md)",
     )
     p.add_argument(
         "--repeats",
@@ -203,7 +213,10 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
     if args.plan is None:
         if args.variant is not None:
             raise UsageError("--variant needs --plan")
-        arms = parse_arms(args.arms) if args.arms else label_arms(list(DEFAULT_ARMS))
+        if args.envs is not None:
+            raise UsageError("--envs needs --plan; name an arm's interpreter as RUNNER@PYTHON")
+        arms = parse_arms(args.arms) if args.arms is not None else label_arms(list(DEFAULT_ARMS))
+        arms = check_arms(arms, dict(os.environ))
         out = args.out or Path("out") / f"{'-'.join(a.label for a in arms)}-{stamp}"
         check_out(out)
         found = [
@@ -217,7 +230,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
             )
         ]
     else:
-        if args.arms:
+        if args.arms is not None:
             raise UsageError("--arms and --plan: a plan names its own arms")
         plan = plans.find(args.plan)
         variants = [v for v in plan.variants if args.variant in (None, v.name)]
@@ -233,10 +246,11 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
             options = [*plan.options, *v.options, *runner]
             check_placeholders(options)
             check_runner_options(options)
+            arms = with_envs(list(v.arms or plan.arms), args.envs, args.python, plan.name)
             found.append(
                 Settings(
                     out=root / v.name if v.name else root,
-                    arms=list(v.arms or plan.arms),
+                    arms=check_arms(arms, {**os.environ, **v.env}),
                     options=options,
                     repeats=args.repeats or plan.repeats,
                     experiment=f"{plan.name}/{v.name}" if v.name else plan.name,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from common.errors import UsageError
-from experiment.arms import Arm
+from experiment.arms import Arm, Env
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
 B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
@@ -27,6 +27,35 @@ LONG = ("--warmup-steps", "50", "--steps", "300")
 ORIGINAL_WORKLOAD = ("--warmup-steps", "50", "--steps", "200")
 COMPILED = ("--compile", "--warmup-steps", "20")
 NATIVE, TRAINER = Arm("native", "native"), Arm("lightning", "lightning")  # the Trainer arm
+
+
+# Environments a plan's arms run in: DIR/<name>/bin/python under --envs DIR, each made by
+# tools/make_env.py from its spec (docs/versions.md). 35e56ef is master after PR #21746 (DDP
+# wrapped on the default stream); its wheel, built from the source, is version 2.6.2+git35e56ef.
+ENVS = {
+    e.name: e
+    for e in (
+        Env("lightning-2.5.1", "lightning==2.5.1"),  # before the per-step SIGTERM broadcast
+        Env("lightning-2.5.5", "lightning==2.5.5"),  # the oldest release the runners accept
+        Env("lightning-2.6.6", "lightning==2.6.6"),
+        Env("lightning-35e56ef", "lightning==2.6.2+git35e56ef", wheels=True),
+    )
+}
+# Lightning releases before 2.5.5 run only when asked for (lightning_impl/compat.py).
+ALLOW_OLD = {"DDPBENCH_ALLOW_OLD_LIGHTNING": "1"}
+# The per-step SIGTERM broadcast on CPU: 2 gloo ranks, a small model (the fixed per-step host
+# cost weighs more), fp32 (no autocast, so 2.5.1's cast cache changes nothing).
+CPU_GLOO = (
+    "--accelerator", "cpu", "--devices", "2", "--arch", "mobilenet_v3_small",
+    "--image-size", "32", "--num-classes", "10", "--batch-size-per-device", "2",
+    "--precision", "fp32", "--warmup-steps", "10", "--steps", "60",
+)
+
+
+def version_arms(env: str, runners: tuple[str, ...] = ("fabric", "lightning")) -> tuple[Arm, ...]:
+    """Each runner under the env's Lightning, labelled RUNNER-VERSION (lightning-2.5.5)."""
+    version = env.removeprefix("lightning-")
+    return tuple(Arm(f"{r}-{version}", r, env=ENVS[env]) for r in runners)
 
 
 @dataclass(frozen=True)
@@ -209,6 +238,35 @@ PLANS: tuple[Plan, ...] = (
                 "side-stream-bf16-nchw", ("--precision", "bf16"), arms=(NATIVE, stream_arms()[2])
             ),
         ),
+    ),
+)
+
+
+PLANS += (
+    Plan(
+        "lightning-versions",
+        "What do the Trainer and Fabric cost against native under Lightning 2.5.5, 2.6.6 and"
+        " master 35e56ef (DDP on the default stream): does 35e56ef remove the side-stream effect?",
+        arms=(
+            NATIVE,
+            *version_arms("lightning-2.5.5"),
+            *version_arms("lightning-2.6.6"),
+            *version_arms("lightning-35e56ef"),
+        ),
+        variants=(Variant("bf16", B256), Variant("bf16-nchw", B256_NCHW)),
+    ),
+    Plan(
+        "sigterm-cpu",
+        "At 2 gloo CPU ranks, does the Trainer's per-step SIGTERM broadcast (Lightning >= 2.5.2)"
+        " cost host time per step: the Trainer under 2.5.1 against 2.5.5?",
+        arms=(
+            NATIVE,
+            *version_arms("lightning-2.5.1", ("lightning",)),
+            *version_arms("lightning-2.5.5", ("lightning",)),
+        ),
+        repeats=5,
+        options=CPU_GLOO,
+        variants=(Variant("", env=ALLOW_OLD),),
     ),
 )
 

@@ -191,7 +191,9 @@ class Experiment:
             command=self.s.command,
             baseline=self.s.arms[0].label,
             arms=[
-                ManifestArm(label=a.label, runner=a.runner, argv=a.argv, python=self.s.python)
+                ManifestArm(
+                    label=a.label, runner=a.runner, argv=a.argv, python=a.python or self.s.python
+                )
                 for a in self.s.arms
             ],
             runner_options=self.s.options,
@@ -258,7 +260,7 @@ class Experiment:
             if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
                 path.parent.mkdir(parents=True)
         argv = [*arm.argv, *options, *self.extra, "--output", str(result.resolve())]
-        cmd = launch.command(self.s.python, argv, self.s.launch)
+        cmd = launch.command(arm.python or self.s.python, argv, self.s.launch)  # its own, if named
         env = launch.srun_environment() if self.s.launch == "srun" else dict(os.environ)
         env.update(self.s.env)
         started, t0 = utc_now(), time.monotonic()

@@ -3,7 +3,7 @@
 Version facts (read from Lightning's source): 2.5.2 added a per-step broadcast of a SIGTERM
 flag read back with `.item()` when world size > 1 (a host-device sync every step); 2.5.5 made
 the Trainer's autocast use cache_enabled=False, which the native runner mirrors. Older releases
-are refused unless DDP_BENCH_ALLOW_OLD_LIGHTNING=1 asks for one as a version arm: its result
+are refused unless DDPBENCH_ALLOW_OLD_LIGHTNING=1 asks for one as a version arm: its result
 records autocast_cache_enabled true for the Trainer, whose mixed-precision numerics may then
 differ from native's (fp32 runs no autocast; Fabric's arm turns the cache off in any release).
 """
@@ -19,7 +19,7 @@ from packaging.version import Version
 LIGHTNING_EXTRA = ".[lightning]"
 MIN_VERSION = Version("2.5.5")  # the Trainer's autocast casts like native's from here on
 OLDEST_VERSION = Version("2.4.0")  # the oldest release the runners were run under
-ALLOW_OLD_ENV = "DDP_BENCH_ALLOW_OLD_LIGHTNING"
+ALLOW_OLD_ENV = "DDPBENCH_ALLOW_OLD_LIGHTNING"
 SIGTERM_SYNC_SINCE = Version("2.5.2")
 
 

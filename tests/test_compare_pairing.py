@@ -9,8 +9,12 @@ from typing import Any
 
 import pytest
 
+from common.result import load_result
 from compare import stats
+from compare.analysis import analyse
 from compare.cli import main
+from compare.errors import WorkloadMismatch
+from compare.model import Run, run_from
 from compare.numerics import GPU_NOT_REPRODUCIBLE
 from compare_factory import constant_steps, make_result, write
 
@@ -125,11 +129,63 @@ def test_allow_mismatch_compares_anyway_and_warns_of_each_difference(
 
 
 def test_environment_difference_is_a_warning_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    n = write(tmp_path / "n.json", make_result("native", environment={"pytorch_version": "2.10.0"}))
-    lt = write(tmp_path / "l.json", make_result("lightning", environment={"driver_version": "590.0"}))
-    warnings = report_of(capsys, n, lt)["warnings"]
-    assert "environment differs: pytorch: native 2.10.0, lightning 2.11.0+cu130" in warnings
-    assert "environment differs: driver: native 580.1, lightning 590.0" in warnings
+    n = write(tmp_path / "n.json", make_result("native", environment={"driver_version": "590.0"}))
+    older = {"pytorch_version": "2.10.0"}
+    lt = write(tmp_path / "l.json", make_result("lightning", environment=older))
+    lt2 = write(tmp_path / "l2.json", make_result("lightning", seed=2))
+    warnings = report_of(capsys, n, lt, lt2)["warnings"]
+    # a version that differs within one arm is an environment difference, not what is compared
+    assert ("environment differs: pytorch: native 2.11.0+cu130, lightning 2.10.0 | 2.11.0+cu130"
+            in warnings)
+    assert "environment differs: driver: native 590.0, lightning 580.1" in warnings
+
+
+def versioned(tmp_path: Path, label: str, version: str, cache: bool = False, seed: int = 0,
+              **overrides: Any) -> Run:
+    """A Lightning Trainer run labelled as an experiment labels a version arm."""
+    r = make_result("lightning", world_size=2, seed=seed, **overrides)
+    info = r.lightning.model_copy(update={"version": version, "autocast_cache_enabled": cache})
+    r = r.model_copy(update={"lightning": info})
+    path = write(tmp_path / f"{label}-r{seed}.json", r)
+    return run_from(path, r, label=label)
+
+
+def test_versions_that_differ_between_arms_are_compared_not_warned(tmp_path: Path) -> None:
+    paths = [write(tmp_path / f"native-r{k}.json", make_result("native", world_size=2, seed=k))
+             for k in (1, 2)]
+    native = [run_from(p, load_result(p)) for p in paths]
+    old = [versioned(tmp_path, "lightning-2.5.1", "2.5.1", cache=True, seed=k) for k in (1, 2)]
+    new = [versioned(tmp_path, "lightning-2.5.5", "2.5.5", seed=k) for k in (3, 4)]
+    report = analyse([*native, *old, *new])
+    assert not any("environment differs" in w.text for w in report.warnings)
+    assert (f"versions under test (one per arm): lightning: native 2.6.6,"
+            " lightning-2.5.1 2.5.1, lightning-2.5.5 2.5.5") in report.notes
+    rows = {row.field: row.values for row in report.header}
+    assert rows["lightning"] == {
+        "native": "2.6.6", "lightning-2.5.1": "2.5.1", "lightning-2.5.5": "2.5.5"}
+    assert rows["pytorch"]["lightning-2.5.1"] == "2.11.0+cu130" and "python" in rows
+    assert rows["autocast cast cache"] == {
+        "native": "-", "lightning-2.5.1": "yes", "lightning-2.5.5": "no"}
+    [cache] = [n for n in report.notes if "autocast cast cache" in n]
+    assert cache.startswith(
+        "numerics (not speed): lightning-2.5.1 ran with the Trainer's autocast cast cache on")
+    assert {(o.arm, o.baseline) for o in report.overhead} >= {
+        ("lightning-2.5.1", "native"), ("lightning-2.5.5", "native")}
+
+
+def test_the_cast_cache_note_is_for_mixed_precision_only(tmp_path: Path) -> None:
+    path = write(tmp_path / "n.json", make_result("native", world_size=2, precision="fp32"))
+    old = versioned(tmp_path, "lightning-2.5.1", "2.5.1", cache=True, precision="fp32")
+    report = analyse([run_from(path, load_result(path)), old])
+    assert not any("autocast cast cache" in n for n in report.notes)
+
+
+def test_version_arms_of_different_workloads_are_still_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "n.json", make_result("native", world_size=2))
+    native = run_from(path, load_result(path))
+    other = versioned(tmp_path, "lightning-2.5.5", "2.5.5", config={"channels_last": True})
+    with pytest.raises(WorkloadMismatch, match="channels_last: native no, lightning-2.5.5 yes"):
+        analyse([native, other])
 
 
 def test_runs_of_different_code_are_warned_by_source_digest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
