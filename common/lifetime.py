@@ -4,7 +4,7 @@
     follow_launcher(os.environ)                        # first thing in every rank
 
 native's launcher and the Lightning rank 0 that starts the other ranks both set the variable;
-the ranks they start inherit it. On Linux a rank asks the kernel for SIGKILL when its parent
+the ranks they start inherit it. Under torchrun the launcher is the rank's parent, the agent. On Linux a rank asks the kernel for SIGKILL when its parent
 dies (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread checks the parent once a second.
 Either way a rank whose launcher is already gone when it starts exits at once. Without this a
 rank whose launcher was killed runs on beside the next run and writes its result later
@@ -27,12 +27,15 @@ _WATCH_SECONDS = 1.0
 
 
 def launcher_pid(env: Mapping[str, str]) -> int | None:
-    """The pid of the process that launched this one, or None for a process nobody of ours
-    launched (a plain start, torchrun's and srun's ranks, the launcher itself)."""
+    """The pid of the process that launched this one: native's launcher or Lightning's rank 0
+    (LAUNCHER_PID_VAR), torchrun's agent (the parent, which starts its workers from its main
+    thread); None for a plain start, a launcher itself and srun's tasks (slurmstepd ends them)."""
     text = env.get(LAUNCHER_PID_VAR, "")
-    if not text.isascii() or not text.isdigit() or int(text) == os.getpid():
-        return None
-    return int(text)
+    if text.isascii() and text.isdigit() and int(text) != os.getpid():
+        return int(text)
+    if "TORCHELASTIC_RUN_ID" in env:
+        return os.getppid()
+    return None
 
 
 def follow_launcher(env: Mapping[str, str]) -> None:

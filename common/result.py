@@ -67,8 +67,9 @@ def percentile(sorted_xs: list[float], q: float) -> float:
 
 class PhaseSeconds(_Strict):
     """Where a rank's wall time went, in seconds; each phase ends where the next begins
-    (common/timing.py PHASES). None where unknown: launch for a process no launcher of ours
-    started, imports where the process start cannot be read (not Linux)."""
+    (common/timing.py PHASES). None where unknown: launch for a process that native's
+    launcher, Lightning's rank 0 or torchrun did not start, imports where the process start
+    cannot be read (not Linux)."""
 
     launch: float | None = Field(default=None, ge=0)  # the launcher's start -> this process's
     imports: float | None = Field(default=None, ge=0)  # process start -> the runner's main()

@@ -32,11 +32,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common.lifetime import LAUNCHER_PID_VAR
+from common.lifetime import launcher_pid
 
 PROCESS_START = time.perf_counter()  # read once per process, at first import
 # In order; each ends where the next begins. launch: the launcher's start to this process's
-# start (None unless a launcher of ours or Lightning's started it); imports: process start to
+# start (None unless native's launcher, Lightning's rank 0 or torchrun's agent started it); imports: process start to
 # the runner's main() (the interpreter and every module import); process_group: device chosen,
 # CUDA initialised (eager NCCL init) and the process group joined; build: model, optimizer, DDP
 # wrapper and this rank's batch, up to step 0; warmup, timed, profiled: the steps; report:
@@ -163,9 +163,8 @@ class StepTimer:
         now = time.perf_counter()
         age = process_age_seconds()
         started = None if age is None else now - age
-        launcher = os.environ.get(LAUNCHER_PID_VAR, "")
-        launcher_age = (process_age_seconds(launcher) if launcher.isdigit()
-                        and int(launcher) != os.getpid() else None)
+        launcher = launcher_pid(os.environ)
+        launcher_age = None if launcher is None else process_age_seconds(launcher)
         imports, group = _MARKS.get("imports"), _MARKS.get("process_group")
 
         def span(start: float | None, end: float | None) -> float | None:

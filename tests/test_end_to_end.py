@@ -76,9 +76,10 @@ def check_time_split(result: Result, launcher: str) -> None:
         p = rank.phase_seconds
         assert min(p.imports, p.process_group, p.build, p.warmup, p.timed, p.report) > 0, p
         assert p.timed == pytest.approx(rank.elapsed_seconds) and p.profiled == 0  # CPU
-        # Who started the process: native's launcher every rank, Lightning's rank 0 the others
-        started_by_us = launcher == "self" and (result.implementation == "native" or rank.rank > 0)
-        assert (p.launch is not None) == started_by_us, (rank.rank, p)
+        # Who started the process: torchrun or native's launcher every rank, Lightning's rank 0
+        # the others
+        launched = launcher == "torchrun" or result.implementation == "native" or rank.rank > 0
+        assert (p.launch is not None) == launched, (rank.rank, p)
 
 
 def test_native_self_launched_two_ranks(native_self):

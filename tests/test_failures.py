@@ -98,15 +98,18 @@ def test_signal_to_the_launcher_stops_everything(module, sig, codes, tmp_path):
     assert_nothing_left(out)
 
 
-@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning),
-                                    pytest.param("lightning_impl.fabric", marks=needs_lightning)])
-def test_kill_9_of_the_launcher_leaves_no_rank(module, tmp_path):
+@pytest.mark.parametrize("module,launcher", [
+    pytest.param("native", [sys.executable], id="native"),
+    pytest.param("native", TORCHRUN, id="native-torchrun"),
+    pytest.param("lightning_impl", [sys.executable], marks=needs_lightning, id="lightning"),
+    pytest.param("lightning_impl.fabric", [sys.executable], marks=needs_lightning, id="fabric")])
+def test_kill_9_of_the_launcher_leaves_no_rank(module, launcher, tmp_path):
     """However the launcher dies, its ranks die with it (a parent-death signal): none runs on
     beside the next run, and none writes a result later."""
     out = tmp_path / "r.json"
     log = tmp_path.parent / f"{tmp_path.name}.log"  # not in tmp_path: assert_nothing_left
     with log.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", module, *TINY, "--devices", "2", "--steps",
+        proc = subprocess.Popen([*launcher, "-m", module, *TINY, "--devices", "2", "--steps",
                                  "400", "--output", str(out)], cwd=ROOT, env=clean_env(),
                                 stdout=sink, stderr=subprocess.STDOUT)
         try:
