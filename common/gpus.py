@@ -6,21 +6,49 @@ torch.cuda.device_count() asks the CUDA runtime, which asks the driver (cuInit, 
 cuDeviceGetCount under CUDA_VISIBLE_DEVICES); this asks the driver the same questions, so the
 count and the compute capabilities are the ones the ranks will see. The parent of a
 self-launched run checks --devices and bf16 with it before it starts a rank, without paying
-for torch (seconds) in a process that never trains. cuInit creates no CUDA context; a rank
-that later initialises CUDA through torch reuses the initialised driver.
+for torch (seconds) in a process that never trains.
+
+The driver is asked in a short-lived child process (a bare interpreter, some 50 ms), never in
+this one: a process that goes on to train (one device, or a rank) must leave the driver to
+torch. Initialising it through ctypes first made one-device native runs on an H200 abort at
+exit ("double free or corruption") in 4 of 8 runs (results/h200/original-workload-aborted/).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import json
+import subprocess
 import sys
+from pathlib import Path
 
 _CAPABILITY_MAJOR, _CAPABILITY_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_*
 _DRIVER = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
 
 
+@functools.cache
 def cuda_capabilities() -> list[tuple[int, int]] | None:
-    """(major, minor) of each visible GPU in device order; None without a usable driver."""
+    """(major, minor) of each visible GPU in device order; None without a usable driver.
+
+    Asked once per process, in a child process (`_query` there), under this environment."""
+    try:
+        done = subprocess.run([sys.executable, "-c", "from common.gpus import _query; _query()"],
+                              capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[1])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+    return [tuple(c) for c in found] if found else None
+
+
+def _query() -> None:
+    """In the child: print the capabilities as JSON (null without a usable driver)."""
+    print(json.dumps(_driver_capabilities()))
+
+
+def _driver_capabilities() -> list[tuple[int, int]] | None:
+    """The driver's answer, through ctypes, in this process."""
     try:
         driver = ctypes.CDLL(_DRIVER)
     except OSError:
