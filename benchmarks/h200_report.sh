@@ -52,7 +52,7 @@ t=$d/traces
 "$PY" benchmarks/trace_gaps.py $t/side-stream-bf16-nchw/traces/native-r1.trace.json.gz \
   $t/side-stream-bf16-nchw/traces/native-side-stream-r1.trace.json.gz --top 15 \
   > $t/trace-gaps-side-stream-bf16-nchw.md
-# The experiment folders (python -m experiment): report.txt, report.md, comparison.png.
+# The experiment folders (python -m experiment): report.txt, .md, .html, comparison.png, drift.png.
 for manifest in "$d"/*/*/manifest.json; do
   f=$(dirname "$manifest")
   # compare's options as the experiment passed them: its plan's (--allow-mismatch, say)
@@ -64,4 +64,6 @@ print(" ".join(plans.find(name.split("/")[0]).compare_options) if name else "")'
     --plot "$f/comparison.png" --overwrite-output
   "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format markdown --output "$f/report.md" \
     --overwrite-output
+  "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format html --output "$f/report.html" \
+    --drift "$f/drift.png" --overwrite-output
 done
