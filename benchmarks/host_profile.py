@@ -52,7 +52,7 @@ def load(path: str) -> tuple[dict, int]:
 
 
 def per_step(stats: dict, steps: int, key: Callable[[tuple[str, int, str]], str]) -> dict[str, tuple[float, float]]:
-    """key(function) -> (calls per step, host ms per step), summed over the functions sharing a key."""
+    """key(function) -> (calls per step, host ms per step), summed over the functions of a key."""
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for function, (_, nc, tt, *_rest) in stats.items():
         entry = acc[key(function)]
@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     (sa, ta), (sb, tb) = load(args.baseline), load(args.other)
     ga, gb = by_group(sa, ta), by_group(sb, tb)
     a, b = names
-    print(f"Host time per timed step under cProfile ({a}: {ta} steps, {b}: {tb} steps); own time, callees excluded\n")
+    print(f"Host time per timed step under cProfile ({a}: {ta} steps, {b}: {tb} steps);"
+          " own time, callees excluded\n")
     print(f"| code | {a} calls | {b} calls | {a} ms | {b} ms | {b} - {a} ms |")
     print("|---|---:|---:|---:|---:|---:|")
     tot = [0.0, 0.0, 0.0, 0.0]
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         cb, mb = gb.get(g, (0.0, 0.0))
         tot = [tot[0] + ca, tot[1] + cb, tot[2] + ma, tot[3] + mb]
         print(f"| {g} | {ca:,.0f} | {cb:,.0f} | {ma:.2f} | {mb:.2f} | {mb - ma:+.2f} |")
-    print(f"| **total** | {tot[0]:,.0f} | {tot[1]:,.0f} | {tot[2]:.2f} | {tot[3]:.2f} | {tot[3] - tot[2]:+.2f} |")
+    print(f"| **total** | {tot[0]:,.0f} | {tot[1]:,.0f} | {tot[2]:.2f} | {tot[3]:.2f}"
+          f" | {tot[3] - tot[2]:+.2f} |")
 
     fa, fb = per_step(sa, ta, label), per_step(sb, tb, label)
     diffs = sorted(set(fa) | set(fb), key=lambda k: -abs(fb.get(k, (0, 0))[1] - fa.get(k, (0, 0))[1]))

@@ -33,7 +33,8 @@ def main() -> None:
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--variants", default="plain,ddp",
-                   help="comma list of plain, ddp, ddp-side-stream (DDP built on a side stream, as Lightning does)")
+                   help="comma list of plain, ddp, ddp-side-stream"
+                        " (DDP built on a side stream, as Lightning does)")
     p.add_argument("--output", default=None)
     args = p.parse_args()
 
@@ -55,7 +56,8 @@ def main() -> None:
             model = torch.compile(model)
         model = model.to(device)
         if variant.startswith("ddp"):
-            # Lightning's DDPStrategy constructs the wrapper under torch.cuda.stream(torch.cuda.Stream())
+            # Lightning's DDPStrategy constructs the wrapper under
+            # torch.cuda.stream(torch.cuda.Stream())
             side = torch.cuda.stream(torch.cuda.Stream()) if variant == "ddp-side-stream" else contextlib.nullcontext()
             with side:
                 model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], gradient_as_bucket_view=True)
@@ -95,7 +97,8 @@ def main() -> None:
         median = statistics.median(times)
         results[variant] = {"median_ms": median, "images_per_second": args.batch / median * 1e3,
                             "wall_images_per_second": args.batch * args.steps / wall, "step_times_ms": times}
-        print(f"minimal loop [{variant}]: median {median:.2f} ms/step, {args.batch / median * 1e3:,.1f} images/s")
+        print(f"minimal loop [{variant}]: median {median:.2f} ms/step,"
+              f" {args.batch / median * 1e3:,.1f} images/s")
         del model, opt
         torch.cuda.empty_cache()
     dist.destroy_process_group()

@@ -2,7 +2,8 @@
 
     python -m native ARGS --trace /tmp/native.trace.json.gz --output /tmp/n.json
     python -m lightning_impl ARGS --trace /tmp/lightning.trace.json.gz --output /tmp/l.json
-    python -m benchmarks.trace_gaps /tmp/native.trace.json.gz /tmp/lightning.trace.json.gz [--top 12]
+    python -m benchmarks.trace_gaps /tmp/native.trace.json.gz /tmp/lightning.trace.json.gz \\
+        [--top 12]
 
 A trace (`common/profiling.py`) covers rank 0's profiled steps, each marked `ProfilerStep#N`.
 Per step this prints the GPU's busy and idle time and splits every gap between kernels by who
@@ -16,8 +17,9 @@ made the GPU wait:
 
 It splits the GPU work by stream and counts the gaps between consecutive kernels on the
 busiest stream by size (a side stream's work can overlap the main one's, and cross-stream
-waits show up as more short gaps there). It also lists the CUDA runtime calls per step (synchronising ones such as
-cudaStreamSynchronize or cudaFree show up here, with the host time they blocked) and, given two
+waits show up as more short gaps there). It also lists the CUDA runtime calls per step
+(synchronising ones such as cudaStreamSynchronize or cudaFree show up here, with the host time
+they blocked) and, given two
 traces, the kernels whose count per step differs. Read times as relative: the profiler's own
 per-op work lengthens host time, the more so the more ops a step launches.
 """
@@ -234,7 +236,8 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
     lines += ["", "## Host-late idle per step, by the outermost op around the late launch (ms, gaps)", "",
               head.rstrip("\n")]
     for who in ranked(summaries, lambda s: s.host_late, top):
-        vals = [f"{s.host_late.get(who, 0) / s.steps / 1e3:.3f} ({s.host_late_gaps.get(who, 0) / s.steps:.1f})"
+        vals = [f"{s.host_late.get(who, 0) / s.steps / 1e3:.3f}"
+                f" ({s.host_late_gaps.get(who, 0) / s.steps:.1f})"
                 for s in summaries]
         lines.append(f"| {short(who)} | " + " | ".join(vals) + " |")
 

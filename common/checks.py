@@ -17,7 +17,7 @@ from common.errors import UsageError
 
 @dataclass(frozen=True)
 class ParameterDigest:
-    """sha256 over every parameter's bytes (standard layout), plus float64 sum and sum of squares."""
+    """sha256 over every parameter's bytes (standard layout), float64 sum and sum of squares."""
 
     sha256: str
     total: float

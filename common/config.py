@@ -22,7 +22,7 @@ from common.output import output_path_problem
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-SGD_IMPLEMENTATIONS = ("auto", "foreach", "fused", "for-loop")
+SGD_IMPL_CHOICES = ("auto", "foreach", "fused", "for-loop")
 DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
 MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
 # BenchConfig field -> its option, for the diagnostic options (recorded in environment.diagnostics).
@@ -93,7 +93,7 @@ class BenchConfig:
     overwrite_output: bool = False
     verbose: bool = False
     check: bool = False  # --check: validate everything a rank would refuse, launch nothing
-    # Resource limit override (issue 16): allow more CPU ranks per node than CPUs.
+    # Resource limit override: allow more CPU ranks per node than CPUs.
     oversubscribe_cpus: bool = False
 
     @property
@@ -103,7 +103,7 @@ class BenchConfig:
 
     @property
     def batch_mode(self) -> BatchMode:
-        """`fixed_global` (strong scaling) when a global batch was given, else `fixed_per_device`."""
+        """`fixed_global` (strong scaling) given a global batch, else `fixed_per_device`."""
         return "fixed_global" if self.global_batch_size is not None else "fixed_per_device"
 
     def per_device_batch(self, world_size: int | None = None) -> int:
@@ -114,7 +114,8 @@ class BenchConfig:
             return self.batch_size_per_device
         if self.global_batch_size % world:
             raise UsageError(
-                f"--global-batch-size {self.global_batch_size} does not divide by the world size {world};"
+                f"--global-batch-size {self.global_batch_size} does not divide"
+                f" by the world size {world};"
                 f" choose a multiple of {world} or use --batch-size-per-device"
             )
         return self.global_batch_size // world
@@ -145,7 +146,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     d = BenchConfig()
     p = OneLineParser(
         prog=prog,
-        usage="%(prog)s [options]",  # the same help text for both runners, whatever the name's length
+        # the same help text for both runners, whatever the name's length
+        usage="%(prog)s [options]",
         description=(
             "Synthetic-data DDP training benchmark (torchvision model, random init, GPU-resident"
             " batch). Prints a summary; writes a JSON result with --output."
@@ -190,7 +192,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="torch.compile mode (with --compile)")
     speed.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=d.cudnn_benchmark,
                        help="let cuDNN autotune convolution algorithms during warm-up")
-    speed.add_argument("--sgd-impl", choices=SGD_IMPLEMENTATIONS, default=d.sgd_impl,
+    speed.add_argument("--sgd-impl", choices=SGD_IMPL_CHOICES, default=d.sgd_impl,
                        help="SGD kernel: auto (torch's choice), foreach, fused or for-loop")
 
     work = p.add_argument_group("workload")
@@ -233,7 +235,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     out.add_argument("--check", action="store_true",
                      help="check the options, launcher variables, CPUs or GPUs as a rank would,"
                           " print one line and exit (0 when all is well); launches nothing")
-    # Resource limit override (issue 16): its own block, so that the CPU check can be forced.
+    # Resource limit override: its own block, so that the CPU check can be forced.
     run.add_argument("--oversubscribe-cpus", action="store_true",
                      help="allow more --accelerator cpu ranks on a node than CPUs they may use"
                           " (the ranks then share CPUs, which distorts per-step times)")

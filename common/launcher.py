@@ -214,14 +214,16 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *,
     elif launch.kind == "torchrun":
         if launch.world_size != cfg.world_size:
             raise UsageError(
-                f"torchrun started WORLD_SIZE={launch.world_size} processes but --devices {cfg.devices}"
+                f"torchrun started WORLD_SIZE={launch.world_size} processes"
+                f" but --devices {cfg.devices}"
                 f" x --num-nodes {cfg.num_nodes} = {cfg.world_size}; make them agree"
                 f" (torchrun --nproc-per-node {cfg.devices} --nnodes {cfg.num_nodes})"
             )
         local = _optional_int(env, "LOCAL_WORLD_SIZE")
         if local is not None and local != cfg.devices:
             raise UsageError(
-                f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices}; make them agree"
+                f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices};"
+                " make them agree"
             )
         _validate_ranks(cfg, launch, env)
     elif launch.is_child:  # a rank started by the runner itself: the same checks as torchrun's
@@ -229,7 +231,8 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *,
     else:
         if cfg.num_nodes > 1:
             raise UsageError(
-                f"--num-nodes {cfg.num_nodes} needs a launcher on every node; start with srun or torchrun"
+                f"--num-nodes {cfg.num_nodes} needs a launcher on every node;"
+                " start with srun or torchrun"
             )
         _validate_plain(cfg, env)
     thread_count(env)
@@ -271,7 +274,8 @@ def _validate_ranks(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) ->
     expected = launch.node_rank * local_world + launch.local_rank
     if launch.rank != expected:
         raise UsageError(
-            f"RANK={launch.rank} does not match GROUP_RANK={launch.node_rank} x {local_name}={local_world}"
+            f"RANK={launch.rank} does not match"
+            f" GROUP_RANK={launch.node_rank} x {local_name}={local_world}"
             f" + LOCAL_RANK={launch.local_rank} = {expected}; start the ranks with torchrun,"
             " which sets these consistently"
         )
@@ -353,7 +357,8 @@ def _validate_cpus(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> 
         fix = f"use --devices {cpus} or fewer"
     if cfg.devices > cpus:
         raise UsageError(
-            f"--accelerator cpu --devices {cfg.devices} runs {cfg.devices} ranks on this node but {where};"
+            f"--accelerator cpu --devices {cfg.devices} runs {cfg.devices} ranks on this node"
+            f" but {where};"
             f" {fix}, or add --oversubscribe-cpus to run them anyway (they then share CPUs,"
             " which distorts the per-step times)"
         )
@@ -364,7 +369,8 @@ def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
     if ntasks > 1 and not is_srun_task(env):
         raise UsageError(
             f"this Slurm allocation has {ntasks} tasks but this program was not started by srun;"
-            " start it with `srun python -m ...` (otherwise rank 0 would wait forever for the others)"
+            " start it with `srun python -m ...`"
+            " (otherwise rank 0 would wait forever for the others)"
         )
     if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in env:  # Lightning's own refusal, for all
         raise UsageError(

@@ -188,7 +188,8 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
         ("precision", f"{result.precision_resolved} (requested {result.precision_requested})"),
         ("batch/device", f"{result.batch_size_per_device}"),
         ("global batch", f"{result.global_batch_size} ({result.batch_mode})"),
-        ("steps", f"{result.warmup_steps} warm-up ({result.warmup_seconds:.2f} s), {result.measured_steps} timed"),
+        ("steps", f"{result.warmup_steps} warm-up ({result.warmup_seconds:.2f} s),"
+                  f" {result.measured_steps} timed"),
         ("time/step", f"{s.median:.2f} ms median (p5 {s.p5:.2f}, p95 {s.p95:.2f}); "
                       f"{result.milliseconds_per_step:.2f} ms wall mean"),
         ("throughput", f"{result.images_per_second_median:,.1f} images/s "

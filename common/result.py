@@ -401,7 +401,8 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
             return OriginalResult.model_validate(data, strict=True)
         if version != SCHEMA_VERSION:
             raise ResultError(
-                f"{path}: schema_version {version!r} is not supported (this suite reads {SCHEMA_VERSION})"
+                f"{path}: schema_version {version!r} is not supported"
+                f" (this suite reads {SCHEMA_VERSION})"
             )
         return Result.model_validate(data, strict=True)
     except ValidationError as error:

@@ -36,8 +36,9 @@ from common.lifetime import launcher_pid
 
 PROCESS_START = time.perf_counter()  # read once per process, at first import
 # In order; each ends where the next begins. launch: the launcher's start to this process's
-# start (None unless native's launcher, Lightning's rank 0 or torchrun's agent started it); imports: process start to
-# the runner's main() (the interpreter and every module import); process_group: device chosen,
+# start (None unless native's launcher, Lightning's rank 0 or torchrun's agent started it);
+# imports: process start to the runner's main() (the interpreter and every module import);
+# process_group: device chosen,
 # CUDA initialised (eager NCCL init) and the process group joined; build: model, optimizer, DDP
 # wrapper and this rank's batch, up to step 0; warmup, timed, profiled: the steps; report:
 # after the last step, parameter digest, gather of every rank's record and the result built.

@@ -247,7 +247,10 @@ def host_difference(
         return {}
     iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
     level = stats.geometric_mean(base)
-    to_ms = (lambda pct: None if pct is None else level * pct / 100.0)
+
+    def to_ms(pct: float | None) -> float | None:
+        return None if pct is None else level * pct / 100.0
+
     if iv.verdict_possible:
         words = ("more" if iv.ci_low > 0 else "less" if iv.ci_high < 0  # type: ignore[operator]
                  else None)
@@ -421,9 +424,11 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
             notes.append(f"host settled before the counted runs: {took}; {record.reason}")
         else:
             warnings.append(Flag.plain("not-settled", (
-                f"the host had NOT settled when the counted runs began (gave up after {took},"
+                "the host had NOT settled when the counted runs began"
+                f" (gave up after {took},"
                 f" bound {record.max_minutes:g} min): {record.reason}; expect drift between"
-                " runs (the block-paired interval absorbs slow drift; raise --settle-minutes)")))
+                " runs (the block-paired interval absorbs slow drift;"
+                " raise --settle-minutes)")))
     return warnings, notes
 
 

@@ -18,16 +18,16 @@ import sys
 
 import torch
 import torch.distributed as dist
-from lightning_impl import services, workarounds  # native: DistributedDataParallel
 
 from common import config, launcher, precision, preflight, workload
-from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
+from common.errors import UsageError, exit_on_usage_error
+from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks, planned_steps  # native: StepHooks (its own loop)
 from common.timing import mark_phase
-from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
+from lightning_impl import services, workarounds  # native: DistributedDataParallel
 from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
 
 PROG = "lightning_impl"
@@ -64,8 +64,9 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),
         # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
-        cluster_environment=SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm"
-        else None,
+        cluster_environment=(
+            SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
+        ),
         # DDP: model wrapper -- handed to the Trainer: DDPStrategy wraps with native's arguments,
         # on a side CUDA stream, which costs about 1 ms per step on an H200 (README)
         **workload.ddp_kwargs(cfg),

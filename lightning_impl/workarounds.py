@@ -17,8 +17,8 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from common import workload
-from common.environment import SIGTERM_BROADCASTS_VAR
 from common.config import BenchConfig
+from common.environment import SIGTERM_BROADCASTS_VAR
 from common.precision import Precision
 from lightning_impl.compat import require_lightning
 

@@ -22,10 +22,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from common import config, launcher, precision, preflight, workload
-from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
+from common.errors import UsageError, exit_on_usage_error
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
 from native.launch import launch_ranks

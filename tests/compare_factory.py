@@ -1,7 +1,8 @@
 """Build valid `common.result.Result`s for compare's tests and write them with `write_result`.
 
     path = write(tmp_path / "native.json", make_result("native", world_size=2, median_ms=100.0))
-    path = write(tmp_path / "n.json", make_result("native", step_times=[[100.0, 101.0], [102.0, 99.0]]))
+    path = write(tmp_path / "n.json",
+                 make_result("native", step_times=[[100.0, 101.0], [102.0, 99.0]]))
 
 Every derived field (percentiles, throughput, elapsed time) is computed from the step times,
 so that a test states only what it is about.
@@ -113,7 +114,8 @@ def make_result(
     cfg.update(config or {})
     return Result(
         schema_version=1, implementation=implementation, model=f"torchvision.models.{cfg['arch']}",
-        data=f"synthetic GPU-resident 3x{cfg['image_size']}x{cfg['image_size']} images with random labels",
+        data=f"synthetic GPU-resident 3x{cfg['image_size']}x{cfg['image_size']}"
+             " images with random labels",
         batch_mode=batch_mode, batch_size_per_device=batch_size_per_device, global_batch_size=global_batch,
         world_size=world_size, warmup_steps=cfg["warmup_steps"], measured_steps=measured,
         precision_requested="auto", precision_resolved=precision, seed=1234, elapsed_seconds=elapsed,

@@ -83,7 +83,8 @@ def test_output_never_replaces_an_existing_file_without_overwrite_output(
     target.write_text("keep me")
     assert main([*pair, "--output", str(target)]) == 2
     err = capsys.readouterr().err
-    assert err == f"compare: error: --output {target} already exists; choose another path or add --overwrite-output\n"
+    assert err == (f"compare: error: --output {target} already exists;"
+                   " choose another path or add --overwrite-output\n")
     assert target.read_text() == "keep me"
     output_of(capsys, *pair, "--output", str(target), "--overwrite-output")
     assert target.read_text().startswith("resnet50 on NVIDIA H200")
@@ -134,10 +135,12 @@ def test_text_groups_a_warning_of_many_runs_into_one_line_per_arm_with_ranges() 
                 Flag("unsynchronised", synced, {"difference": 3.5e-07}, file="a-r2.json", arm="a")]
     assert grouped_warnings(warnings) == [
         "b-r2.json: host-bound (GPU busy 89.1% of the timed step): the GPU waits",
-        "host-bound (GPU busy 82.0..85.5% of the timed step): the GPU waits [2 runs: a-r2.json, a-r10.json]",
+        "host-bound (GPU busy 82.0..85.5% of the timed step): the GPU waits"
+        " [2 runs: a-r2.json, a-r10.json]",
         "a-r1.json: not in steady state: -4.3% (limit ±2%)",
         "environment differs: driver", "environment differs: driver",
-        "parameters are NOT synchronised (max checksum difference 3.5e-07..1e-05) [2 runs: a-r1.json, a-r2.json]"]
+        "parameters are NOT synchronised (max checksum difference 3.5e-07..1e-05)"
+        " [2 runs: a-r1.json, a-r2.json]"]
 
 
 def test_the_configuration_names_many_files_by_the_first_and_last(

@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-from compare_factory import make_result, write
 
 from compare import stats
 from compare.analysis import analyse
 from compare.api import load
 from compare.cli import main
 from compare.report import render
+from compare_factory import make_result, write
 
 
 def _runs(tmp_path: Path, host: dict[str, list[float]] | None) -> list:

@@ -11,18 +11,17 @@ import io
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from browser import browser  # noqa: F401  (the fixture)
-from compare_factory import make_result, write
 from conftest import ROOT, clean_env
 
+from browser import browser  # noqa: F401  (the fixture)
 from compare.api import analyse_runs, load
 from compare.drift import draw_drift, drift_points
 from compare.frame import overhead_frame, runs_frame
 from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
+from compare_factory import make_result, write
 
 FOLDER = ROOT / "results" / "h200" / "arms" / "original-defaults-long-first-on-machine"
 

@@ -93,8 +93,8 @@ def test_one_run_on_a_side_gives_no_verdict_however_many_steps(
 def test_overhead_over_steps_follows_the_slowest_rank_of_each_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Lightning's ranks take turns being slow: pooled, its times have a median of 110 ms; in lockstep every
-    # step waits for the slow rank and takes 120 ms.
+    # Lightning's ranks take turns being slow: pooled, its times have a median of 110 ms; in
+    # lockstep every step waits for the slow rank and takes 120 ms.
     n = write(tmp_path / "n.json", make_result("native", world_size=2, step_times=constant_steps(2, 100.0)))
     turns = [[120.0 if (step + rank) % 2 else 100.0 for step in range(20)] for rank in range(2)]
     lt = write(tmp_path / "l.json", make_result("lightning", world_size=2, step_times=turns))
@@ -158,7 +158,7 @@ def test_versions_that_differ_between_arms_are_compared_not_warned(tmp_path: Pat
     new = [versioned(tmp_path, "lightning-2.5.5", "2.5.5", seed=k) for k in (3, 4)]
     report = analyse([*native, *old, *new])
     assert not any("environment differs" in w.text for w in report.warnings)
-    assert (f"versions under test (one per arm): lightning: native 2.6.6,"
+    assert ("versions under test (one per arm): lightning: native 2.6.6,"
             " lightning-2.5.1 2.5.1, lightning-2.5.5 2.5.5") in report.notes
     rows = {row.field: row.values for row in report.header}
     assert rows["lightning"] == {
@@ -328,7 +328,7 @@ def test_a_drift_within_two_percent_is_steady(tmp_path: Path, capsys: pytest.Cap
 
 
 def _numerics_pair(tmp_path: Path, accelerator: str, repeat_digest: str) -> list[Path]:
-    """Two native repeats (the second with repeat_digest) and a lightning run whose digest differs."""
+    """Two native repeats (the second with repeat_digest), a lightning run whose digest differs."""
     cfg = {"accelerator": accelerator}
     return [write(tmp_path / "n1.json", make_result("native", config=cfg)),
             write(tmp_path / "n2.json", make_result("native", config=cfg, digest=repeat_digest)),

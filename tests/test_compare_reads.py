@@ -13,13 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from compare_factory import make_result, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.result import MAX_READ_BYTES, read_json
 from compare.api import analyse_paths
 from compare.cli import main
+from compare_factory import make_result, write
 
 FAST = settings(derandomize=True, max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

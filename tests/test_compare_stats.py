@@ -43,7 +43,8 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
     assert iv.min_detectable_percent == pytest.approx(expected)
     assert stats.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
     assert iv.significant and stats.interval_line("lightning", "native", iv).startswith(
-        f"lightning is {iv.percent:.2f}% slower than native (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side")
+        f"lightning is {iv.percent:.2f}% slower than native"
+        f" (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side")
 
 
 def test_an_interval_around_zero_says_no_difference() -> None:

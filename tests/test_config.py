@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import clean_env, run_module
 
 from common import config
 from common.config import BenchConfig
-
-from conftest import clean_env, run_module
 
 
 def parse(argv: list[str]) -> BenchConfig:

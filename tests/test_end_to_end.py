@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
 from common.result import Result, load_result
 from common.source import source_digest
-
-from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TINY, clean_env, needs_lightning
+
 from experiment import plans
 from experiment.run import expand
 

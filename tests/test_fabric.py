@@ -6,10 +6,10 @@ import datetime as dt
 import time
 
 import pytest
-
-from common import config, launcher, precision, workload
 from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 from test_failures import PROMPT, TORCHRUN, assert_nothing_left
+
+from common import config, launcher, precision, workload
 
 
 @pytest.mark.parametrize("module", ["native",

@@ -1,4 +1,4 @@
-"""Failure behaviour: a dying rank or a signal stops every rank promptly, writes nothing, leaves nothing."""
+"""Failure behaviour: a dying rank or a signal stops every rank at once; nothing written or left."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow

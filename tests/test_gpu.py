@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import clean_env, needs_lightning, run_module
 
 from benchmarks import trace_gaps
 from common.result import load_result
-
-from conftest import clean_env, needs_lightning, run_module
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 SMALL = ["--devices", "1", "--batch-size-per-device", "16", "--image-size", "128", "--warmup-steps", "3",
@@ -68,8 +67,9 @@ def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
     s = trace_gaps.summarise(trace)
     assert s.steps == 2 and sum(s.kernels.values()) / s.steps > 10
     assert s.busy_us + sum(s.host_late.values()) + s.queued_us == pytest.approx(s.window_us, rel=1e-6)
-    # Built on a side stream (Lightning's own way, or native with --ddp-stream side), DDP's AccumulateGrad
-    # nodes run there: the GPU work uses two streams; built on the current stream, one (one rank: no NCCL kernels).
+    # Built on a side stream (Lightning's own way, or native with --ddp-stream side), DDP's
+    # AccumulateGrad nodes run there: the GPU work uses two streams; built on the current stream,
+    # one (one rank: no NCCL kernels).
     natural = "current" if module == "native" else "side"
     streams = {e["args"]["stream"] for e in events if e.get("cat") == "kernel"}
     assert len(streams) == (2 if (stream or natural) == "side" else 1), streams

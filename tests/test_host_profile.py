@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT, TINY, lightning_installed, needs_lightning, run_module
 
 from benchmarks import host_profile
 from common.result import Result, load_result
-from conftest import ROOT, TINY, lightning_installed, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow
 DELAY_US = 30_000  # 30 ms a step: a lower bound on every timed step time

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 16): values, resources, paths and launch variables refused before launch."""
+"""Hostile inputs: values, resources, paths and launch variables refused before launch."""
 
 from __future__ import annotations
 
@@ -17,16 +17,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.models import classification_models
 from common import config, launcher
+from common.models import classification_models
 from common.output import OutputError
 from common.result import load_result, write_result
 from compare.cli import main as compare_main
-
-from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 LIGHTNING = ROOT / "results" / "h200" / "precisions" / "lightning-bf16-r1.json"

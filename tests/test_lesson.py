@@ -1,4 +1,4 @@
-"""The lesson page: built from the runner files, current, complete, inert, and right in a browser."""
+"""The lesson page: built from the runner files, current, complete, inert, right in a browser."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 
-import browser as browser_module
 import pytest
-from browser import browser  # noqa: F401  (the fixture)
 from conftest import ROOT, clean_env
 from test_teaching import responsibility_rows
 
+import browser as browser_module
+from browser import browser  # noqa: F401  (the fixture)
 from lesson.page import render, responsibilities
-from lesson.source import RUNNER_FILES, parse, read_runners, runner_path
+from lesson.source import RUNNER_FILES, parse, read_runners
 
 PAGE = ROOT / "docs" / "lesson.html"
 

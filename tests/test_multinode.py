@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -18,9 +17,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, needs_lightning
 
 from common.result import load_result
-from conftest import clean_env, needs_lightning
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--accelerator", "cpu", "--image-size", "64", "--batch-size-per-device", "2",

@@ -1,4 +1,4 @@
-"""The result schema: round trip, published schema, rejection of malformed files, no-clobber writes."""
+"""The result schema: round trip, published schema, malformed files rejected, no-clobber writes."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from common.output import OutputError
 from common.result import Result, ResultError, load_result, write_result
-
-from conftest import ROOT
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 ORIGINAL = ROOT / "tests" / "data" / "original" / "native-h200-b256.json"

@@ -1,6 +1,6 @@
 """The Slurm scripts (slurm/) and the runners' Slurm checks, on a real one-node Slurm.
 
-    .venv/bin/python -m pytest tests/test_slurm.py -q -x        (as root: starts tools/slurm-local.sh)
+    .venv/bin/python -m pytest tests/test_slurm.py -q -x    (as root: starts tools/slurm-local.sh)
 
 Tests marked `slurm` submit real jobs on CPU ranks (ACCELERATOR=cpu, --gpus-per-node=0);
 they are skipped only when the local Slurm cannot be started. The others source
@@ -53,7 +53,7 @@ def job_name() -> str:
 
 
 def sbatch_wait(args: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
-    """`sbatch --wait ARGS`: (the job's exit status, its id, sbatch's output); cancels on timeout."""
+    """`sbatch --wait ARGS`: (the job's exit status, its id, sbatch's output); cancel on timeout."""
     name = job_name()
     cmd = ["sbatch", "--wait", f"--job-name={name}", f"--time={JOB_MINUTES}", *args]
     try:

@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 from compare import stats
+from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 MAX_BLOCKS = 40
 N0 = stats.FIRST_STAGE_BLOCKS

@@ -10,10 +10,18 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import (AA_BOUND, REPS, OldInterval, lower_bound, old_run_level, paired, simulate,
-                       welch)
 
 from compare import stats
+from stats_sim import (
+    AA_BOUND,
+    REPS,
+    OldInterval,
+    lower_bound,
+    old_run_level,
+    paired,
+    simulate,
+    welch,
+)
 
 
 def _old(sim) -> list[OldInterval]:

@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import REPS, lower_bound, simulate
 
 from compare import stats
+from stats_sim import REPS, lower_bound, simulate
 
 # (method, noise, arm noise scale, baseline runs, arm runs)
 DESIGNS = ([("paired", k, 1.0, n, n) for k in ("normal", "t3", "spikes") for n in (3, 5, 10)]

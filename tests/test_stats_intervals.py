@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import AA_BOUND, REPS, lower_bound, paired, rates, simulate, welch
 
 from compare import stats
+from stats_sim import AA_BOUND, REPS, lower_bound, paired, rates, simulate, welch
 
 RUNS = (2, 3, 5, 10)
 TRUTHS = (0.0, 2.0)

@@ -1,4 +1,4 @@
-"""The teaching side: identical CLIs, the README's responsibility table matches the `# DDP:` marks."""
+"""Teaching: identical CLIs; the README's responsibility table matches the `# DDP:` marks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, clean_env, needs_lightning, run_module
 
 TABLE_HEADING = "## Who does what: the DDP responsibilities"

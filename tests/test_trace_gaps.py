@@ -1,4 +1,4 @@
-"""benchmarks.trace_gaps: GPU idle time split into host-late and queued gaps, on a hand-made trace."""
+"""benchmarks.trace_gaps: GPU idle time split into host-late and queued gaps, on a made-up trace."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 from benchmarks import trace_gaps
