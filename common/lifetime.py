@@ -69,8 +69,11 @@ def _watch(pid: int) -> None:
 
 
 def _gone(pid: int) -> None:
-    print(f"rank process {os.getpid()}: its launcher (pid {pid}) is gone; exiting",
-          file=sys.stderr, flush=True)
+    print(
+        f"rank process {os.getpid()}: its launcher (pid {pid}) is gone; exiting",
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(1)
 
 

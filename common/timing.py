@@ -142,7 +142,9 @@ class StepTimer:
     def summary(self) -> Timing:
         """Per-step times, wall-clock figures and phases; call after the last planned step."""
         if len(self._marks) != self.steps + 1:
-            raise RuntimeError(f"timer saw {len(self._marks) - 1} timed steps, expected {self.steps}")
+            raise RuntimeError(
+                f"timer saw {len(self._marks) - 1} timed steps, expected {self.steps}"
+            )
         if self._cuda:
             steps = [a.elapsed_time(b) for a, b in zip(self._marks, self._marks[1:])]
         else:

@@ -110,8 +110,13 @@ def train_step(fabric, model, optimizer, images, labels) -> torch.Tensor:
     return loss.detach()
 
 
-def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision,
-        threads: int, argv: list[str]) -> int:
+def run(
+    cfg: config.BenchConfig,
+    launch: launcher.Launch,
+    prec: precision.Precision,
+    threads: int,
+    argv: list[str],
+) -> int:
     """One rank: set up, build, train, check, report; tear down in every case."""
     started = utc_now()
     workarounds.quiet_lightning(cfg.verbose)  # native: (no framework output to hide)
@@ -122,8 +127,11 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     say = (lambda msg: print(f"{PROG}: {msg}", flush=True)) if rank == 0 else (lambda msg: None)
     workarounds.stop_at_once_on_signals(fabric.strategy, PROG, rank, ctrl_c=True)  # native: launch
     try:
-        check_ranks_agree(prec.resolved, "the resolved precision",
-                          "GPUs differ between nodes: choose --precision explicitly")
+        check_ranks_agree(
+            prec.resolved,
+            "the resolved precision",
+            "GPUs differ between nodes: choose --precision explicitly",
+        )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         model, optimizer = build(cfg, fabric)  # native: build(cfg, device, prec) + scaler
@@ -139,12 +147,21 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
             hooks.before_step(step)
             loss = train_step(fabric, model, optimizer, images, labels)  # native: scaler, autocast
             hooks.after_step(step)
-        facts = RunFacts(cfg=cfg, implementation=IMPLEMENTATION, precision=prec, device=device,
-                         rank=rank, local_rank=local_rank, world_size=world_size,
-                         launcher=launch.kind, slurm=launch.slurm, started_utc=started,
-                         command=["python", "-m", PROG, *argv], omp_num_threads=threads,
-                         lightning=lightning_facts(world_size, trainer=False),  # native: none
-                         )
+        facts = RunFacts(
+            cfg=cfg,
+            implementation=IMPLEMENTATION,
+            precision=prec,
+            device=device,
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            launcher=launch.kind,
+            slurm=launch.slurm,
+            started_utc=started,
+            command=["python", "-m", PROG, *argv],
+            omp_num_threads=threads,
+            lightning=lightning_facts(world_size, trainer=False),  # native: none
+        )
         result = build_result(facts, model.module, loss, hooks.timer.summary(), hooks.probe)
         if result is not None:  # native: model.module is DDP's module; here Fabric's
             publish(result, cfg, "Lightning Fabric DDP benchmark")

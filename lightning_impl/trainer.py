@@ -92,8 +92,14 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
 class BenchmarkModule(workarounds.LightningModule):  # native: build() and train_step()
     """native's build(), train_step() and loop body as Lightning hooks; `common` times them."""
 
-    def __init__(self, cfg: config.BenchConfig, prec: precision.Precision, launch: launcher.Launch,
-                 threads: int, argv: list[str]) -> None:
+    def __init__(
+        self,
+        cfg: config.BenchConfig,
+        prec: precision.Precision,
+        launch: launcher.Launch,
+        threads: int,
+        argv: list[str],
+    ) -> None:
         super().__init__()
         self.cfg, self.prec, self.launch, self.threads, self.argv = cfg, prec, launch, threads, argv
         self.started = utc_now()
@@ -123,10 +129,15 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
     def setup(self, stage: str) -> None:
         """native's run() before build: ranks agree on precision."""
         mark_phase("process_group")  # native: after ddp_setup; here joined before setup()
-        check_ranks_agree(self.prec.resolved, "the resolved precision",
-                          "GPUs differ between nodes: choose --precision explicitly")
-        self.say(f"{self.trainer.world_size} rank(s) via {self.launch.kind}, {self.device.type},"
-                 f" precision {self.prec.resolved}")
+        check_ranks_agree(
+            self.prec.resolved,
+            "the resolved precision",
+            "GPUs differ between nodes: choose --precision explicitly",
+        )
+        self.say(
+            f"{self.trainer.world_size} rank(s) via {self.launch.kind}, {self.device.type},"
+            f" precision {self.prec.resolved}"
+        )
         if not self.cfg.barebones:
             self.say(f"logs and checkpoint in {services.services_folder(self.cfg)}")
 
@@ -134,8 +145,9 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         """native's run() before its loop: this rank's batch and the step hooks."""
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = self.cfg.per_device_batch(self.trainer.world_size)
-        self.images, self.labels = workload.make_batch(self.cfg, batch_size, self.global_rank,
-                                                       self.device)
+        self.images, self.labels = workload.make_batch(
+            self.cfg, batch_size, self.global_rank, self.device
+        )
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)
@@ -158,18 +170,32 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
     def on_train_end(self) -> None:
         """native's run() after its loop: gather every rank's measurements on global rank zero."""
         world_size = self.trainer.world_size
-        facts = RunFacts(cfg=self.cfg, implementation=IMPLEMENTATION, precision=self.prec,
-                         device=self.device, rank=self.global_rank, local_rank=self.local_rank,
-                         world_size=world_size, launcher=self.launch.kind, slurm=self.launch.slurm,
-                         started_utc=self.started, command=["python", "-m", PROG, *self.argv],
-                         omp_num_threads=self.threads,
-                         lightning=lightning_facts(world_size, barebones=self.cfg.barebones))
+        facts = RunFacts(
+            cfg=self.cfg,
+            implementation=IMPLEMENTATION,
+            precision=self.prec,
+            device=self.device,
+            rank=self.global_rank,
+            local_rank=self.local_rank,
+            world_size=world_size,
+            launcher=self.launch.kind,
+            slurm=self.launch.slurm,
+            started_utc=self.started,
+            command=["python", "-m", PROG, *self.argv],
+            omp_num_threads=self.threads,
+            lightning=lightning_facts(world_size, barebones=self.cfg.barebones),
+        )
         timing, probe = self.hooks.timer.summary(), self.hooks.probe
         self.result = build_result(facts, self.model, self.last_loss, timing, probe)
 
 
-def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision,
-        threads: int, argv: list[str]) -> int:
+def run(
+    cfg: config.BenchConfig,
+    launch: launcher.Launch,
+    prec: precision.Precision,
+    threads: int,
+    argv: list[str],
+) -> int:
     """Rank 0 of a self-launch, or one rank: fit, report; tear down in every case."""
     workarounds.quiet_lightning(cfg.verbose, keep_info=not cfg.barebones)  # native: (no framework)
     precision.apply_backend_flags(prec, cfg.cudnn_benchmark)

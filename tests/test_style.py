@@ -19,8 +19,9 @@ def ruff(*args: str) -> subprocess.CompletedProcess:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("ruff is not installed; CI installs it with the `test` extra")
         pytest.skip("ruff is not installed (pip install -e '.[test]')")
-    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_ruff_check_passes():
