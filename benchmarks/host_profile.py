@@ -23,7 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 SUITE = Path(__file__).resolve().parent.parent
-GROUPS = ["torch C++ entry points", "torch Python", "Lightning", "this suite", "other Python", "other C builtins"]
+GROUPS = [
+    "torch C++ entry points",
+    "torch Python",
+    "Lightning",
+    "this suite",
+    "other Python",
+    "other C builtins",
+]
 
 
 def group_of(filename: str, funcname: str) -> str:
@@ -39,20 +46,32 @@ def group_of(filename: str, funcname: str) -> str:
         rel = Path(path).resolve().relative_to(SUITE)
     except ValueError:
         return "other Python"
-    return "this suite" if rel.parts and rel.parts[0] in ("common", "native", "lightning_impl") else "other Python"
+    return (
+        "this suite"
+        if rel.parts and rel.parts[0] in ("common", "native", "lightning_impl")
+        else "other Python"
+    )
 
 
 def load(path: str) -> tuple[dict, int]:
     """(stats dict, timed steps) from one dump."""
-    stats = pstats.Stats(path).stats  # (file, line, func) -> (primitive calls, calls, tottime, cumtime, callers)
-    steps = [nc for (file, _, func), (_, nc, *_) in stats.items() if func == "after_step" and file.endswith("steps.py")]
+    stats = pstats.Stats(
+        path
+    ).stats  # (file, line, func) -> (primitive calls, calls, tottime, cumtime, callers)
+    steps = [
+        nc
+        for (file, _, func), (_, nc, *_) in stats.items()
+        if func == "after_step" and file.endswith("steps.py")
+    ]
     if not steps or steps[0] < 1:
         raise SystemExit(f"{path}: no StepHooks.after_step calls; is it a --pyprofile dump?")
     return stats, steps[0]
 
 
-def per_step(stats: dict, steps: int, key: Callable[[tuple[str, int, str]], str]) -> dict[str, tuple[float, float]]:
-    """key(function) -> (calls per step, host ms per step), summed over the functions sharing a key."""
+def per_step(
+    stats: dict, steps: int, key: Callable[[tuple[str, int, str]], str]
+) -> dict[str, tuple[float, float]]:
+    """key(function) -> (calls per step, host ms per step), summed over the functions of a key."""
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for function, (_, nc, tt, *_rest) in stats.items():
         entry = acc[key(function)]
@@ -84,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("baseline", help="cProfile dump of the baseline runner (e.g. native)")
     p.add_argument("other", help="cProfile dump of the runner to compare (e.g. Lightning)")
-    p.add_argument("--names", default="native,lightning", help="column names (default: native,lightning)")
-    p.add_argument("--top", type=int, default=15, help="how many differing functions to list (default 15)")
+    p.add_argument(
+        "--names", default="native,lightning", help="column names (default: native,lightning)"
+    )
+    p.add_argument(
+        "--top", type=int, default=15, help="how many differing functions to list (default 15)"
+    )
     args = p.parse_args(argv)
     names = args.names.split(",")
     if len(names) != 2:
@@ -93,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     (sa, ta), (sb, tb) = load(args.baseline), load(args.other)
     ga, gb = by_group(sa, ta), by_group(sb, tb)
     a, b = names
-    print(f"Host time per timed step under cProfile ({a}: {ta} steps, {b}: {tb} steps); own time, callees excluded\n")
+    print(
+        f"Host time per timed step under cProfile ({a}: {ta} steps, {b}: {tb} steps);"
+        " own time, callees excluded\n"
+    )
     print(f"| code | {a} calls | {b} calls | {a} ms | {b} ms | {b} - {a} ms |")
     print("|---|---:|---:|---:|---:|---:|")
     tot = [0.0, 0.0, 0.0, 0.0]
@@ -102,10 +128,15 @@ def main(argv: list[str] | None = None) -> int:
         cb, mb = gb.get(g, (0.0, 0.0))
         tot = [tot[0] + ca, tot[1] + cb, tot[2] + ma, tot[3] + mb]
         print(f"| {g} | {ca:,.0f} | {cb:,.0f} | {ma:.2f} | {mb:.2f} | {mb - ma:+.2f} |")
-    print(f"| **total** | {tot[0]:,.0f} | {tot[1]:,.0f} | {tot[2]:.2f} | {tot[3]:.2f} | {tot[3] - tot[2]:+.2f} |")
+    print(
+        f"| **total** | {tot[0]:,.0f} | {tot[1]:,.0f} | {tot[2]:.2f} | {tot[3]:.2f}"
+        f" | {tot[3] - tot[2]:+.2f} |"
+    )
 
     fa, fb = per_step(sa, ta, label), per_step(sb, tb, label)
-    diffs = sorted(set(fa) | set(fb), key=lambda k: -abs(fb.get(k, (0, 0))[1] - fa.get(k, (0, 0))[1]))
+    diffs = sorted(
+        set(fa) | set(fb), key=lambda k: -abs(fb.get(k, (0, 0))[1] - fa.get(k, (0, 0))[1])
+    )
     print(f"\nFunctions whose own time per step differs most ({b} - {a})\n")
     print(f"| function | {a} calls | {b} calls | {a} ms | {b} ms | difference ms |")
     print("|---|---:|---:|---:|---:|---:|")

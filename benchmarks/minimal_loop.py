@@ -32,15 +32,21 @@ def main() -> None:
     p.add_argument("--compile", action="store_true")
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--variants", default="plain,ddp",
-                   help="comma list of plain, ddp, ddp-side-stream (DDP built on a side stream, as Lightning does)")
+    p.add_argument(
+        "--variants",
+        default="plain,ddp",
+        help="comma list of plain, ddp, ddp-side-stream"
+        " (DDP built on a side stream, as Lightning does)",
+    )
     p.add_argument("--output", default=None)
     args = p.parse_args()
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = (
+        args.precision == "tf32"
+    )
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -55,16 +61,29 @@ def main() -> None:
             model = torch.compile(model)
         model = model.to(device)
         if variant.startswith("ddp"):
-            # Lightning's DDPStrategy constructs the wrapper under torch.cuda.stream(torch.cuda.Stream())
-            side = torch.cuda.stream(torch.cuda.Stream()) if variant == "ddp-side-stream" else contextlib.nullcontext()
+            # Lightning's DDPStrategy constructs the wrapper under
+            # torch.cuda.stream(torch.cuda.Stream())
+            side = (
+                torch.cuda.stream(torch.cuda.Stream())
+                if variant == "ddp-side-stream"
+                else contextlib.nullcontext()
+            )
             with side:
-                model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0], gradient_as_bucket_view=True)
+                model = torch.nn.parallel.DistributedDataParallel(
+                    model, device_ids=[0], gradient_as_bucket_view=True
+                )
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
         g = torch.Generator(device=device).manual_seed(1234)
-        x = torch.randn(args.batch, 3, 224, 224, generator=g, device=device).contiguous(memory_format=fmt)
+        x = torch.randn(args.batch, 3, 224, 224, generator=g, device=device).contiguous(
+            memory_format=fmt
+        )
         y = torch.randint(0, 1000, (args.batch,), generator=g, device=device)
-        ac = (lambda: torch.autocast("cuda", dtype=dtype, cache_enabled=False)) if dtype else contextlib.nullcontext
+        ac = (
+            (lambda: torch.autocast("cuda", dtype=dtype, cache_enabled=False))
+            if dtype
+            else contextlib.nullcontext
+        )
 
         marks = []
         for step in range(args.warmup_steps + args.steps):
@@ -93,16 +112,31 @@ def main() -> None:
         wall = time.perf_counter() - t0
         times = [a.elapsed_time(b) for a, b in zip(marks, marks[1:])]
         median = statistics.median(times)
-        results[variant] = {"median_ms": median, "images_per_second": args.batch / median * 1e3,
-                            "wall_images_per_second": args.batch * args.steps / wall, "step_times_ms": times}
-        print(f"minimal loop [{variant}]: median {median:.2f} ms/step, {args.batch / median * 1e3:,.1f} images/s")
+        results[variant] = {
+            "median_ms": median,
+            "images_per_second": args.batch / median * 1e3,
+            "wall_images_per_second": args.batch * args.steps / wall,
+            "step_times_ms": times,
+        }
+        print(
+            f"minimal loop [{variant}]: median {median:.2f} ms/step,"
+            f" {args.batch / median * 1e3:,.1f} images/s"
+        )
         del model, opt
         torch.cuda.empty_cache()
     dist.destroy_process_group()
     if args.output:
         with open(args.output, "w") as f:
-            json.dump({"args": vars(args), "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-                       "variants": results}, f, indent=2)
+            json.dump(
+                {
+                    "args": vars(args),
+                    "torch": torch.__version__,
+                    "gpu": torch.cuda.get_device_name(0),
+                    "variants": results,
+                },
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     python -m native ARGS --trace /tmp/native.trace.json.gz --output /tmp/n.json
     python -m lightning_impl ARGS --trace /tmp/lightning.trace.json.gz --output /tmp/l.json
-    python -m benchmarks.trace_gaps /tmp/native.trace.json.gz /tmp/lightning.trace.json.gz [--top 12]
+    python -m benchmarks.trace_gaps /tmp/native.trace.json.gz /tmp/lightning.trace.json.gz \\
+        [--top 12]
 
 A trace (`common/profiling.py`) covers rank 0's profiled steps, each marked `ProfilerStep#N`.
 Per step this prints the GPU's busy and idle time and splits every gap between kernels by who
@@ -16,8 +17,9 @@ made the GPU wait:
 
 It splits the GPU work by stream and counts the gaps between consecutive kernels on the
 busiest stream by size (a side stream's work can overlap the main one's, and cross-stream
-waits show up as more short gaps there). It also lists the CUDA runtime calls per step (synchronising ones such as
-cudaStreamSynchronize or cudaFree show up here, with the host time they blocked) and, given two
+waits show up as more short gaps there). It also lists the CUDA runtime calls per step
+(synchronising ones such as cudaStreamSynchronize or cudaFree show up here, with the host time
+they blocked) and, given two
 traces, the kernels whose count per step differs. Read times as relative: the profiler's own
 per-op work lengthens host time, the more so the more ops a step launches.
 """
@@ -69,7 +71,11 @@ class Summary:
     @property
     def main_stream(self) -> object:
         """The stream with the most GPU work."""
-        return max(self.stream_us, key=lambda k: (self.stream_us[k], str(k))) if self.stream_us else None
+        return (
+            max(self.stream_us, key=lambda k: (self.stream_us[k], str(k)))
+            if self.stream_us
+            else None
+        )
 
 
 def load_events(path: Path) -> list[dict]:
@@ -89,7 +95,9 @@ def load_events(path: Path) -> list[dict]:
 def span(e: dict) -> Span:
     start = float(e["ts"])
     args = e.get("args") or {}
-    return Span(e.get("name", "?"), start, start + float(e["dur"]), e.get("tid"), args.get("correlation"))
+    return Span(
+        e.get("name", "?"), start, start + float(e["dur"]), e.get("tid"), args.get("correlation")
+    )
 
 
 class HostOps:
@@ -127,18 +135,28 @@ def summarise(path: Path, gap_us: float = 1.0, top: int = 12) -> Summary:
     """Read one trace and split its GPU idle time."""
     events = load_events(path)
     annotated = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
-    is_mark = [e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
-               for e in annotated]
+    is_mark = [
+        e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+        for e in annotated
+    ]
     gpu = sorted((span(e) for e in events if e.get("cat") in GPU_CATEGORIES), key=lambda s: s.start)
     if not any(is_mark) or not gpu:
-        raise SystemExit(f"{path}: no ProfilerStep# marks or no GPU activity; is it a --trace file "
-                         "from a GPU run?")
-    calls = [span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES]  # runtime and driver calls
+        raise SystemExit(
+            f"{path}: no ProfilerStep# marks or no GPU activity; is it a --trace file "
+            "from a GPU run?"
+        )
+    calls = [
+        span(e) for e in events if e.get("cat") in LAUNCH_CATEGORIES
+    ]  # runtime and driver calls
     launches = {s.correlation: s for s in calls if s.correlation is not None}
     host = HostOps([span(e) for e, mark in zip(annotated, is_mark) if not mark])
 
-    summary = Summary(steps=sum(is_mark), window_us=max(s.end for s in gpu) - gpu[0].start, busy_us=0.0,
-                      kernels=Counter(s.name for s in gpu))
+    summary = Summary(
+        steps=sum(is_mark),
+        window_us=max(s.end for s in gpu) - gpu[0].start,
+        busy_us=0.0,
+        kernels=Counter(s.name for s in gpu),
+    )
     runtime: dict = defaultdict(lambda: [0, 0.0])
     for s in calls:
         entry = runtime[s.name]
@@ -146,7 +164,10 @@ def summarise(path: Path, gap_us: float = 1.0, top: int = 12) -> Summary:
         entry[1] += s.end - s.start
     summary.runtime = {name: tuple(v) for name, v in runtime.items()}
 
-    busy_until, last = gpu[0].start, gpu[0]  # the GPU is busy until busy_until, with `last` ending last
+    busy_until, last = (
+        gpu[0].start,
+        gpu[0],
+    )  # the GPU is busy until busy_until, with `last` ending last
     largest = []
     for s in gpu:
         if s.start > busy_until:
@@ -214,37 +235,79 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
         ("window (first to last GPU work)", [ms(s.window_us, s.steps) for s in summaries]),
         ("GPU busy", [ms(s.busy_us, s.steps) for s in summaries]),
         ("GPU idle", [ms(s.window_us - s.busy_us, s.steps) for s in summaries]),
-        ("  of which host late (GPU waited for a launch)", [ms(sum(s.host_late.values()), s.steps) for s in summaries]),
-        ("  of which queued (launch latency, waits)", [ms(s.queued_us, s.steps) for s in summaries]),
-        ("GPU kernels, copies, memsets per step", [f"{sum(s.kernels.values()) / s.steps:.0f}" for s in summaries]),
-        ("GPU work summed over streams", [ms(sum(s.stream_us.values()), s.steps) for s in summaries]),
+        (
+            "  of which host late (GPU waited for a launch)",
+            [ms(sum(s.host_late.values()), s.steps) for s in summaries],
+        ),
+        (
+            "  of which queued (launch latency, waits)",
+            [ms(s.queued_us, s.steps) for s in summaries],
+        ),
+        (
+            "GPU kernels, copies, memsets per step",
+            [f"{sum(s.kernels.values()) / s.steps:.0f}" for s in summaries],
+        ),
+        (
+            "GPU work summed over streams",
+            [ms(sum(s.stream_us.values()), s.steps) for s in summaries],
+        ),
         ("  on the busiest stream", [ms(s.stream_us[s.main_stream], s.steps) for s in summaries]),
-        ("  on other streams", [ms(sum(s.stream_us.values()) - s.stream_us[s.main_stream], s.steps)
-                                for s in summaries]),
+        (
+            "  on other streams",
+            [
+                ms(sum(s.stream_us.values()) - s.stream_us[s.main_stream], s.steps)
+                for s in summaries
+            ],
+        ),
     ]
     lines += [f"| {label} | " + " | ".join(vals) + " |" for label, vals in rows]
 
-    lines += ["", "## Gaps between consecutive GPU work on the busiest stream (ms per step, gaps per step)",
-              "", head.rstrip("\n")]
+    lines += [
+        "",
+        "## Gaps between consecutive GPU work on the busiest stream (ms per step, gaps per step)",
+        "",
+        head.rstrip("\n"),
+    ]
     for _, name in GAP_CLASSES:
-        vals = [f"{s.main_gaps[name][1] / s.steps / 1e3:.3f} ({s.main_gaps[name][0] / s.steps:.0f})"
-                for s in summaries]
+        vals = [
+            f"{s.main_gaps[name][1] / s.steps / 1e3:.3f} ({s.main_gaps[name][0] / s.steps:.0f})"
+            for s in summaries
+        ]
         lines.append(f"| {name} | " + " | ".join(vals) + " |")
 
-    lines += ["", "## Host-late idle per step, by the outermost op around the late launch (ms, gaps)", "",
-              head.rstrip("\n")]
+    lines += [
+        "",
+        "## Host-late idle per step, by the outermost op around the late launch (ms, gaps)",
+        "",
+        head.rstrip("\n"),
+    ]
     for who in ranked(summaries, lambda s: s.host_late, top):
-        vals = [f"{s.host_late.get(who, 0) / s.steps / 1e3:.3f} ({s.host_late_gaps.get(who, 0) / s.steps:.1f})"
-                for s in summaries]
+        vals = [
+            f"{s.host_late.get(who, 0) / s.steps / 1e3:.3f}"
+            f" ({s.host_late_gaps.get(who, 0) / s.steps:.1f})"
+            for s in summaries
+        ]
         lines.append(f"| {short(who)} | " + " | ".join(vals) + " |")
 
-    lines += ["", "## Host-late idle per step, by the innermost op around the late launch (ms)", "",
-              head.rstrip("\n")]
+    lines += [
+        "",
+        "## Host-late idle per step, by the innermost op around the late launch (ms)",
+        "",
+        head.rstrip("\n"),
+    ]
     for op in ranked(summaries, lambda s: s.host_late_ops, top):
-        lines.append(f"| {short(op, 90)} | " + " | ".join(f"{s.host_late_ops.get(op, 0) / s.steps / 1e3:.3f}"
-                                                         for s in summaries) + " |")
+        lines.append(
+            f"| {short(op, 90)} | "
+            + " | ".join(f"{s.host_late_ops.get(op, 0) / s.steps / 1e3:.3f}" for s in summaries)
+            + " |"
+        )
 
-    lines += ["", "## CUDA runtime and driver calls per step (count, host ms)", "", head.rstrip("\n")]
+    lines += [
+        "",
+        "## CUDA runtime and driver calls per step (count, host ms)",
+        "",
+        head.rstrip("\n"),
+    ]
     for name in ranked(summaries, lambda s: {name: us for name, (_, us) in s.runtime.items()}, top):
         vals = []
         for s in summaries:
@@ -254,8 +317,13 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
 
     if len(summaries) == 2:
         a, b = summaries
-        diff = {k: b.kernels.get(k, 0) / b.steps - a.kernels.get(k, 0) / a.steps for k in set(a.kernels) | set(b.kernels)}
-        changed = sorted(((k, d) for k, d in diff.items() if abs(d) >= 0.5), key=lambda kd: (-abs(kd[1]), kd[0]))
+        diff = {
+            k: b.kernels.get(k, 0) / b.steps - a.kernels.get(k, 0) / a.steps
+            for k in set(a.kernels) | set(b.kernels)
+        }
+        changed = sorted(
+            ((k, d) for k, d in diff.items() if abs(d) >= 0.5), key=lambda kd: (-abs(kd[1]), kd[0])
+        )
         lines += ["", f"## GPU work whose count per step differs ({names[1]} minus {names[0]})", ""]
         if changed:
             lines += ["| kernel | per step |", "|---|---:|"]
@@ -264,21 +332,34 @@ def report(paths: list[Path], summaries: list[Summary], top: int) -> str:
             lines.append("None: both run the same kernels, as often.")
 
     for name, s in zip(names, summaries):
-        lines += ["", f"## Largest host-late gaps: {name} (whole window)", "",
-                  "| idle us | kernel before | kernel after | host was in |", "|---:|---|---|---|"]
-        lines += [f"| {idle:.0f} | {short(before, 40)} | {short(after, 40)} | {short(who, 50)} |"
-                  for idle, before, after, who in s.largest]
+        lines += [
+            "",
+            f"## Largest host-late gaps: {name} (whole window)",
+            "",
+            "| idle us | kernel before | kernel after | host was in |",
+            "|---:|---|---|---|",
+        ]
+        lines += [
+            f"| {idle:.0f} | {short(before, 40)} | {short(after, 40)} | {short(who, 50)} |"
+            for idle, before, after, who in s.largest
+        ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("traces", nargs="+", type=Path,
-                        help="one or two --trace files (.json or .json.gz)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "traces", nargs="+", type=Path, help="one or two --trace files (.json or .json.gz)"
+    )
     parser.add_argument("--top", type=int, default=12, help="rows per table (default 12)")
-    parser.add_argument("--gap-us", type=float, default=1.0,
-                        help="shorter gaps count as queued, never as host late (default 1 us)")
+    parser.add_argument(
+        "--gap-us",
+        type=float,
+        default=1.0,
+        help="shorter gaps count as queued, never as host late (default 1 us)",
+    )
     args = parser.parse_args(argv)
     if len(args.traces) > 2:
         parser.error("give one or two traces")

@@ -23,11 +23,15 @@ elif sys.argv[1:2] == ["source-digest"] and len(sys.argv) <= 3:
     tree = Path(sys.argv[2]).resolve() if len(sys.argv) == 3 else SUITE_ROOT
     if not all((tree / package).is_dir() for package in SOURCE_PACKAGES):
         needs = ", ".join(p + "/" for p in SOURCE_PACKAGES)
-        print(f"python -m common: error: {one_line(str(tree))} is not a checkout of this suite"
-              f" (it needs {needs})", file=sys.stderr)
+        print(
+            f"python -m common: error: {one_line(str(tree))} is not a checkout of this suite"
+            f" (it needs {needs})",
+            file=sys.stderr,
+        )
         sys.exit(EXIT_USAGE)
     print(f"{source_digest(tree)}  {one_line(str(tree))}")
 else:
-    print("usage: python -m common schema | manifest-schema | source-digest [TREE]",
-          file=sys.stderr)
+    print(
+        "usage: python -m common schema | manifest-schema | source-digest [TREE]", file=sys.stderr
+    )
     sys.exit(EXIT_USAGE)

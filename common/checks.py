@@ -17,7 +17,7 @@ from common.errors import UsageError
 
 @dataclass(frozen=True)
 class ParameterDigest:
-    """sha256 over every parameter's bytes (standard layout), plus float64 sum and sum of squares."""
+    """sha256 over every parameter's bytes (standard layout), float64 sum and sum of squares."""
 
     sha256: str
     total: float
@@ -43,7 +43,9 @@ def parameter_digest(model: torch.nn.Module) -> ParameterDigest:
 def max_checksum_difference(digests: list[ParameterDigest]) -> float:
     """Largest |sum - sum of rank 0| or |sum of squares - that of rank 0| over the ranks."""
     ref = digests[0]
-    return max(max(abs(d.total - ref.total), abs(d.total_squares - ref.total_squares)) for d in digests)
+    return max(
+        max(abs(d.total - ref.total), abs(d.total_squares - ref.total_squares)) for d in digests
+    )
 
 
 def all_gather(obj: object) -> list[object]:

@@ -22,12 +22,16 @@ from common.output import output_path_problem
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-SGD_IMPLEMENTATIONS = ("auto", "foreach", "fused", "for-loop")
+SGD_IMPL_CHOICES = ("auto", "foreach", "fused", "for-loop")
 DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
 MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
 # BenchConfig field -> its option, for the diagnostic options (recorded in environment.diagnostics).
-DIAGNOSTIC_OPTIONS = {"ddp_stream": "--ddp-stream", "host_delay_us": "--host-delay-us",
-                      "pyprofile": "--pyprofile", "trace": "--trace"}
+DIAGNOSTIC_OPTIONS = {
+    "ddp_stream": "--ddp-stream",
+    "host_delay_us": "--host-delay-us",
+    "pyprofile": "--pyprofile",
+    "trace": "--trace",
+}
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
 # What each torchvision architecture's forward pass takes while training (tests/test_hostile.py
 # checks these against every model's forward pass on the meta device):
@@ -42,8 +46,17 @@ FIXED_SIZE_ARCH_PREFIXES = ("vit_", "maxvit_")
 #   stage: below 64 it may see one value per channel, which BatchNorm refuses while training
 #   (a bound that holds for every such family; some start working a little lower);
 ONE_IMAGE_MIN_SIZE = 64
-LATE_BATCHNORM_ARCH_PREFIXES = ("densenet", "efficientnet", "mnasnet", "mobilenet", "regnet",
-                                "resnet", "resnext", "wide_resnet", "shufflenet")
+LATE_BATCHNORM_ARCH_PREFIXES = (
+    "densenet",
+    "efficientnet",
+    "mnasnet",
+    "mobilenet",
+    "regnet",
+    "resnet",
+    "resnext",
+    "wide_resnet",
+    "shufflenet",
+)
 # - none: these return auxiliary classifier outputs while training, which the loss cannot take.
 AUX_OUTPUT_ARCHS = ("googlenet", "inception_v3")
 # Largest --image-size: one 4096x4096 image is 200 MB in fp32, and no model here trains on a
@@ -93,7 +106,7 @@ class BenchConfig:
     overwrite_output: bool = False
     verbose: bool = False
     check: bool = False  # --check: validate everything a rank would refuse, launch nothing
-    # Resource limit override (issue 16): allow more CPU ranks per node than CPUs.
+    # Resource limit override: allow more CPU ranks per node than CPUs.
     oversubscribe_cpus: bool = False
 
     @property
@@ -103,7 +116,7 @@ class BenchConfig:
 
     @property
     def batch_mode(self) -> BatchMode:
-        """`fixed_global` (strong scaling) when a global batch was given, else `fixed_per_device`."""
+        """`fixed_global` (strong scaling) given a global batch, else `fixed_per_device`."""
         return "fixed_global" if self.global_batch_size is not None else "fixed_per_device"
 
     def per_device_batch(self, world_size: int | None = None) -> int:
@@ -114,7 +127,8 @@ class BenchConfig:
             return self.batch_size_per_device
         if self.global_batch_size % world:
             raise UsageError(
-                f"--global-batch-size {self.global_batch_size} does not divide by the world size {world};"
+                f"--global-batch-size {self.global_batch_size} does not divide"
+                f" by the world size {world};"
                 f" choose a multiple of {world} or use --batch-size-per-device"
             )
         return self.global_batch_size // world
@@ -134,10 +148,11 @@ class BenchConfig:
     def diagnostics(self) -> dict[str, str]:
         """{option: value} for each diagnostic option that differs from its default."""
         default = BenchConfig()
-        return {flag: str(getattr(self, name)) for name, flag in DIAGNOSTIC_OPTIONS.items()
-                if getattr(self, name) != getattr(default, name)}
-
-
+        return {
+            flag: str(getattr(self, name))
+            for name, flag in DIAGNOSTIC_OPTIONS.items()
+            if getattr(self, name) != getattr(default, name)
+        }
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -145,7 +160,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     d = BenchConfig()
     p = OneLineParser(
         prog=prog,
-        usage="%(prog)s [options]",  # the same help text for both runners, whatever the name's length
+        # the same help text for both runners, whatever the name's length
+        usage="%(prog)s [options]",
         description=(
             "Synthetic-data DDP training benchmark (torchvision model, random init, GPU-resident"
             " batch). Prints a summary; writes a JSON result with --output."
@@ -154,89 +170,196 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     run = p.add_argument_group("processes")
-    run.add_argument("--devices", type=int, default=d.devices,
-                     help="processes (one per GPU) per node; under srun/torchrun it must match the launcher")
+    run.add_argument(
+        "--devices",
+        type=int,
+        default=d.devices,
+        help="processes (one per GPU) per node; under srun/torchrun it must match the launcher",
+    )
     run.add_argument("--num-nodes", type=int, default=d.num_nodes, help="nodes in the run")
-    run.add_argument("--accelerator", choices=ACCELERATORS, default=d.accelerator,
-                     help="gpu (NCCL) or cpu (gloo)")
-    run.add_argument("--timeout", type=float, default=d.timeout, metavar="SECONDS",
-                     help="process-group timeout for collectives, in seconds")
+    run.add_argument(
+        "--accelerator",
+        choices=ACCELERATORS,
+        default=d.accelerator,
+        help="gpu (NCCL) or cpu (gloo)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=d.timeout,
+        metavar="SECONDS",
+        help="process-group timeout for collectives, in seconds",
+    )
 
     batch = p.add_argument_group("batch (give at most one)").add_mutually_exclusive_group()
-    batch.add_argument("--batch-size-per-device", type=int, default=None, metavar="IMAGES",
-                       # "%(default).0s" prints nothing; it only stops argparse adding "(default: None)"
-                       help=f"images per device per step, weak scaling (default: {DEFAULT_BATCH_SIZE_PER_DEVICE}"
-                            " unless --global-batch-size is given)%(default).0s")
-    batch.add_argument("--global-batch-size", type=int, default=None, metavar="IMAGES",
-                       help="images per step over all devices, strong scaling; must divide by the world size"
-                            " (default: none)%(default).0s")
+    batch.add_argument(
+        "--batch-size-per-device",
+        type=int,
+        default=None,
+        metavar="IMAGES",
+        # "%(default).0s" prints nothing; it only stops argparse adding "(default: None)"
+        help=f"images per device per step, weak scaling (default: {DEFAULT_BATCH_SIZE_PER_DEVICE}"
+        " unless --global-batch-size is given)%(default).0s",
+    )
+    batch.add_argument(
+        "--global-batch-size",
+        type=int,
+        default=None,
+        metavar="IMAGES",
+        help="images per step over all devices, strong scaling; must divide by the world size"
+        " (default: none)%(default).0s",
+    )
 
     steps = p.add_argument_group("steps")
-    steps.add_argument("--warmup-steps", type=int, default=d.warmup_steps, metavar="N",
-                       help="untimed optimizer steps first (cuDNN autotuning, compilation, DDP bucket rebuild)")
-    steps.add_argument("--steps", type=int, default=d.steps, metavar="N", help="timed optimizer steps")
-    steps.add_argument("--profile-steps", type=int, default=d.profile_steps, metavar="N",
-                       help="steps profiled after the timed region to measure GPU busy time (GPU only; 0 = off)")
+    steps.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=d.warmup_steps,
+        metavar="N",
+        help="untimed optimizer steps first (cuDNN autotuning, compilation, DDP bucket rebuild)",
+    )
+    steps.add_argument(
+        "--steps", type=int, default=d.steps, metavar="N", help="timed optimizer steps"
+    )
+    steps.add_argument(
+        "--profile-steps",
+        type=int,
+        default=d.profile_steps,
+        metavar="N",
+        help="steps profiled after the timed region to measure GPU busy time (GPU only; 0 = off)",
+    )
 
     speed = p.add_argument_group("numerics and speed")
-    speed.add_argument("--precision", choices=PRECISIONS, default=d.precision,
-                       help="auto = bf16 where every GPU supports it, else fp16; fp32 on CPU. "
-                            "fp32 = TF32 off; tf32 = fp32 storage, TF32 math; bf16/fp16 = autocast")
-    speed.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=d.channels_last,
-                       help="NHWC memory format for model and images")
-    speed.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
-                       help="torch.compile the model before wrapping it in DDP")
-    speed.add_argument("--compile-mode", choices=COMPILE_MODES, default=d.compile_mode,
-                       help="torch.compile mode (with --compile)")
-    speed.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=d.cudnn_benchmark,
-                       help="let cuDNN autotune convolution algorithms during warm-up")
-    speed.add_argument("--sgd-impl", choices=SGD_IMPLEMENTATIONS, default=d.sgd_impl,
-                       help="SGD kernel: auto (torch's choice), foreach, fused or for-loop")
+    speed.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=d.precision,
+        help="auto = bf16 where every GPU supports it, else fp16; fp32 on CPU. "
+        "fp32 = TF32 off; tf32 = fp32 storage, TF32 math; bf16/fp16 = autocast",
+    )
+    speed.add_argument(
+        "--channels-last",
+        action=argparse.BooleanOptionalAction,
+        default=d.channels_last,
+        help="NHWC memory format for model and images",
+    )
+    speed.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=d.compile,
+        help="torch.compile the model before wrapping it in DDP",
+    )
+    speed.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default=d.compile_mode,
+        help="torch.compile mode (with --compile)",
+    )
+    speed.add_argument(
+        "--cudnn-benchmark",
+        action=argparse.BooleanOptionalAction,
+        default=d.cudnn_benchmark,
+        help="let cuDNN autotune convolution algorithms during warm-up",
+    )
+    speed.add_argument(
+        "--sgd-impl",
+        choices=SGD_IMPL_CHOICES,
+        default=d.sgd_impl,
+        help="SGD kernel: auto (torch's choice), foreach, fused or for-loop",
+    )
 
     work = p.add_argument_group("workload")
-    work.add_argument("--arch", default=d.arch, help="torchvision classification model name (weights=None)")
-    work.add_argument("--image-size", type=int, default=d.image_size, metavar="PIXELS",
-                      help="synthetic image height and width")
-    work.add_argument("--num-classes", type=int, default=d.num_classes, help="classifier outputs and label range")
-    work.add_argument("--seed", type=int, default=d.seed,
-                      help="seed for model init; rank r's data uses seed + r")
+    work.add_argument(
+        "--arch", default=d.arch, help="torchvision classification model name (weights=None)"
+    )
+    work.add_argument(
+        "--image-size",
+        type=int,
+        default=d.image_size,
+        metavar="PIXELS",
+        help="synthetic image height and width",
+    )
+    work.add_argument(
+        "--num-classes", type=int, default=d.num_classes, help="classifier outputs and label range"
+    )
+    work.add_argument(
+        "--seed", type=int, default=d.seed, help="seed for model init; rank r's data uses seed + r"
+    )
     work.add_argument("--lr", type=float, default=d.lr, help="SGD learning rate")
     work.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
     work.add_argument("--weight-decay", type=float, default=d.weight_decay, help="SGD weight decay")
 
     ddp = p.add_argument_group("DistributedDataParallel")
-    ddp.add_argument("--bucket-cap-mb", type=float, default=d.bucket_cap_mb, metavar="MB",
-                     help="gradient bucket size, MiB")
-    ddp.add_argument("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction,
-                     default=d.gradient_as_bucket_view, help="gradients are views into the communication buckets")
-    ddp.add_argument("--static-graph", action=argparse.BooleanOptionalAction, default=d.static_graph,
-                     help="tell DDP the graph is the same every step")
-    ddp.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=d.broadcast_buffers,
-                     help="broadcast BatchNorm buffers from rank 0 before each forward")
+    ddp.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        default=d.bucket_cap_mb,
+        metavar="MB",
+        help="gradient bucket size, MiB",
+    )
+    ddp.add_argument(
+        "--gradient-as-bucket-view",
+        action=argparse.BooleanOptionalAction,
+        default=d.gradient_as_bucket_view,
+        help="gradients are views into the communication buckets",
+    )
+    ddp.add_argument(
+        "--static-graph",
+        action=argparse.BooleanOptionalAction,
+        default=d.static_graph,
+        help="tell DDP the graph is the same every step",
+    )
+    ddp.add_argument(
+        "--broadcast-buffers",
+        action=argparse.BooleanOptionalAction,
+        default=d.broadcast_buffers,
+        help="broadcast BatchNorm buffers from rank 0 before each forward",
+    )
 
     trainer = p.add_argument_group("Lightning Trainer")
-    trainer.add_argument("--barebones", action=argparse.BooleanOptionalAction, default=d.barebones,
-                         help="Trainer(barebones=True); --no-barebones turns on the progress bar,"
-                              " model summary, logger and checkpointing (Trainer only: native and"
-                              " Fabric refuse it)")
+    trainer.add_argument(
+        "--barebones",
+        action=argparse.BooleanOptionalAction,
+        default=d.barebones,
+        help="Trainer(barebones=True); --no-barebones turns on the progress bar,"
+        " model summary, logger and checkpointing (Trainer only: native and"
+        " Fabric refuse it)",
+    )
 
     _add_diagnostic_options(p, d)
 
     out = p.add_argument_group("output")
-    out.add_argument("--output", type=Path, default=None, metavar="PATH",
-                     help="JSON result written by global rank 0 (default: none; a summary is always printed)"
-                          "%(default).0s")
-    out.add_argument("--overwrite-output", action="store_true",
-                     help="allow replacing existing --output, --pyprofile and --trace files")
-    out.add_argument("--verbose", action="store_true",
-                     help="tracebacks for errors, framework warnings and per-rank messages")
-    out.add_argument("--check", action="store_true",
-                     help="check the options, launcher variables, CPUs or GPUs as a rank would,"
-                          " print one line and exit (0 when all is well); launches nothing")
-    # Resource limit override (issue 16): its own block, so that the CPU check can be forced.
-    run.add_argument("--oversubscribe-cpus", action="store_true",
-                     help="allow more --accelerator cpu ranks on a node than CPUs they may use"
-                          " (the ranks then share CPUs, which distorts per-step times)")
+    out.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="JSON result written by global rank 0 (default: none; a summary is always printed)"
+        "%(default).0s",
+    )
+    out.add_argument(
+        "--overwrite-output",
+        action="store_true",
+        help="allow replacing existing --output, --pyprofile and --trace files",
+    )
+    out.add_argument(
+        "--verbose",
+        action="store_true",
+        help="tracebacks for errors, framework warnings and per-rank messages",
+    )
+    out.add_argument(
+        "--check",
+        action="store_true",
+        help="check the options, launcher variables, CPUs or GPUs as a rank would,"
+        " print one line and exit (0 when all is well); launches nothing",
+    )
+    # Resource limit override: its own block, so that the CPU check can be forced.
+    run.add_argument(
+        "--oversubscribe-cpus",
+        action="store_true",
+        help="allow more --accelerator cpu ranks on a node than CPUs they may use"
+        " (the ranks then share CPUs, which distorts per-step times)",
+    )
     return p
 
 
@@ -244,30 +367,52 @@ def _microseconds(text: str) -> int:
     """argparse type for --host-delay-us: a whole number of microseconds."""
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(
-            f"takes whole microseconds, e.g. 2000 for 2 ms; got {text!r}")
+            f"takes whole microseconds, e.g. 2000 for 2 ms; got {text!r}"
+        )
     return int(text)
 
 
 def _add_diagnostic_options(p: argparse.ArgumentParser, d: BenchConfig) -> None:
     """The diagnostic options: each changes what a run does, to find out where time goes."""
     diag = p.add_argument_group(
-        "diagnostics", "a run with any of these is a diagnosis, not a measurement: the result"
-        " lists them in environment.diagnostics and compare warns about it")
-    diag.add_argument("--ddp-stream", choices=DDP_STREAMS, default=d.ddp_stream,
-                      help="CUDA stream the DDP wrapper is built on: auto = the runner's own"
-                           " (native current; Fabric and Trainer side, as DDPStrategy does);"
-                           " current or side swaps one runner's choice for the other's")
-    diag.add_argument("--host-delay-us", type=_microseconds, default=d.host_delay_us, metavar="N",
-                      help="the host spins N microseconds at the start of every step, standing in"
-                           " for per-step framework work; 0 = off")
-    diag.add_argument("--pyprofile", type=Path, default=None, metavar="FILE",
-                      help="global rank 0 runs the timed steps under cProfile and writes the stats to FILE"
-                           " (read with python -m benchmarks.host_profile; slows every Python call)"
-                           " (default: none)%(default).0s")
-    diag.add_argument("--trace", type=Path, default=None, metavar="FILE",
-                      help="global rank 0 writes a Chrome trace (host and GPU) of the --profile-steps"
-                           " steps to FILE, .json or .json.gz (GPU only; read with"
-                           " python -m benchmarks.trace_gaps) (default: none)%(default).0s")
+        "diagnostics",
+        "a run with any of these is a diagnosis, not a measurement: the result"
+        " lists them in environment.diagnostics and compare warns about it",
+    )
+    diag.add_argument(
+        "--ddp-stream",
+        choices=DDP_STREAMS,
+        default=d.ddp_stream,
+        help="CUDA stream the DDP wrapper is built on: auto = the runner's own"
+        " (native current; Fabric and Trainer side, as DDPStrategy does);"
+        " current or side swaps one runner's choice for the other's",
+    )
+    diag.add_argument(
+        "--host-delay-us",
+        type=_microseconds,
+        default=d.host_delay_us,
+        metavar="N",
+        help="the host spins N microseconds at the start of every step, standing in"
+        " for per-step framework work; 0 = off",
+    )
+    diag.add_argument(
+        "--pyprofile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="global rank 0 runs the timed steps under cProfile and writes the stats to FILE"
+        " (read with python -m benchmarks.host_profile; slows every Python call)"
+        " (default: none)%(default).0s",
+    )
+    diag.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="global rank 0 writes a Chrome trace (host and GPU) of the --profile-steps"
+        " steps to FILE, .json or .json.gz (GPU only; read with"
+        " python -m benchmarks.trace_gaps) (default: none)%(default).0s",
+    )
 
 
 def parse(argv: list[str] | None, prog: str) -> BenchConfig:
@@ -329,11 +474,17 @@ def validate(cfg: BenchConfig) -> None:
     that parses can fail later inside a rank. The resources of the machine (GPUs, CPUs)
     and the launcher variables are checked by `common.launcher.validate`.
     """
-    counts = {"--devices": cfg.devices, "--num-nodes": cfg.num_nodes, "--steps": cfg.steps,
-              "--num-classes": cfg.num_classes, "--image-size": cfg.image_size,
-              "--warmup-steps": cfg.warmup_steps, "--profile-steps": cfg.profile_steps,
-              "--batch-size-per-device": cfg.batch_size_per_device,
-              "--global-batch-size": cfg.global_batch_size}
+    counts = {
+        "--devices": cfg.devices,
+        "--num-nodes": cfg.num_nodes,
+        "--steps": cfg.steps,
+        "--num-classes": cfg.num_classes,
+        "--image-size": cfg.image_size,
+        "--warmup-steps": cfg.warmup_steps,
+        "--profile-steps": cfg.profile_steps,
+        "--batch-size-per-device": cfg.batch_size_per_device,
+        "--global-batch-size": cfg.global_batch_size,
+    }
     for name, value in counts.items():
         if value is not None:
             _at_most(name, value, MAX_COUNT)
@@ -349,8 +500,10 @@ def validate(cfg: BenchConfig) -> None:
     _not_negative("--profile-steps", cfg.profile_steps)
     _not_negative("--seed", cfg.seed)
     if cfg.seed + cfg.world_size > SEED_LIMIT:
-        raise UsageError(f"--seed {cfg.seed} is too large: rank r uses seed + r, which must stay"
-                         f" below 2**64; use at most {SEED_LIMIT - cfg.world_size}")
+        raise UsageError(
+            f"--seed {cfg.seed} is too large: rank r uses seed + r, which must stay"
+            f" below 2**64; use at most {SEED_LIMIT - cfg.world_size}"
+        )
     _positive("--lr", cfg.lr)
     _not_negative("--momentum", cfg.momentum)
     _not_negative("--weight-decay", cfg.weight_decay)
@@ -360,15 +513,18 @@ def validate(cfg: BenchConfig) -> None:
     _finite("--timeout", cfg.timeout)
     low, high = TIMEOUT_RANGE
     if not low <= cfg.timeout <= high:
-        raise UsageError(f"--timeout must be between {low:g} and {high:g} seconds (a week),"
-                         f" got {cfg.timeout:g}")
+        raise UsageError(
+            f"--timeout must be between {low:g} and {high:g} seconds (a week), got {cfg.timeout:g}"
+        )
     _at_most("--image-size", cfg.image_size, MAX_IMAGE_SIZE)
     if cfg.accelerator == "cpu" and cfg.precision == "fp16":
         raise UsageError("--precision fp16 needs a GPU; on --accelerator cpu use fp32 or bf16")
     if cfg.accelerator == "cpu" and cfg.precision == "tf32":
         raise UsageError("--precision tf32 needs a GPU; on --accelerator cpu use fp32")
     if cfg.compile_mode != "default" and not cfg.compile:
-        raise UsageError(f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile")
+        raise UsageError(
+            f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile"
+        )
     _validate_arch(cfg.arch)
     _validate_arch_input(cfg)
     _validate_output(cfg.output, cfg.overwrite_output, cfg.pyprofile or cfg.trace)
@@ -378,13 +534,18 @@ def validate(cfg: BenchConfig) -> None:
 def validate_diagnostics(cfg: BenchConfig) -> None:
     """The diagnostic options: a host delay in range, and per-run files checked like --output."""
     if not 0 <= cfg.host_delay_us <= MAX_HOST_DELAY_US:
-        raise UsageError(f"--host-delay-us must be from 0 to {MAX_HOST_DELAY_US} (10 s),"
-                         f" got {cfg.host_delay_us}")
+        raise UsageError(
+            f"--host-delay-us must be from 0 to {MAX_HOST_DELAY_US} (10 s), got {cfg.host_delay_us}"
+        )
     if cfg.trace is not None and cfg.accelerator != "gpu":
-        raise UsageError("--trace records the profiled steps, which run on GPUs only;"
-                         " drop --trace or use --accelerator gpu")
+        raise UsageError(
+            "--trace records the profiled steps, which run on GPUs only;"
+            " drop --trace or use --accelerator gpu"
+        )
     if cfg.trace is not None and cfg.profile_steps == 0:
-        raise UsageError("--trace records the --profile-steps steps; give --profile-steps 1 or more")
+        raise UsageError(
+            "--trace records the --profile-steps steps; give --profile-steps 1 or more"
+        )
     if cfg.pyprofile is not None:
         _validate_file("--pyprofile", cfg.pyprofile, cfg.overwrite_output)
     if cfg.trace is not None:
@@ -396,7 +557,9 @@ def validate_diagnostics(cfg: BenchConfig) -> None:
             continue
         where = path.resolve()
         if where in seen:
-            raise UsageError(f"{flag} {path} is the same file as {seen[where]}; give each its own path")
+            raise UsageError(
+                f"{flag} {path} is the same file as {seen[where]}; give each its own path"
+            )
         seen[where] = flag
 
 
@@ -418,21 +581,30 @@ def _validate_arch_input(cfg: BenchConfig) -> None:
     """
     arch, size = cfg.arch, cfg.image_size
     if arch in AUX_OUTPUT_ARCHS:
-        raise UsageError(f"--arch {arch} returns auxiliary classifier outputs while training,"
-                         " which the benchmark's loss cannot take; choose another --arch")
+        raise UsageError(
+            f"--arch {arch} returns auxiliary classifier outputs while training,"
+            " which the benchmark's loss cannot take; choose another --arch"
+        )
     if arch.startswith(FIXED_SIZE_ARCH_PREFIXES) and size != FIXED_IMAGE_SIZE:
-        raise UsageError(f"--arch {arch} takes {FIXED_IMAGE_SIZE}x{FIXED_IMAGE_SIZE} images only"
-                         " (torchvision builds it for that size); use --image-size"
-                         f" {FIXED_IMAGE_SIZE}")
+        raise UsageError(
+            f"--arch {arch} takes {FIXED_IMAGE_SIZE}x{FIXED_IMAGE_SIZE} images only"
+            " (torchvision builds it for that size); use --image-size"
+            f" {FIXED_IMAGE_SIZE}"
+        )
     min_size = MIN_IMAGE_SIZE_BY_ARCH.get(arch, MIN_IMAGE_SIZE)
     if size < min_size:
         raise UsageError(f"--image-size {size} is too small for {arch}; use {min_size} or more")
-    if (arch.startswith(LATE_BATCHNORM_ARCH_PREFIXES) and size < ONE_IMAGE_MIN_SIZE
-            and cfg.per_device_batch() == 1):
-        raise UsageError(f"--image-size {size} with one image per device is too small for {arch}:"
-                         " its last BatchNorm layer would see one value per channel; use"
-                         f" --image-size {ONE_IMAGE_MIN_SIZE} or more, or 2 or more images per"
-                         " device")
+    if (
+        arch.startswith(LATE_BATCHNORM_ARCH_PREFIXES)
+        and size < ONE_IMAGE_MIN_SIZE
+        and cfg.per_device_batch() == 1
+    ):
+        raise UsageError(
+            f"--image-size {size} with one image per device is too small for {arch}:"
+            " its last BatchNorm layer would see one value per channel; use"
+            f" --image-size {ONE_IMAGE_MIN_SIZE} or more, or 2 or more images per"
+            " device"
+        )
 
 
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:
@@ -443,7 +615,9 @@ def _validate_output(output: Path | None, overwrite: bool, other_files: Path | N
     """
     if output is None:
         if overwrite and other_files is None:
-            raise UsageError("--overwrite-output needs --output PATH (or --pyprofile or --trace FILE)")
+            raise UsageError(
+                "--overwrite-output needs --output PATH (or --pyprofile or --trace FILE)"
+            )
         return
     _validate_file("--output", output, overwrite)
 

@@ -67,8 +67,13 @@ def driver_version() -> str | None:
     except Exception:
         pass
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
         return out.stdout.split("\n")[0].strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -77,10 +82,20 @@ def driver_version() -> str | None:
 def git_state() -> tuple[str | None, bool | None]:
     """(commit, dirty) of the suite's checkout, or (None, None) outside git."""
     try:
-        commit = subprocess.run(["git", "-C", str(SUITE_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(SUITE_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout
+        commit = subprocess.run(
+            ["git", "-C", str(SUITE_ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(SUITE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
         return commit or None, bool(status.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
@@ -106,7 +121,9 @@ def software() -> dict[str, object]:
         "numpy_version": np.__version__,
         "lightning_version": lightning_version(),
         "cuda_version": torch.version.cuda,
-        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn_version": torch.backends.cudnn.version()
+        if torch.backends.cudnn.is_available()
+        else None,
         "nccl_version": nccl,
     }
 
@@ -121,9 +138,17 @@ def diagnostics(cfg: BenchConfig, env: Mapping[str, str] | None = None) -> dict[
     return found or None
 
 
-def environment(device: torch.device, gpu_names: list[str], hostnames: list[str], launcher: str,
-                slurm: dict[str, str] | None, started_utc: str, command: list[str], *,
-                diagnostics: dict[str, str] | None) -> dict[str, object]:
+def environment(
+    device: torch.device,
+    gpu_names: list[str],
+    hostnames: list[str],
+    launcher: str,
+    slurm: dict[str, str] | None,
+    started_utc: str,
+    command: list[str],
+    *,
+    diagnostics: dict[str, str] | None,
+) -> dict[str, object]:
     """The `environment` section of a result (called on rank 0 after gathering)."""
     commit, dirty = git_state()
     memory = None
@@ -136,7 +161,9 @@ def environment(device: torch.device, gpu_names: list[str], hostnames: list[str]
         "gpu_memory_gib": memory,
         "driver_version": driver_version(),
         "cpu_model": cpu_model(),
-        "cpus_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpus_available": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "hostnames": hostnames,
         "launcher": launcher,
         "slurm": slurm,

@@ -1,6 +1,6 @@
 """User-facing errors: one line, exit status 2, no traceback unless --verbose.
 
-    from common.errors import UsageError, exit_on_usage_error
+from common.errors import UsageError, exit_on_usage_error
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ class UsageError(Exception):
 def one_line(text: str) -> str:
     """`text` with newlines and other control characters escaped, so an error stays one line
     whatever a path or a variable held (a file name may contain a newline)."""
-    return "".join(c if c.isprintable()
-                   else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for c in text
+    )
 
 
 @contextlib.contextmanager
@@ -49,6 +50,5 @@ class OneLineParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr,
-              flush=True)
+        print(f"{self.prog}: error: {one_line(message)} (see --help)", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_USAGE)

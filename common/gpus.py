@@ -62,9 +62,11 @@ def _driver_capabilities() -> list[tuple[int, int]] | None:
     found = []
     for ordinal in range(count.value):
         device, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        if (driver.cuDeviceGet(ctypes.byref(device), ordinal)
-                or driver.cuDeviceGetAttribute(ctypes.byref(major), _CAPABILITY_MAJOR, device)
-                or driver.cuDeviceGetAttribute(ctypes.byref(minor), _CAPABILITY_MINOR, device)):
+        if (
+            driver.cuDeviceGet(ctypes.byref(device), ordinal)
+            or driver.cuDeviceGetAttribute(ctypes.byref(major), _CAPABILITY_MAJOR, device)
+            or driver.cuDeviceGetAttribute(ctypes.byref(minor), _CAPABILITY_MINOR, device)
+        ):
             return None
         found.append((major.value, minor.value))
     return found or None

@@ -70,9 +70,11 @@ def slurm_master_port(env: Mapping[str, str]) -> int:
     if "SLURM_JOB_ID" not in env:
         return DEFAULT_MASTER_PORT
     if not _ASCII_NUMBER.fullmatch(env["SLURM_JOB_ID"]):
-        raise UsageError(f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is not a Slurm job id (a whole"
-                         " number), and without MASTER_PORT the port is derived from it;"
-                         " set MASTER_PORT or run inside a real Slurm job")
+        raise UsageError(
+            f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is not a Slurm job id (a whole"
+            " number), and without MASTER_PORT the port is derived from it;"
+            " set MASTER_PORT or run inside a real Slurm job"
+        )
     return 15000 + int(env["SLURM_JOB_ID"][-4:])
 
 
@@ -83,8 +85,9 @@ def slurm_job_shape(env: Mapping[str, str]) -> tuple[int, int]:
     per_node = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "1")
     found = re.fullmatch(r"([0-9]{1,9})(\(x[0-9]+\))?", per_node)
     if not found:
-        raise UsageError(f"tasks are spread unevenly over the nodes ({per_node});"
-                         " submit with --ntasks-per-node")
+        raise UsageError(
+            f"tasks are spread unevenly over the nodes ({per_node}); submit with --ntasks-per-node"
+        )
     nodes = "SLURM_NNODES" if env.get("SLURM_NNODES") else "SLURM_JOB_NUM_NODES"
     count = whole_number(env, nodes) if env.get(nodes) else 1
     if count < 1 or int(found.group(1)) < 1:
@@ -110,8 +113,9 @@ def _master_addr(env: Mapping[str, str], default: str) -> str:
         return default
     addr = env["MASTER_ADDR"]
     if not _HOST_NAME.fullmatch(addr):
-        raise UsageError(f"MASTER_ADDR={addr!r} is not a host name or address;"
-                         " set it to rank 0's host")
+        raise UsageError(
+            f"MASTER_ADDR={addr!r} is not a host name or address; set it to rank 0's host"
+        )
     return addr
 
 
@@ -129,7 +133,6 @@ def whole_number(env: Mapping[str, str], name: str) -> int:
     if not _ASCII_NUMBER.fullmatch(text):
         raise UsageError(f"{name}={text!r} is not a whole number")
     return int(text)
-
 
 
 def _optional_int(env: Mapping[str, str], name: str) -> int | None:
@@ -151,16 +154,27 @@ def detect(env: Mapping[str, str]) -> Launch:
             is_child=True,
         )
     if is_slurm(env):
-        keys = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NODELIST", "SLURM_NTASKS", "SLURM_NNODES",
-                "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION")
+        keys = (
+            "SLURM_JOB_ID",
+            "SLURM_JOB_NAME",
+            "SLURM_NODELIST",
+            "SLURM_NTASKS",
+            "SLURM_NNODES",
+            "SLURM_NTASKS_PER_NODE",
+            "SLURM_STEP_ID",
+            "SLURM_CLUSTER_NAME",
+            "SLURM_JOB_PARTITION",
+        )
         # Lightning's SLURMEnvironment reads all four (int(os.environ[...])): a task without
         # one fails there with a KeyError, so both runners refuse it here.
         whole_number(env, "SLURM_NTASKS")  # set (is_slurm): its value first
         for name in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID"):
             if name not in env:
-                raise UsageError(f"{name} is not set but SLURM_NTASKS is: srun sets SLURM_PROCID,"
-                                 " SLURM_LOCALID and SLURM_NODEID in every task; start the ranks"
-                                 " with srun, or unset the SLURM_ variables")
+                raise UsageError(
+                    f"{name} is not set but SLURM_NTASKS is: srun sets SLURM_PROCID,"
+                    " SLURM_LOCALID and SLURM_NODEID in every task; start the ranks"
+                    " with srun, or unset the SLURM_ variables"
+                )
         return Launch(
             kind="slurm",
             rank=whole_number(env, "SLURM_PROCID"),
@@ -172,9 +186,16 @@ def detect(env: Mapping[str, str]) -> Launch:
             is_child=True,
             slurm={k: env[k] for k in keys if k in env},
         )
-    return Launch(kind="self", rank=0, local_rank=0, world_size=1, node_rank=0,
-                  master_addr=_master_addr(env, "127.0.0.1"), master_port=_plain_port(env),
-                  is_child=False)
+    return Launch(
+        kind="self",
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        node_rank=0,
+        master_addr=_master_addr(env, "127.0.0.1"),
+        master_port=_plain_port(env),
+        is_child=False,
+    )
 
 
 def _slurm_first_host(env: Mapping[str, str]) -> str:
@@ -182,9 +203,11 @@ def _slurm_first_host(env: Mapping[str, str]) -> str:
     nodelist = env.get("SLURM_NODELIST", "127.0.0.1")
     host = first_host(nodelist)
     if not _HOST_NAME.fullmatch(host):
-        raise UsageError(f"SLURM_NODELIST={nodelist!r} is not a Slurm node list (its first host"
-                         f" would be {host!r}); set MASTER_ADDR to rank 0's host, or start the"
-                         " ranks with srun inside a job")
+        raise UsageError(
+            f"SLURM_NODELIST={nodelist!r} is not a Slurm node list (its first host"
+            f" would be {host!r}); set MASTER_ADDR to rank 0's host, or start the"
+            " ranks with srun inside a job"
+        )
     return host
 
 
@@ -199,8 +222,9 @@ def _plain_port(env: Mapping[str, str]) -> int:
         return s.getsockname()[1]
 
 
-def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *,
-             rendezvous: bool = True) -> None:
+def validate(
+    cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *, rendezvous: bool = True
+) -> None:
     """Reject launcher/option mismatches, ranks out of range and missing GPUs or CPUs.
 
     Runs in every process before any process group exists: in the self-launching parent
@@ -214,14 +238,16 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *,
     elif launch.kind == "torchrun":
         if launch.world_size != cfg.world_size:
             raise UsageError(
-                f"torchrun started WORLD_SIZE={launch.world_size} processes but --devices {cfg.devices}"
+                f"torchrun started WORLD_SIZE={launch.world_size} processes"
+                f" but --devices {cfg.devices}"
                 f" x --num-nodes {cfg.num_nodes} = {cfg.world_size}; make them agree"
                 f" (torchrun --nproc-per-node {cfg.devices} --nnodes {cfg.num_nodes})"
             )
         local = _optional_int(env, "LOCAL_WORLD_SIZE")
         if local is not None and local != cfg.devices:
             raise UsageError(
-                f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices}; make them agree"
+                f"torchrun --nproc-per-node is {local} but --devices is {cfg.devices};"
+                " make them agree"
             )
         _validate_ranks(cfg, launch, env)
     elif launch.is_child:  # a rank started by the runner itself: the same checks as torchrun's
@@ -229,7 +255,8 @@ def validate(cfg: BenchConfig, launch: Launch, env: Mapping[str, str], *,
     else:
         if cfg.num_nodes > 1:
             raise UsageError(
-                f"--num-nodes {cfg.num_nodes} needs a launcher on every node; start with srun or torchrun"
+                f"--num-nodes {cfg.num_nodes} needs a launcher on every node;"
+                " start with srun or torchrun"
             )
         _validate_plain(cfg, env)
     thread_count(env)
@@ -271,7 +298,8 @@ def _validate_ranks(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) ->
     expected = launch.node_rank * local_world + launch.local_rank
     if launch.rank != expected:
         raise UsageError(
-            f"RANK={launch.rank} does not match GROUP_RANK={launch.node_rank} x {local_name}={local_world}"
+            f"RANK={launch.rank} does not match"
+            f" GROUP_RANK={launch.node_rank} x {local_name}={local_world}"
             f" + LOCAL_RANK={launch.local_rank} = {expected}; start the ranks with torchrun,"
             " which sets these consistently"
         )
@@ -353,7 +381,8 @@ def _validate_cpus(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -> 
         fix = f"use --devices {cpus} or fewer"
     if cfg.devices > cpus:
         raise UsageError(
-            f"--accelerator cpu --devices {cfg.devices} runs {cfg.devices} ranks on this node but {where};"
+            f"--accelerator cpu --devices {cfg.devices} runs {cfg.devices} ranks on this node"
+            f" but {where};"
             f" {fix}, or add --oversubscribe-cpus to run them anyway (they then share CPUs,"
             " which distorts the per-step times)"
         )
@@ -364,7 +393,8 @@ def _validate_slurm(cfg: BenchConfig, env: Mapping[str, str]) -> None:
     if ntasks > 1 and not is_srun_task(env):
         raise UsageError(
             f"this Slurm allocation has {ntasks} tasks but this program was not started by srun;"
-            " start it with `srun python -m ...` (otherwise rank 0 would wait forever for the others)"
+            " start it with `srun python -m ...`"
+            " (otherwise rank 0 would wait forever for the others)"
         )
     if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in env:  # Lightning's own refusal, for all
         raise UsageError(
@@ -427,10 +457,11 @@ def thread_count(env: Mapping[str, str]) -> int | None:
         return None
     cpus, text = os.cpu_count() or 1, env["OMP_NUM_THREADS"]
     if not (_ASCII_NUMBER.fullmatch(text) and 1 <= int(text) <= cpus):
-        raise UsageError(f"OMP_NUM_THREADS={text!r} must be a whole number of threads, from 1 to"
-                         f" this node's {cpus} CPUs")
+        raise UsageError(
+            f"OMP_NUM_THREADS={text!r} must be a whole number of threads, from 1 to"
+            f" this node's {cpus} CPUs"
+        )
     return int(text)
-
 
 
 def check_threads_before_torch(package: str) -> None:
@@ -466,8 +497,11 @@ def check_rendezvous(cfg: BenchConfig, launch: Launch, env: Mapping[str, str]) -
     if launch.kind == "self" and "LOCAL_RANK" in env:  # one of Lightning's own children
         return
     named = "MASTER_ADDR" in env or launch.kind != "slurm"
-    where = (f"MASTER_ADDR={launch.master_addr!r}" if named
-             else f"rank 0's host {launch.master_addr!r} (the first of SLURM_NODELIST)")
+    where = (
+        f"MASTER_ADDR={launch.master_addr!r}"
+        if named
+        else f"rank 0's host {launch.master_addr!r} (the first of SLURM_NODELIST)"
+    )
     port_var = next((n for n in ("MASTER_PORT", "STANDALONE_PORT") if n in env), None)
     addresses = _resolve(launch.master_addr, launch.master_port, where)
     agent_store = launch.kind == "torchrun" and env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
@@ -484,8 +518,10 @@ def _resolve(host: str, port: int, where: str) -> list[tuple]:
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as error:
-        raise UsageError(f"{where} cannot be resolved ({error}); set MASTER_ADDR to rank 0's"
-                         " host name or address") from None
+        raise UsageError(
+            f"{where} cannot be resolved ({error}); set MASTER_ADDR to rank 0's"
+            " host name or address"
+        ) from None
     return [(family, sockaddr) for family, _, _, _, sockaddr in found]
 
 
@@ -499,8 +535,10 @@ def _check_local(addresses: list[tuple], where: str) -> None:
             except OSError as error:
                 if error.errno != errno.EADDRNOTAVAIL:
                     return  # not a verdict on the address
-    raise UsageError(f"{where} is not an address of this host, where rank 0 runs; set MASTER_ADDR"
-                     " to this host's name or address")
+    raise UsageError(
+        f"{where} is not an address of this host, where rank 0 runs; set MASTER_ADDR"
+        " to this host's name or address"
+    )
 
 
 def _check_port_free(port: int, port_var: str | None) -> None:
@@ -513,12 +551,15 @@ def _check_port_free(port: int, port_var: str | None) -> None:
             s.bind(("", port))
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
-                raise UsageError(f"{named} is already in use on this host (another run or"
-                                 " program listens there); set MASTER_PORT to a free port"
-                                 ) from None
+                raise UsageError(
+                    f"{named} is already in use on this host (another run or"
+                    " program listens there); set MASTER_PORT to a free port"
+                ) from None
             if error.errno == errno.EACCES:
-                raise UsageError(f"{named} needs privileges this process lacks (ports below"
-                                 " 1024); set MASTER_PORT to 1024 or above") from None
+                raise UsageError(
+                    f"{named} needs privileges this process lacks (ports below"
+                    " 1024); set MASTER_PORT to 1024 or above"
+                ) from None
 
 
 def _wait_for_listener(launch: Launch, addresses: list[tuple], wait: float, where: str) -> None:
@@ -537,5 +578,6 @@ def _wait_for_listener(launch: Launch, addresses: list[tuple], wait: float, wher
             raise UsageError(
                 f"nothing listens at {where} port {launch.master_port} after {wait:g} s: rank 0"
                 " has not started or cannot be reached; check MASTER_ADDR and MASTER_PORT"
-                " (rank 0 must use the same) and that rank 0 is running")
+                " (rank 0 must use the same) and that rank 0 is running"
+            )
         time.sleep(0.5)

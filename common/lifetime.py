@@ -4,8 +4,9 @@
     follow_launcher(os.environ)                        # first thing in every rank
 
 native's launcher and the Lightning rank 0 that starts the other ranks both set the variable;
-the ranks they start inherit it. Under torchrun the launcher is the rank's parent, the agent. On Linux a rank asks the kernel for SIGKILL when its parent
-dies (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread checks the parent once a second.
+the ranks they start inherit it. Under torchrun the launcher is the rank's parent, the agent.
+On Linux a rank asks the kernel for SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG);
+elsewhere a daemon thread checks the parent once a second.
 Either way a rank whose launcher is already gone when it starts exits at once. Without this a
 rank whose launcher was killed runs on beside the next run and writes its result later
 (issue 26). No torch: this runs before the heavy imports where it can.
@@ -68,8 +69,11 @@ def _watch(pid: int) -> None:
 
 
 def _gone(pid: int) -> None:
-    print(f"rank process {os.getpid()}: its launcher (pid {pid}) is gone; exiting",
-          file=sys.stderr, flush=True)
+    print(
+        f"rank process {os.getpid()}: its launcher (pid {pid}) is gone; exiting",
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(1)
 
 

@@ -103,8 +103,9 @@ class ManifestStopping(_Strict):
 
     @model_validator(mode="after")
     def _rule_is_complete(self) -> ManifestStopping:
-        if self.rule is not None and (self.first_stage_blocks is None
-                                      or self.target_half_width is None):
+        if self.rule is not None and (
+            self.first_stage_blocks is None or self.target_half_width is None
+        ):
             raise ValueError("a stopping rule needs first_stage_blocks and target_half_width")
         return self
 

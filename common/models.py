@@ -20,8 +20,11 @@ from pathlib import Path
 
 # `@register_model()` or `@register_model(name="x")`, other decorators and their continuation
 # lines, then `def builder(`.
-_REGISTERED = re.compile(r"^@register_model\((?:name\s*=\s*)?(?:[\"'](\w+)[\"'])?\s*\)\s*\n"
-                         r"(?:@.*\n|\s+.*\n)*?def (\w+)", re.M)
+_REGISTERED = re.compile(
+    r"^@register_model\((?:name\s*=\s*)?(?:[\"'](\w+)[\"'])?\s*\)\s*\n"
+    r"(?:@.*\n|\s+.*\n)*?def (\w+)",
+    re.M,
+)
 
 
 @functools.cache
@@ -41,5 +44,7 @@ def _asked_of_torchvision() -> dict[str, str]:
     import torchvision
 
     models = torchvision.models
-    return {name: models.get_model_builder(name).__module__.rsplit(".", 1)[1]
-            for name in models.list_models(module=models)}
+    return {
+        name: models.get_model_builder(name).__module__.rsplit(".", 1)[1]
+        for name in models.list_models(module=models)
+    }

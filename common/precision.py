@@ -16,7 +16,12 @@ from common.errors import UsageError
 # Lightning >= 2.5.5 runs autocast with cache_enabled=False; native does the same.
 AUTOCAST_CACHE_ENABLED = False
 
-_LIGHTNING_STRINGS = {"fp32": "32-true", "tf32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
+_LIGHTNING_STRINGS = {
+    "fp32": "32-true",
+    "tf32": "32-true",
+    "bf16": "bf16-mixed",
+    "fp16": "16-mixed",
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,9 @@ def resolve_precision(requested: str, accelerator: str, bf16_supported: bool) ->
     if requested == "auto":
         resolved = "fp32" if accelerator == "cpu" else ("bf16" if bf16_supported else "fp16")
     if accelerator == "cpu" and resolved in ("fp16", "tf32"):
-        raise UsageError(f"--precision {resolved} needs a GPU; on --accelerator cpu use fp32 or bf16")
+        raise UsageError(
+            f"--precision {resolved} needs a GPU; on --accelerator cpu use fp32 or bf16"
+        )
     if accelerator == "gpu" and resolved == "bf16" and not bf16_supported:
         raise UsageError("--precision bf16 is not supported by this GPU; use fp16 or auto")
     dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(resolved)

@@ -45,14 +45,17 @@ def omp_threads(devices: int, env: MutableMapping[str, str] | None = None) -> in
     return threads
 
 
-def check(cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *,
-          trainer: bool = False) -> Plan:
+def check(
+    cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *, trainer: bool = False
+) -> Plan:
     """The launcher and its variables, the CPUs or GPUs, the threads and the precision; and
     --no-barebones, which only the Trainer (`trainer`) takes."""
     env = os.environ if env is None else env
     if not cfg.barebones and not trainer:
-        raise UsageError("--no-barebones applies to the Lightning Trainer only"
-                         " (python -m lightning_impl); leave it out here")
+        raise UsageError(
+            "--no-barebones applies to the Lightning Trainer only"
+            " (python -m lightning_impl); leave it out here"
+        )
     launch = launcher.detect(env)
     launcher.validate(cfg, launch, env, rendezvous=not cfg.check)  # --check meets no rank 0
     threads = omp_threads(cfg.devices, env)
@@ -63,7 +66,10 @@ def check(cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *,
 
 def passed(prog: str, cfg: BenchConfig, plan: Plan) -> int:
     """--check: one line on stdout saying what a run would do; exit status 0."""
-    print(f"{prog}: check passed: {cfg.world_size} rank(s) via {plan.launch.kind},"
-          f" {cfg.accelerator}, precision {plan.precision.resolved}, {plan.threads} thread(s)"
-          " per rank; nothing launched", flush=True)
+    print(
+        f"{prog}: check passed: {cfg.world_size} rank(s) via {plan.launch.kind},"
+        f" {cfg.accelerator}, precision {plan.precision.resolved}, {plan.threads} thread(s)"
+        " per rank; nothing launched",
+        flush=True,
+    )
     return 0

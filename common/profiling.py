@@ -47,8 +47,14 @@ def merged_length(intervals: list[tuple[float, float]]) -> float:
 class GpuActivityProbe:
     """Profiles steps first..first+count-1 on a GPU; `summary()` gives the result fields."""
 
-    def __init__(self, first_step: int, count: int, device: torch.device,
-                 trace_path: Path | None = None, overwrite: bool = False) -> None:
+    def __init__(
+        self,
+        first_step: int,
+        count: int,
+        device: torch.device,
+        trace_path: Path | None = None,
+        overwrite: bool = False,
+    ) -> None:
         self.first = first_step
         self.trace_path = trace_path  # a Chrome trace with host activity too (diagnostic)
         self.overwrite = overwrite  # --overwrite-output: config.py checked the path under it
@@ -62,11 +68,17 @@ class GpuActivityProbe:
         """Start the profiler before the first profiled step."""
         if self.count and step == self.first:
             torch.cuda.synchronize(self.device)
-            activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if self.trace_path else [])
+            activities = [ProfilerActivity.CUDA] + (
+                [ProfilerActivity.CPU] if self.trace_path else []
+            )
             self._prof = profile(activities=activities, acc_events=True)
             self._prof.__enter__()
             self._wall = time.perf_counter()
-        if self.trace_path and self._prof is not None and self.first <= step < self.first + self.count:
+        if (
+            self.trace_path
+            and self._prof is not None
+            and self.first <= step < self.first + self.count
+        ):
             self._mark = record_function(f"ProfilerStep#{step}")
             self._mark.__enter__()
 
@@ -81,8 +93,12 @@ class GpuActivityProbe:
             self._prof.__exit__(None, None, None)
             if self.trace_path:
                 export = self._prof.export_chrome_trace
-                write_atomically(self.trace_path, lambda tmp: export(str(tmp)),
-                                 mode=mode_for(self.overwrite), option="--trace")
+                write_atomically(
+                    self.trace_path,
+                    lambda tmp: export(str(tmp)),
+                    mode=mode_for(self.overwrite),
+                    option="--trace",
+                )
 
     @property
     def seconds(self) -> float:
@@ -95,8 +111,12 @@ class GpuActivityProbe:
             return None
         # GPU work only: with host activity on (traces), record_function ranges such as
         # ProfilerStep#N and DistributedDataParallel.forward also appear on the GPU timeline.
-        kernels = [e for e in self._prof.events()
-                   if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
+        kernels = [
+            e
+            for e in self._prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA
+            and not getattr(e, "is_user_annotation", False)
+        ]
         intervals = [(e.time_range.start, e.time_range.end) for e in kernels]  # microseconds
         busy_ms = merged_length(intervals) / 1e3
         kernel_ms = sum(e.time_range.elapsed_us() for e in kernels) / 1e3

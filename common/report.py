@@ -47,12 +47,20 @@ class RunFacts:
     lightning: dict[str, object] | None = field(default=None)
 
 
-def _rank_record(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor, timing: Timing,
-                 probe: GpuActivityProbe) -> dict:
+def _rank_record(
+    run: RunFacts,
+    model: torch.nn.Module,
+    last_loss: torch.Tensor,
+    timing: Timing,
+    probe: GpuActivityProbe,
+) -> dict:
     """This rank's measurements as plain data, ready to gather."""
     digest = checks.parameter_digest(model)
-    phases = {**timing.phase_seconds, "profiled": probe.seconds,
-              "report": seconds_since_phase("steps")}
+    phases = {
+        **timing.phase_seconds,
+        "profiled": probe.seconds,
+        "report": seconds_since_phase("steps"),
+    }
     cuda = run.device.type == "cuda"
     return {
         "rank": run.rank,
@@ -74,8 +82,13 @@ def _rank_record(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor,
     }
 
 
-def build_result(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor, timing: Timing,
-                 probe: GpuActivityProbe) -> Result | None:
+def build_result(
+    run: RunFacts,
+    model: torch.nn.Module,
+    last_loss: torch.Tensor,
+    timing: Timing,
+    probe: GpuActivityProbe,
+) -> Result | None:
     """Gather all ranks' records; global rank 0 returns the Result, the others None."""
     records = checks.all_gather(_rank_record(run, model, last_loss, timing, probe))
     if run.rank != 0:
@@ -97,8 +110,13 @@ def build_result(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor,
     peak_alloc = [r["peak_allocated_gib"] for r in records if r["peak_allocated_gib"] is not None]
     peak_res = [r["peak_reserved_gib"] for r in records if r["peak_reserved_gib"] is not None]
     env = environment.environment(
-        run.device, [r["device_name"] for r in records], [r["hostname"] for r in records],
-        run.launcher, run.slurm, run.started_utc, run.command,
+        run.device,
+        [r["device_name"] for r in records],
+        [r["hostname"] for r in records],
+        run.launcher,
+        run.slurm,
+        run.started_utc,
+        run.command,
         diagnostics=environment.diagnostics(cfg),
     )
     lightning = run.lightning
@@ -108,7 +126,9 @@ def build_result(run: RunFacts, model: torch.nn.Module, last_loss: torch.Tensor,
         schema_version=SCHEMA_VERSION,
         implementation=run.implementation,
         model=f"torchvision.models.{cfg.arch}",
-        data=DATA_DESCRIPTION.format(where="GPU" if run.device.type == "cuda" else "CPU", size=cfg.image_size),
+        data=DATA_DESCRIPTION.format(
+            where="GPU" if run.device.type == "cuda" else "CPU", size=cfg.image_size
+        ),
         batch_mode=cfg.batch_mode,
         batch_size_per_device=per_device,
         global_batch_size=global_batch,
@@ -173,8 +193,11 @@ def _peak_allocated(result: Result) -> str:
 
 def _phases(phases: PhaseSeconds) -> str:
     """'2.10 s imports, 0.31 s process group, ...; 9.80 s in all, 28% timed' (known phases)."""
-    spans = [(name.replace("_", " "), value) for name, value in phases.model_dump().items()
-             if value is not None and (value > 0 or name != "launch")]
+    spans = [
+        (name.replace("_", " "), value)
+        for name, value in phases.model_dump().items()
+        if value is not None and (value > 0 or name != "launch")
+    ]
     total = sum(value for _, value in spans)
     measured = f", {phases.timed / total:.0%} timed" if total > 0 else ""
     return ", ".join(f"{v:.2f} s {n}" for n, v in spans) + f"; {total:.2f} s in all{measured}"
@@ -188,12 +211,22 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
         ("precision", f"{result.precision_resolved} (requested {result.precision_requested})"),
         ("batch/device", f"{result.batch_size_per_device}"),
         ("global batch", f"{result.global_batch_size} ({result.batch_mode})"),
-        ("steps", f"{result.warmup_steps} warm-up ({result.warmup_seconds:.2f} s), {result.measured_steps} timed"),
-        ("time/step", f"{s.median:.2f} ms median (p5 {s.p5:.2f}, p95 {s.p95:.2f}); "
-                      f"{result.milliseconds_per_step:.2f} ms wall mean"),
-        ("throughput", f"{result.images_per_second_median:,.1f} images/s "
-                       f"({result.images_per_second_per_device:,.1f} per device); "
-                       f"{result.images_per_second:,.1f} wall"),
+        (
+            "steps",
+            f"{result.warmup_steps} warm-up ({result.warmup_seconds:.2f} s),"
+            f" {result.measured_steps} timed",
+        ),
+        (
+            "time/step",
+            f"{s.median:.2f} ms median (p5 {s.p5:.2f}, p95 {s.p95:.2f}); "
+            f"{result.milliseconds_per_step:.2f} ms wall mean",
+        ),
+        (
+            "throughput",
+            f"{result.images_per_second_median:,.1f} images/s "
+            f"({result.images_per_second_per_device:,.1f} per device); "
+            f"{result.images_per_second:,.1f} wall",
+        ),
         ("peak allocated/GPU", _peak_allocated(result)),
         ("peak reserved/GPU", _gib(result.peak_reserved_gib)),
     ]
@@ -202,15 +235,30 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
         verdict = "host-bound" if a.host_bound else "GPU-bound"
         share = gpu_share(a, s.median)
         busy = "unknown" if share is None else f"{share:.1%} of the timed step"
-        rows.append(("GPU busy", f"{busy} ({verdict}; {a.gpu_ms_per_step:.2f} ms"
-                                 f" of kernels, {a.kernels_per_step:.0f} kernels/step)"))
+        rows.append(
+            (
+                "GPU busy",
+                f"{busy} ({verdict}; {a.gpu_ms_per_step:.2f} ms"
+                f" of kernels, {a.kernels_per_step:.0f} kernels/step)",
+            )
+        )
     if result.host_ms_per_step is not None:
-        rows.append(("host CPU/step", f"{result.host_ms_per_step:.2f} ms (main thread, timed"
-                                      " steps, mean over ranks)"))
+        rows.append(
+            (
+                "host CPU/step",
+                f"{result.host_ms_per_step:.2f} ms (main thread, timed steps, mean over ranks)",
+            )
+        )
     if result.phase_seconds is not None:
         rows.append(("wall time (rank 0)", _phases(result.phase_seconds)))
-    rows.append(("parameters synced", "yes" if result.parameters_synchronized else
-                 f"NO (max checksum difference {result.parameter_checksum_max_difference:g})"))
+    rows.append(
+        (
+            "parameters synced",
+            "yes"
+            if result.parameters_synchronized
+            else f"NO (max checksum difference {result.parameter_checksum_max_difference:g})",
+        )
+    )
     rows.append(("final loss", f"{result.final_loss_mean:.6g} (mean over ranks)"))
     rows.append(("result", output or "not written (no --output)"))
     width = max(len(k) for k, _ in rows)
@@ -238,5 +286,7 @@ def publish(result: Result, cfg: BenchConfig, title: str) -> None:
 
 def rank_failed(prog: str, rank: int, error: BaseException) -> int:
     """One line naming the rank and the error; the exit status of a failed rank."""
-    print(f"{prog}: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    print(
+        f"{prog}: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True
+    )
     return 1

@@ -53,8 +53,15 @@ class StepStats(_Strict):
         xs = sorted(samples)
         mean = sum(xs) / len(xs)
         var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1) if len(xs) > 1 else 0.0
-        return cls(mean=mean, median=percentile(xs, 50), p5=percentile(xs, 5), p95=percentile(xs, 95),
-                   min=xs[0], max=xs[-1], std=math.sqrt(var))
+        return cls(
+            mean=mean,
+            median=percentile(xs, 50),
+            p5=percentile(xs, 5),
+            p95=percentile(xs, 95),
+            min=xs[0],
+            max=xs[-1],
+            std=math.sqrt(var),
+        )
 
 
 def percentile(sorted_xs: list[float], q: float) -> float:
@@ -401,7 +408,8 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
             return OriginalResult.model_validate(data, strict=True)
         if version != SCHEMA_VERSION:
             raise ResultError(
-                f"{path}: schema_version {version!r} is not supported (this suite reads {SCHEMA_VERSION})"
+                f"{path}: schema_version {version!r} is not supported"
+                f" (this suite reads {SCHEMA_VERSION})"
             )
         return Result.model_validate(data, strict=True)
     except ValidationError as error:
@@ -417,6 +425,7 @@ def write_result(result: Result, path: Path, overwrite: bool) -> None:
     alone. The path policy (regular files only, symbolic links refused) is
     `common.output.output_path_problem`'s.
     """
-    text = json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True,
-                      allow_nan=False) + "\n"
+    text = (
+        json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    )
     write_text(Path(path), text, mode=mode_for(overwrite))

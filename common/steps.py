@@ -78,13 +78,16 @@ def planned_steps(cfg: BenchConfig) -> int:
 class StepHooks:
     """Timer + GPU activity probe + progress lines, driven by step index."""
 
-    def __init__(self, cfg: BenchConfig, device: torch.device, rank: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, cfg: BenchConfig, device: torch.device, rank: int, say: Callable[[str], None]
+    ) -> None:
         self.timer = StepTimer(cfg.warmup_steps, cfg.steps, device)
         self.total_steps = planned_steps(cfg)
         timed_end = cfg.warmup_steps + cfg.steps
         trace = cfg.trace if rank == 0 else None
-        self.probe = GpuActivityProbe(timed_end, self.total_steps - timed_end, device, trace,
-                                      cfg.overwrite_output)
+        self.probe = GpuActivityProbe(
+            timed_end, self.total_steps - timed_end, device, trace, cfg.overwrite_output
+        )
         self._warmup = cfg.warmup_steps
         self._rank = rank
         self._say = say
@@ -114,8 +117,12 @@ class StepHooks:
         if self._pyprofile is not None and step == self._timed_end - 1:
             self._pyprofile.disable()
             stats = self._pyprofile
-            write_atomically(self._pyprofile_path, lambda tmp: stats.dump_stats(str(tmp)),
-                             mode=self._pyprofile_mode, option="--pyprofile")
+            write_atomically(
+                self._pyprofile_path,
+                lambda tmp: stats.dump_stats(str(tmp)),
+                mode=self._pyprofile_mode,
+                option="--pyprofile",
+            )
             self._pyprofile = None
         self.timer.after_step(step)
         self.probe.after_step(step)

@@ -36,8 +36,9 @@ from common.lifetime import launcher_pid
 
 PROCESS_START = time.perf_counter()  # read once per process, at first import
 # In order; each ends where the next begins. launch: the launcher's start to this process's
-# start (None unless native's launcher, Lightning's rank 0 or torchrun's agent started it); imports: process start to
-# the runner's main() (the interpreter and every module import); process_group: device chosen,
+# start (None unless native's launcher, Lightning's rank 0 or torchrun's agent started it);
+# imports: process start to the runner's main() (the interpreter and every module import);
+# process_group: device chosen,
 # CUDA initialised (eager NCCL init) and the process group joined; build: model, optimizer, DDP
 # wrapper and this rank's batch, up to step 0; warmup, timed, profiled: the steps; report:
 # after the last step, parameter digest, gather of every rank's record and the result built.
@@ -141,7 +142,9 @@ class StepTimer:
     def summary(self) -> Timing:
         """Per-step times, wall-clock figures and phases; call after the last planned step."""
         if len(self._marks) != self.steps + 1:
-            raise RuntimeError(f"timer saw {len(self._marks) - 1} timed steps, expected {self.steps}")
+            raise RuntimeError(
+                f"timer saw {len(self._marks) - 1} timed steps, expected {self.steps}"
+            )
         if self._cuda:
             steps = [a.elapsed_time(b) for a, b in zip(self._marks, self._marks[1:])]
         else:

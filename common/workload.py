@@ -61,9 +61,18 @@ def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def build_optimizer(cfg: BenchConfig, params) -> torch.optim.Optimizer:
     """SGD with the configured lr, momentum, weight decay and kernel choice."""
-    impl = {"auto": {}, "foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False}}
+    impl = {
+        "auto": {},
+        "foreach": {"foreach": True},
+        "fused": {"fused": True},
+        "for-loop": {"foreach": False},
+    }
     return torch.optim.SGD(
-        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **impl[cfg.sgd_impl]
+        params,
+        lr=cfg.lr,
+        momentum=cfg.momentum,
+        weight_decay=cfg.weight_decay,
+        **impl[cfg.sgd_impl],
     )
 
 

@@ -215,18 +215,25 @@ def started_s(run: Run) -> float | None:
         return None
 
 
-def run_points(runs: Sequence[Run], wall_clock: bool = False, host: bool = False
-               ) -> list[stats.RunPoint]:
+def run_points(
+    runs: Sequence[Run], wall_clock: bool = False, host: bool = False
+) -> list[stats.RunPoint]:
     """A stats.RunPoint per counted run (warm-up runs left out): its label, its number (median
     pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
     from the manifest and its start time. With `host`, runs without host time are left out."""
-    chosen = [r for r in runs if r.warmup is None and (
-        not host or (r.host_ms_per_step or 0.0) > 0)]
-    values = ([r.host_ms_per_step for r in chosen] if host
-              else per_run_ms(chosen, wall_clock))
-    return [stats.RunPoint(arm=r.label, ms=float(v), block=r.block,  # type: ignore[arg-type]
-                           position=r.position, started_s=started_s(r), name=r.file)
-            for r, v in zip(chosen, values)]
+    chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
+    values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
+    return [
+        stats.RunPoint(
+            arm=r.label,
+            ms=float(v),
+            block=r.block,  # type: ignore[arg-type]
+            position=r.position,
+            started_s=started_s(r),
+            name=r.file,
+        )
+        for r, v in zip(chosen, values)
+    ]
 
 
 def rule_of(runs: Sequence[Run]) -> stats.StoppingRule | None:
@@ -247,20 +254,37 @@ def host_difference(
         return {}
     iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
     level = stats.geometric_mean(base)
-    to_ms = (lambda pct: None if pct is None else level * pct / 100.0)
+
+    def to_ms(pct: float | None) -> float | None:
+        return None if pct is None else level * pct / 100.0
+
     if iv.verdict_possible:
-        words = ("more" if iv.ci_low > 0 else "less" if iv.ci_high < 0  # type: ignore[operator]
-                 else None)
+        words = (
+            "more"
+            if iv.ci_low > 0
+            else "less"
+            if iv.ci_high < 0  # type: ignore[operator]
+            else None
+        )
         span = f"95% CI {to_ms(iv.ci_low):+.3f}..{to_ms(iv.ci_high):+.3f} ms"
-        line = (f"{arm} spends {abs(to_ms(iv.percent)):.3f} ms {words} host CPU per step than"
-                f" {baseline} ({iv.percent:+.2f}%; {span})" if words else
-                f"no difference detectable in host CPU per step between {arm} and {baseline}"
-                f" ({to_ms(iv.percent):+.3f} ms; {span})")
+        line = (
+            f"{arm} spends {abs(to_ms(iv.percent)):.3f} ms {words} host CPU per step than"
+            f" {baseline} ({iv.percent:+.2f}%; {span})"
+            if words
+            else f"no difference detectable in host CPU per step between {arm} and {baseline}"
+            f" ({to_ms(iv.percent):+.3f} ms; {span})"
+        )
     else:
-        line = (f"{arm} vs {baseline} host CPU per step: {to_ms(iv.percent):+.3f} ms;"
-                f" no verdict: {iv.no_verdict_reason}")
-    return {"host_diff_ms": to_ms(iv.percent), "host_ci_low_ms": to_ms(iv.ci_low),
-            "host_ci_high_ms": to_ms(iv.ci_high), "host_verdict": line}
+        line = (
+            f"{arm} vs {baseline} host CPU per step: {to_ms(iv.percent):+.3f} ms;"
+            f" no verdict: {iv.no_verdict_reason}"
+        )
+    return {
+        "host_diff_ms": to_ms(iv.percent),
+        "host_ci_low_ms": to_ms(iv.ci_low),
+        "host_ci_high_ms": to_ms(iv.ci_high),
+        "host_verdict": line,
+    }
 
 
 def overhead_of(
@@ -276,7 +300,11 @@ def overhead_of(
     copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
     if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
         iv = dataclasses.replace(
-            iv, ci_low=None, ci_high=None, df=None, min_detectable_percent=None,
+            iv,
+            ci_low=None,
+            ci_high=None,
+            df=None,
+            min_detectable_percent=None,
             no_verdict_reason=f"duplicated results ({'; '.join(copies)}) say nothing about the"
             " noise",
         )
@@ -316,14 +344,20 @@ def overhead_of(
 def slack_words(busy: float | None) -> str:
     """Whether extra host work reaches the step time, from the GPU's busy share."""
     if busy is None:
-        return ("GPU busy share not recorded (profiled steps give it): whether extra host work"
-                " reaches the step time is unknown here; the host-slack plan measures it")
+        return (
+            "GPU busy share not recorded (profiled steps give it): whether extra host work"
+            " reaches the step time is unknown here; the host-slack plan measures it"
+        )
     if busy < HOST_BOUND_BELOW:
-        return (f"host-bound: the GPU idles {1 - busy:.0%} of the step waiting for the host, so"
-                " extra host work (and a difference in host ms) reaches the step time")
-    return (f"GPU-bound: the GPU is busy {busy:.0%} of the step and the host keeps ahead, so host"
-            " work is hidden until it exceeds the step (host ms then includes spinning waits"
-            " for the GPU)")
+        return (
+            f"host-bound: the GPU idles {1 - busy:.0%} of the step waiting for the host, so"
+            " extra host work (and a difference in host ms) reaches the step time"
+        )
+    return (
+        f"GPU-bound: the GPU is busy {busy:.0%} of the step and the host keeps ahead, so host"
+        " work is hidden until it exceeds the step (host ms then includes spinning waits"
+        " for the GPU)"
+    )
 
 
 def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
@@ -336,8 +370,19 @@ def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
         shares = [r.gpu_share for r in counted if r.gpu_share is not None]
         busy = stats.median(shares) if shares else None
         step = stats.geometric_mean(per_run_ms(counted, any(r.original for r in counted)))
-        rows.append(HostCost(world, label, len(host), mean, half, step, busy,
-                             None if busy is None else step * (1.0 - busy), slack_words(busy)))
+        rows.append(
+            HostCost(
+                world,
+                label,
+                len(host),
+                mean,
+                half,
+                step,
+                busy,
+                None if busy is None else step * (1.0 - busy),
+                slack_words(busy),
+            )
+        )
     return rows
 
 
@@ -415,15 +460,25 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
     warning that the host had not settled when the counted runs began."""
     warnings, notes = [], []
     for record in dict.fromkeys(r.placement.settling for r in runs if r.placement.settling):
-        took = (f"{record.seconds:.0f} s, {record.runs} warm-up run(s) of the baseline"
-                f" ({record.extra_runs} added to settle)")
+        took = (
+            f"{record.seconds:.0f} s, {record.runs} warm-up run(s) of the baseline"
+            f" ({record.extra_runs} added to settle)"
+        )
         if record.settled:
             notes.append(f"host settled before the counted runs: {took}; {record.reason}")
         else:
-            warnings.append(Flag.plain("not-settled", (
-                f"the host had NOT settled when the counted runs began (gave up after {took},"
-                f" bound {record.max_minutes:g} min): {record.reason}; expect drift between"
-                " runs (the block-paired interval absorbs slow drift; raise --settle-minutes)")))
+            warnings.append(
+                Flag.plain(
+                    "not-settled",
+                    (
+                        "the host had NOT settled when the counted runs began"
+                        f" (gave up after {took},"
+                        f" bound {record.max_minutes:g} min): {record.reason}; expect drift between"
+                        " runs (the block-paired interval absorbs slow drift;"
+                        " raise --settle-minutes)"
+                    ),
+                )
+            )
     return warnings, notes
 
 
@@ -462,8 +517,7 @@ def analyse(
     for world in worlds:
         here = [label for label in labels(runs, base) if (label, world) in cells]
         for arm, against in comparisons(here, base):
-            o, said = overhead_of(world, arm, against, cells[(arm, world)],
-                                  cells[(against, world)])
+            o, said = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
             overhead.append(o)
             warnings += [Flag.plain("method", line) for line in said]
             pairs.append(

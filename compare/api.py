@@ -21,9 +21,7 @@ from compare.model import Run
 __all__ = ["Overhead", "Report", "Run", "analyse_paths", "analyse_runs", "load"]
 
 
-def load(
-    paths: Sequence[Path | str], include_warmup: bool = False
-) -> tuple[list[Run], str | None]:
+def load(paths: Sequence[Path | str], include_warmup: bool = False) -> tuple[list[Run], str | None]:
     """The runs of result files and experiment folders, and the first manifest's baseline
     (warm-up runs too with `include_warmup`: they are marked, and never compared)."""
     return load_inputs([Path(p) for p in paths], include_warmup)

@@ -133,13 +133,17 @@ def check_options(args: argparse.Namespace) -> None:
         if args.drift.suffix.lower() != ".png":
             raise CompareError(f"--drift {args.drift}: the name must end in .png")
         check_new_file("--drift", args.drift, args.overwrite_output)
-    named = [(o, p.resolve()) for o, p in (("--output", args.output), ("--plot", args.plot),
-                                             ("--drift", args.drift)) if p is not None]
+    named = [
+        (o, p.resolve())
+        for o, p in (("--output", args.output), ("--plot", args.plot), ("--drift", args.drift))
+        if p is not None
+    ]
     for i, (first, path) in enumerate(named):
-        for second, other in named[i + 1:]:
+        for second, other in named[i + 1 :]:
             if path == other:
-                raise CompareError(f"{first} and {second} name the same file; give them"
-                                   " different paths")
+                raise CompareError(
+                    f"{first} and {second} name the same file; give them different paths"
+                )
 
 
 def check_not_inputs(args: argparse.Namespace, report: Report) -> None:
@@ -217,8 +221,10 @@ def run(args: argparse.Namespace) -> None:
 
         points = drift_points(runs)
     if args.drift is not None and not points:
-        raise CompareError("--drift: no run recorded its start time (the original scripts'"
-                           " results do not); leave out --drift")
+        raise CompareError(
+            "--drift: no run recorded its start time (the original scripts'"
+            " results do not); leave out --drift"
+        )
     check_not_inputs(args, report)
     text = render(report, args.format, points)
     if args.plot is not None:

@@ -52,8 +52,16 @@ def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
     for run in runs:
         started = parse_utc(run.started_utc)
         if started is not None:
-            points.append(DriftPoint(run.label, started, parse_utc(run.finished_utc),
-                                     run.pace_median_ms, run.warmup is not None, run.block))
+            points.append(
+                DriftPoint(
+                    run.label,
+                    started,
+                    parse_utc(run.finished_utc),
+                    run.pace_median_ms,
+                    run.warmup is not None,
+                    run.block,
+                )
+            )
     return points
 
 
@@ -80,22 +88,52 @@ def drift_panel(ax: Axes, report: Report, points: Sequence[DriftPoint]) -> None:
     if warm:
         end = max(p.finished or p.started for p in warm)
         ax.axvspan(0, minutes(end), color="#fff3c4", zorder=0)
-        ax.text(minutes(end) / 2, 1.0, "warm-up", transform=ax.get_xaxis_transform(),
-                ha="center", va="bottom", fontsize=7, color="0.35")
+        ax.text(
+            minutes(end) / 2,
+            1.0,
+            "warm-up",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color="0.35",
+        )
     for block, lo, hi in block_spans(points):
         ax.axvspan(minutes(lo), minutes(hi), color="0.93" if block % 2 else "0.86", zorder=0)
-        ax.text((minutes(lo) + minutes(hi)) / 2, 1.0, f"b{block}",
-                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7,
-                color="0.35")
+        ax.text(
+            (minutes(lo) + minutes(hi)) / 2,
+            1.0,
+            f"b{block}",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color="0.35",
+        )
     for label in dict.fromkeys(p.label for p in points):
         mine = sorted((p for p in points if p.label == label), key=lambda p: p.started)
         color = color_of(report, label)
-        ax.plot([minutes(p.started) for p in mine], [p.median_ms for p in mine], "o-",
-                color=color, linewidth=0.7, markersize=6, label=label, zorder=3)
+        ax.plot(
+            [minutes(p.started) for p in mine],
+            [p.median_ms for p in mine],
+            "o-",
+            color=color,
+            linewidth=0.7,
+            markersize=6,
+            label=label,
+            zorder=3,
+        )
         hollow = [p for p in mine if p.warmup]
         if hollow:
-            ax.plot([minutes(p.started) for p in hollow], [p.median_ms for p in hollow], "o",
-                    color=color, markerfacecolor="white", markersize=6, zorder=4)
+            ax.plot(
+                [minutes(p.started) for p in hollow],
+                [p.median_ms for p in hollow],
+                "o",
+                color=color,
+                markerfacecolor="white",
+                markersize=6,
+                zorder=4,
+            )
     if warm:
         ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="warm-up (not counted)")
     ax.set_xlabel("minutes since the first run started")

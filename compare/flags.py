@@ -78,10 +78,14 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
                 )
             )
         if run.duplicate_of is not None:
-            warnings.append(Flag(
-                "duplicate",
-                "is a copy or hard link of {twin}, not a run of its own: no verdict",
-                words={"twin": run.duplicate_of}, **about))
+            warnings.append(
+                Flag(
+                    "duplicate",
+                    "is a copy or hard link of {twin}, not a run of its own: no verdict",
+                    words={"twin": run.duplicate_of},
+                    **about,
+                )
+            )
         if run.diagnostics:
             switches = ", ".join(f"{k}={v}" for k, v in run.diagnostics.items())
             warnings.append(

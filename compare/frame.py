@@ -23,6 +23,7 @@ from compare.model import RUN_COLUMNS, run_record
 if TYPE_CHECKING:
     import pandas as pd
 
+
 def _paths(paths: tuple[str | Path, ...]) -> list[Path]:
     if not paths:
         raise TypeError("give at least one result file or experiment folder")
@@ -39,8 +40,9 @@ def runs_frame(*paths: str | Path, include_warmup: bool = True) -> pd.DataFrame:
     return frame
 
 
-def overhead_frame(*paths: str | Path, baseline: str | None = None,
-                   allow_mismatch: bool = False) -> pd.DataFrame:
+def overhead_frame(
+    *paths: str | Path, baseline: str | None = None, allow_mismatch: bool = False
+) -> pd.DataFrame:
     """One row per comparison (arm against its baseline at one world size): the estimate,
     its 95% interval, the verdict line and the runs behind it, as `python -m compare` prints."""
     import pandas as pd

@@ -53,9 +53,16 @@ def _table(section: Section) -> str:
     """One HTML table from a section's headers and rows (cells escaped)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in section.headers)
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{html.escape(c)}</td>' if _is_number(c)
-                         else f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-        for row in section.rows)
+        "<tr>"
+        + "".join(
+            f'<td class="num">{html.escape(c)}</td>'
+            if _is_number(c)
+            else f"<td>{html.escape(c)}</td>"
+            for c in row
+        )
+        + "</tr>"
+        for row in section.rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -66,8 +73,9 @@ def _section(section: Section) -> str:
         parts.append(_table(section))
     if section.lines:
         css = ' class="warnings"' if section.title == "Warnings" else ""
-        items = "".join(f"<li>{html.escape(line.removeprefix('! '))}</li>"
-                        for line in section.lines)
+        items = "".join(
+            f"<li>{html.escape(line.removeprefix('! '))}</li>" for line in section.lines
+        )
         parts.append(f"<ul{css}>{items}</ul>")
     return "\n".join(parts)
 
@@ -75,11 +83,12 @@ def _section(section: Section) -> str:
 def _verdicts(report: Report) -> str:
     """The answer: one line per comparison, before anything else."""
     if not report.overhead:
-        lines = ['<p class="verdict">No overhead computed: no world size has runs of two'
-                 " arms.</p>"]
+        lines = ['<p class="verdict">No overhead computed: no world size has runs of two arms.</p>']
     else:
-        lines = [f'<p class="verdict">{html.escape(f"{o.world_size} {report.unit}: {o.verdict}")}'
-                 "</p>" for o in report.overhead]
+        lines = [
+            f'<p class="verdict">{html.escape(f"{o.world_size} {report.unit}: {o.verdict}")}</p>'
+            for o in report.overhead
+        ]
     return '<div class="verdicts">' + "".join(lines) + "</div>"
 
 
@@ -87,19 +96,26 @@ def _figure(caption: str, png: bytes) -> str:
     """A PNG embedded as a data URI, with its caption."""
     data = base64.b64encode(png).decode("ascii")
     alt = html.escape(caption, quote=True)
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{alt}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{alt}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> str:
     """The whole page: title, verdicts, figures, then every section of the text report."""
     title = html.escape(report.title)
-    body = [f"<h1>{title}</h1>", _verdicts(report),
-            *(_figure(caption, png) for caption, png in figures),
-            *(_section(s) for s in sections(report))]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>"
-            f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+    body = [
+        f"<h1>{title}</h1>",
+        _verdicts(report),
+        *(_figure(caption, png) for caption, png in figures),
+        *(_section(s) for s in sections(report)),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{title}</title>'
+        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
 
 
 def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
@@ -109,11 +125,16 @@ def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
     if points:
         buffer = io.BytesIO()
         draw_drift(report, points, buffer)
-        figures.append(("Each run's median step at its start time (hollow: warm-up, not"
-                        " counted; shaded: blocks) beside the overhead and its 95% interval",
-                        buffer.getvalue()))
+        figures.append(
+            (
+                "Each run's median step at its start time (hollow: warm-up, not"
+                " counted; shaded: blocks) beside the overhead and its 95% interval",
+                buffer.getvalue(),
+            )
+        )
     buffer = io.BytesIO()
     draw(report, buffer)
-    figures.append(("Throughput, step-time distributions, overhead with its 95% interval",
-                    buffer.getvalue()))
+    figures.append(
+        ("Throughput, step-time distributions, overhead with its 95% interval", buffer.getvalue())
+    )
     return render_html(report, figures)

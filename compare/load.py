@@ -37,8 +37,14 @@ MIN_STEP_MS = 1e-6
 MAX_STEP_MS = 1e9
 # Counts above 2**53 are no run's, and a float cannot hold them (10**400 / x overflows).
 MAX_COUNT = 2**53
-COUNT_FIELDS = ("world_size", "batch_size_per_device", "global_batch_size", "measured_steps",
-                "warmup_steps", "seed")
+COUNT_FIELDS = (
+    "world_size",
+    "batch_size_per_device",
+    "global_batch_size",
+    "measured_steps",
+    "warmup_steps",
+    "seed",
+)
 # Workload fields read from a result's `config` (a free dict in the schema), by type: a boolean
 # is not an integer there either (True == 1 would make two workloads look equal).
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
@@ -86,9 +92,7 @@ def inside(folder: Path, name: str) -> Path:
     return path
 
 
-def manifest_runs(
-    folder: Path, include_warmup: bool = False
-) -> tuple[list[_Entry], str | None]:
+def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Entry], str | None]:
     """The runs with status "ok" in FOLDER/manifest.json (and with `include_warmup` the
     warm-up runs that wrote a result, marked by their placement), and its baseline."""
     manifest = load_manifest(folder / MANIFEST)

@@ -182,10 +182,7 @@ def _overhead_section(report: Report) -> Section:
     first = report.overhead[0]
     methods = list(dict.fromkeys(o.method for o in report.overhead))
     legend = [
-        (
-            f"estimator: {first.estimator}; interval ({stats.CONFIDENCE:.0%}):"
-            f" {'; '.join(methods)}"
-        ),
+        (f"estimator: {first.estimator}; interval ({stats.CONFIDENCE:.0%}): {'; '.join(methods)}"),
         "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
@@ -260,8 +257,16 @@ def _host_section(report: Report) -> Section:
     )
     return Section(
         "Host cost per step (↓ lower is better)",
-        [report.units, "arm", "host ms/step ↓", "± ms", "runs", "step ms", "GPU busy %",
-         "GPU idle ms/step"],
+        [
+            report.units,
+            "arm",
+            "host ms/step ↓",
+            "± ms",
+            "runs",
+            "step ms",
+            "GPU busy %",
+            "GPU idle ms/step",
+        ],
         rows,
         lines,
     )

@@ -51,13 +51,17 @@ def step_series(rank_step_times: Sequence[Sequence[float]]) -> list[float]:
     """The time of each synchronous step: the slowest rank's time at that step index."""
     # DDP ranks run in lockstep (every step ends in an all-reduce), so the slowest rank sets
     # the pace and the ranks' times at one step are not independent samples.
-    if (not rank_step_times or len({len(times) for times in rank_step_times}) != 1
-            or not rank_step_times[0]):
+    if (
+        not rank_step_times
+        or len({len(times) for times in rank_step_times}) != 1
+        or not rank_step_times[0]
+    ):
         raise ValueError("step series needs ranks with the same, non-zero number of steps")
     return [max(times) for times in zip(*rank_step_times)]
 
 
 # --- Student's t distribution (no scipy: compare runs on any laptop) -------------------------
+
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction of the incomplete beta function (modified Lentz)."""
@@ -67,8 +71,10 @@ def _betacf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 300):
         m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
             d = 1.0 + aa * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + aa / c
@@ -85,8 +91,9 @@ def _betainc(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
@@ -102,7 +109,7 @@ def t_quantile(p: float, df: float) -> float:
     if not 0.5 < p < 1.0 or df <= 0:
         raise ValueError(f"t quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
     q = 1.0 - p
-    log_norm = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi))
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
     lo, hi = 0.0, 1.0
     while t_sf(hi, df) > q:
         lo, hi = hi, hi * 4.0
@@ -122,8 +129,9 @@ def _pct(log_ratio: float) -> float:
     return math.expm1(log_ratio) * 100.0
 
 
-def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE
-                  ) -> tuple[float, float | None]:
+def mean_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float | None]:
     """(mean, half-width of its t-interval) of one number per run; half-width None below
     MIN_RUNS. For one arm's level (e.g. its host ms per step), not for a comparison."""
     if not values:
@@ -213,14 +221,19 @@ STEIN_RULE = "stein-two-stage"
 # and each of those runs' halves (first vs second half of its timed steps) within this.
 SETTLE_BETWEEN_RUNS = 0.015
 SETTLE_WITHIN_RUN = 0.02
-FASTEST_RUN_LABEL = ("fastest-run ratio: fastest arm run / fastest baseline run - 1"
-                     " (descriptive, no interval; biased when the arms' noise or run counts"
-                     " differ)")
+FASTEST_RUN_LABEL = (
+    "fastest-run ratio: fastest arm run / fastest baseline run - 1"
+    " (descriptive, no interval; biased when the arms' noise or run counts"
+    " differ)"
+)
 METHOD_BLOCKS = "paired by block: t-interval on per-block log ratios (df = complete blocks - 1)"
-METHOD_WELCH = ("Welch t-interval on mean log per-run median, Hsu's df = min(runs a side) - 1"
-                " (one number per run)")
-METHOD_STEIN = ("Stein's two-stage rule: paired by block, first stage's variance,"
-                " df = first-stage blocks - 1")
+METHOD_WELCH = (
+    "Welch t-interval on mean log per-run median, Hsu's df = min(runs a side) - 1"
+    " (one number per run)"
+)
+METHOD_STEIN = (
+    "Stein's two-stage rule: paired by block, first stage's variance, df = first-stage blocks - 1"
+)
 
 ZERO_SE = 1e-12
 _t_crit = cache(t_quantile)
@@ -291,14 +304,32 @@ class ArmInterval:
 
 # --- distributions for the smallest detectable size (no scipy) ----------------------------
 
+
 def _phi(x: np.ndarray) -> np.ndarray:
     """Standard normal CDF (erfc by Numerical Recipes' Chebyshev fit, relative error < 1.2e-7)."""
     z = -np.asarray(x, dtype=float) / math.sqrt(2.0)
     a = np.abs(z)
     t = 1.0 / (1.0 + 0.5 * a)
-    poly = (-1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277)))))))))
+    poly = -1.26551223 + t * (
+        1.00002368
+        + t
+        * (
+            0.37409196
+            + t
+            * (
+                0.09678418
+                + t
+                * (
+                    -0.18628806
+                    + t
+                    * (
+                        0.27886807
+                        + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))
+                    )
+                )
+            )
+        )
+    )
     erfc = t * np.exp(-a * a + poly)
     return 0.5 * np.where(z >= 0, erfc, 2.0 - erfc)
 
@@ -313,8 +344,9 @@ def _chi_grid(df: int, points: int = 1000) -> tuple[np.ndarray, np.ndarray]:
 
 
 @cache
-def detectable_factor(df: int, confidence: float = CONFIDENCE,
-                      power: float = DETECTABLE_POWER) -> float:
+def detectable_factor(
+    df: int, confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER
+) -> float:
     """c such that a true overhead of c x (estimated standard error) gets a 'slower' verdict with
     probability `power` both on average over experiments and at the median experiment.
 
@@ -330,7 +362,7 @@ def detectable_factor(df: int, confidence: float = CONFIDENCE,
     def verdict_rate(lams: np.ndarray) -> np.ndarray:
         out = np.empty(len(lams))
         for i in range(0, len(lams), 500):
-            out[i:i + 500] = _phi(lams[i:i + 500, None] - tc * nodes[None, :]) @ weights
+            out[i : i + 500] = _phi(lams[i : i + 500, None] - tc * nodes[None, :]) @ weights
         return out
 
     rate = verdict_rate(lam)  # pi on a grid of noncentralities, increasing
@@ -350,18 +382,22 @@ def detectable_factor(df: int, confidence: float = CONFIDENCE,
     return max(c_mean, c_median)
 
 
-def _detectable(df: float | None, se: float, confidence: float,
-                power: float) -> tuple[float | None, str | None]:
+def _detectable(
+    df: float | None, se: float, confidence: float, power: float
+) -> tuple[float | None, str | None]:
     """The smallest detectable overhead in % (or None and why) at these df and log SE."""
     if df is None or se <= 0.0:
         return None, "no interval"
     if df < MIN_DETECTABLE_DF:
-        return None, (f"not shown below {MIN_DETECTABLE_DF} degrees of freedom (here {df:g}):"
-                      " the spread is too uncertain for an honest detectable size")
+        return None, (
+            f"not shown below {MIN_DETECTABLE_DF} degrees of freedom (here {df:g}):"
+            " the spread is too uncertain for an honest detectable size"
+        )
     return _pct(detectable_factor(int(df), confidence, power) * se), None
 
 
 # --- degenerate inputs ----------------------------------------------------------------------
+
 
 def exact_ties(points: Sequence[RunPoint]) -> list[tuple[str, str]]:
     """Pairs of runs (names) whose numbers are exactly equal: real timings never tie to the last
@@ -384,8 +420,10 @@ def _check_values(points: Sequence[RunPoint]) -> str | None:
     ties = exact_ties(points)
     if ties:
         pairs = "; ".join(f"{a} = {b}" for a, b in ties)
-        return (f"runs with exactly equal step times ({pairs}): duplicated results give no"
-                " information about the noise")
+        return (
+            f"runs with exactly equal step times ({pairs}): duplicated results give no"
+            " information about the noise"
+        )
     return None
 
 
@@ -413,32 +451,64 @@ def _one_sample_balance_t(values: Sequence[float]) -> float:
 
 # --- the intervals -----------------------------------------------------------------------------
 
-def _interval(method: str, log_ratio: float, se: float, df: float, arm_runs: int,
-              baseline_runs: int, confidence: float, power: float, **extra: object) -> ArmInterval:
+
+def _interval(
+    method: str,
+    log_ratio: float,
+    se: float,
+    df: float,
+    arm_runs: int,
+    baseline_runs: int,
+    confidence: float,
+    power: float,
+    **extra: object,
+) -> ArmInterval:
     """An ArmInterval from a log-ratio estimate, its standard error and df. A standard error
     under ZERO_SE (log units: 1e-10 %) is rounding, not noise: no verdict."""
     if se < ZERO_SE:
-        return ArmInterval(method, _pct(log_ratio), None, None, None, arm_runs, baseline_runs,
-                           no_verdict_reason="the runs show zero variation (identical values):"
-                           " no noise to scale an interval by", **extra)  # type: ignore[arg-type]
+        return ArmInterval(
+            method,
+            _pct(log_ratio),
+            None,
+            None,
+            None,
+            arm_runs,
+            baseline_runs,
+            no_verdict_reason="the runs show zero variation (identical values):"
+            " no noise to scale an interval by",
+            **extra,
+        )  # type: ignore[arg-type]
     t = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(df))
     mde, note = _detectable(df, se, confidence, power)
-    return ArmInterval(method, _pct(log_ratio), _pct(log_ratio - t * se),
-                       _pct(log_ratio + t * se), df, arm_runs, baseline_runs,
-                       min_detectable_percent=mde, min_detectable_note=note,
-                       confidence=confidence, **extra)  # type: ignore[arg-type]
+    return ArmInterval(
+        method,
+        _pct(log_ratio),
+        _pct(log_ratio - t * se),
+        _pct(log_ratio + t * se),
+        df,
+        arm_runs,
+        baseline_runs,
+        min_detectable_percent=mde,
+        min_detectable_note=note,
+        confidence=confidence,
+        **extra,
+    )  # type: ignore[arg-type]
 
 
-def paired_log_interval(log_ratios: Sequence[float], confidence: float = CONFIDENCE,
-                        power: float = DETECTABLE_POWER) -> ArmInterval:
+def paired_log_interval(
+    log_ratios: Sequence[float], confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER
+) -> ArmInterval:
     """The t-interval on per-block log ratios (arm / baseline) in balanced order, df = blocks
     - 1: blocks_log_interval without positions."""
     return blocks_log_interval(log_ratios, None, None, confidence, power)
 
 
-def welch_hsu_interval(base: Sequence[float], arm: Sequence[float],
-                       confidence: float = CONFIDENCE,
-                       power: float = DETECTABLE_POWER) -> ArmInterval:
+def welch_hsu_interval(
+    base: Sequence[float],
+    arm: Sequence[float],
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+) -> ArmInterval:
     """Welch's interval on mean log per-run numbers with Hsu's conservative df = min(n) - 1: it
     holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
     where the Welch-Satterthwaite df does not. The core of run_level_arm_interval."""
@@ -446,12 +516,28 @@ def welch_hsu_interval(base: Sequence[float], arm: Sequence[float],
     lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]
     mb, ma = math.fsum(lb) / nb, math.fsum(la) / na
     if min(nb, na) < MIN_RUNS:
-        return ArmInterval(METHOD_WELCH, _pct(ma - mb), None, None, None, na, nb,
-                           no_verdict_reason=f"the interval needs at least {MIN_RUNS} runs a side")
+        return ArmInterval(
+            METHOD_WELCH,
+            _pct(ma - mb),
+            None,
+            None,
+            None,
+            na,
+            nb,
+            no_verdict_reason=f"the interval needs at least {MIN_RUNS} runs a side",
+        )
     vb = math.fsum((x - mb) ** 2 for x in lb) / (nb - 1)
     va = math.fsum((x - ma) ** 2 for x in la) / (na - 1)
-    return _interval(METHOD_WELCH, ma - mb, math.sqrt(vb / nb + va / na), min(nb, na) - 1,
-                     na, nb, confidence, power)
+    return _interval(
+        METHOD_WELCH,
+        ma - mb,
+        math.sqrt(vb / nb + va / na),
+        min(nb, na) - 1,
+        na,
+        nb,
+        confidence,
+        power,
+    )
 
 
 @dataclass(frozen=True)
@@ -481,21 +567,29 @@ def complete_blocks(points: Sequence[RunPoint], arm: str, baseline: str) -> Bloc
     return Blocks(
         blocks=tuple(done),
         log_ratios=tuple(math.log(by_block[b][arm].ms / by_block[b][baseline].ms) for b in done),
-        gaps=tuple(by_block[b][arm].position - by_block[b][baseline].position  # type: ignore
-                   for b in done),
-        dropped=tuple(sorted(b for b, cell in by_block.items() if len(cell) < 2)))
+        gaps=tuple(
+            by_block[b][arm].position - by_block[b][baseline].position  # type: ignore
+            for b in done
+        ),
+        dropped=tuple(sorted(b for b, cell in by_block.items() if len(cell) < 2)),
+    )
 
 
 def _dropped_warning(blocks: Blocks, arm: str, baseline: str) -> tuple[str, ...]:
     if not blocks.dropped:
         return ()
-    return ((f"{arm} vs {baseline}: block(s) {', '.join(map(str, blocks.dropped))} dropped"
-             f" (a run of {arm} or {baseline} failed or is missing); {len(blocks.blocks)}"
-             " complete block(s) used"),)
+    return (
+        (
+            f"{arm} vs {baseline}: block(s) {', '.join(map(str, blocks.dropped))} dropped"
+            f" (a run of {arm} or {baseline} failed or is missing); {len(blocks.blocks)}"
+            " complete block(s) used"
+        ),
+    )
 
 
-def _position_fit(log_ratios: Sequence[float], gaps: Sequence[int]
-                  ) -> tuple[float, float, float] | None:
+def _position_fit(
+    log_ratios: Sequence[float], gaps: Sequence[int]
+) -> tuple[float, float, float] | None:
     """Least squares d = e + gamma x gap: (e, residual sd, sqrt(1/n + mean gap^2 / Sxx)), the
     estimate at gap 0 (the arms in balanced positions) and its standard error per unit sd.
     None when gap 0 is not inside the gaps' range (one order only) or too few blocks."""
@@ -510,10 +604,15 @@ def _position_fit(log_ratios: Sequence[float], gaps: Sequence[int]
     return e, math.sqrt(resid / (n - 2)), math.sqrt(1.0 / n + gm * gm / sxx)
 
 
-def blocks_log_interval(log_ratios: Sequence[float], gaps: Sequence[int] | None = None,
-                        rule: StoppingRule | None = None, confidence: float = CONFIDENCE,
-                        power: float = DETECTABLE_POWER, arm: str = "the arm",
-                        baseline: str = "the baseline") -> ArmInterval:
+def blocks_log_interval(
+    log_ratios: Sequence[float],
+    gaps: Sequence[int] | None = None,
+    rule: StoppingRule | None = None,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+    arm: str = "the arm",
+    baseline: str = "the baseline",
+) -> ArmInterval:
     """The interval from complete blocks in block order: log ratio arm / baseline per block and
     the arm's position minus the baseline's (gaps; None: assumed balanced). The core of
     block_paired_interval and stein_interval, without RunPoints (the simulations call it).
@@ -531,15 +630,33 @@ def blocks_log_interval(log_ratios: Sequence[float], gaps: Sequence[int] | None 
     fit = _position_fit(log_ratios, gaps) if balance > BALANCE_MAX_T else None  # type: ignore
     if balance > BALANCE_MAX_T and fit is None:
         shown = ", ".join(f"{g:+d}" for g in gaps)  # type: ignore[union-attr]
-        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
-                           no_verdict_reason=f"the blocks' orders are unbalanced ({arm}'s"
-                           f" position minus {baseline}'s: {shown}): drift within a block would"
-                           " be confounded with the difference (ABBA order balances it)",
-                           confidence=confidence)
+        return ArmInterval(
+            method,
+            _pct(m),
+            None,
+            None,
+            None,
+            n,
+            n,
+            blocks=n,
+            no_verdict_reason=f"the blocks' orders are unbalanced ({arm}'s"
+            f" position minus {baseline}'s: {shown}): drift within a block would"
+            " be confounded with the difference (ABBA order balances it)",
+            confidence=confidence,
+        )
     if n < 2:
-        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
-                           no_verdict_reason=f"{n} complete block(s): the interval needs 2",
-                           confidence=confidence)
+        return ArmInterval(
+            method,
+            _pct(m),
+            None,
+            None,
+            None,
+            n,
+            n,
+            blocks=n,
+            no_verdict_reason=f"{n} complete block(s): the interval needs 2",
+            confidence=confidence,
+        )
     sd = math.sqrt(math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1))
     estimate, scale, df = m, 1.0 / math.sqrt(n), float(n - 1)
     extra: dict[str, object] = {"blocks": n}
@@ -547,20 +664,28 @@ def blocks_log_interval(log_ratios: Sequence[float], gaps: Sequence[int] | None 
         estimate, sd, scale = fit
         df = float(n - 2)
         method += "; adjusted for the arms' positions in the block (df one less)"
-        extra["warnings"] = ((f"{arm} vs {baseline}: the complete blocks' orders are"
-                              f" unbalanced (balance t {balance:.2f}); the estimate is adjusted"
-                              " for the position in the block"),)
+        extra["warnings"] = (
+            (
+                f"{arm} vs {baseline}: the complete blocks' orders are"
+                f" unbalanced (balance t {balance:.2f}); the estimate is adjusted"
+                " for the position in the block"
+            ),
+        )
     if stein:
         s0 = first_stage_sd(log_ratios, rule)  # type: ignore[arg-type]
         sd = max(sd, s0)  # type: ignore[type-var]
         df = float(rule.first_stage_blocks - 1)  # type: ignore[union-attr]
-    return _interval(method, estimate, sd * scale, df, n, n, confidence, power,
-                     **extra)  # type: ignore[arg-type]
+    return _interval(method, estimate, sd * scale, df, n, n, confidence, power, **extra)  # type: ignore[arg-type]
 
 
-def block_paired_interval(points: Sequence[RunPoint], arm: str, baseline: str,
-                          confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER,
-                          rule: StoppingRule | None = None) -> ArmInterval:
+def block_paired_interval(
+    points: Sequence[RunPoint],
+    arm: str,
+    baseline: str,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+    rule: StoppingRule | None = None,
+) -> ArmInterval:
     """Pair by block: per-block log ratio arm / baseline, t-interval with df = complete blocks
     - 1 (blocks_log_interval). Incomplete blocks are dropped and named in warnings. No verdict
     when every complete block has the arms in the same order (drift within a block would be
@@ -568,18 +693,29 @@ def block_paired_interval(points: Sequence[RunPoint], arm: str, baseline: str,
     blocks = complete_blocks(points, arm, baseline)
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
     if blocks.problem is not None:
-        return ArmInterval(METHOD_BLOCKS, math.nan, None, None, None, *counts,
-                           no_verdict_reason=blocks.problem)
+        return ArmInterval(
+            METHOD_BLOCKS, math.nan, None, None, None, *counts, no_verdict_reason=blocks.problem
+        )
     warnings = _dropped_warning(blocks, arm, baseline)
     used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
-    iv = blocks_log_interval(blocks.log_ratios, blocks.gaps, rule, confidence, power, arm,
-                             baseline)
+    iv = blocks_log_interval(blocks.log_ratios, blocks.gaps, rule, confidence, power, arm, baseline)
     refuse = _check_values(used)
     if refuse is not None:
-        iv = ArmInterval(iv.method, iv.percent, None, None, None, iv.arm_runs, iv.baseline_runs,
-                         blocks=iv.blocks, no_verdict_reason=refuse, confidence=confidence)
-    return dataclasses.replace(iv, dropped_blocks=blocks.dropped,
-                               warnings=(*warnings, *iv.warnings))
+        iv = ArmInterval(
+            iv.method,
+            iv.percent,
+            None,
+            None,
+            None,
+            iv.arm_runs,
+            iv.baseline_runs,
+            blocks=iv.blocks,
+            no_verdict_reason=refuse,
+            confidence=confidence,
+        )
+    return dataclasses.replace(
+        iv, dropped_blocks=blocks.dropped, warnings=(*warnings, *iv.warnings)
+    )
 
 
 @dataclass(frozen=True)
@@ -591,14 +727,22 @@ class Interleaving:
     reason: str
 
 
-def interleaving(base_started: Sequence[float | None], arm_started: Sequence[float | None],
-                 arm: str = "arm", baseline: str = "baseline") -> Interleaving:
+def interleaving(
+    base_started: Sequence[float | None],
+    arm_started: Sequence[float | None],
+    arm: str = "arm",
+    baseline: str = "baseline",
+) -> Interleaving:
     """Welch's t statistic of the start times, arm against baseline. Under a linear drift the
     run-level difference is biased by this many standard errors at most, so above BALANCE_MAX_T
     (e.g. all of one arm, then all of the other) there is no verdict."""
     if any(s is None for s in (*base_started, *arm_started)):
-        return Interleaving(None, None, "start times unknown for some runs: whether the arms were"
-                            " interleaved (drift favours neither) cannot be checked")
+        return Interleaving(
+            None,
+            None,
+            "start times unknown for some runs: whether the arms were"
+            " interleaved (drift favours neither) cannot be checked",
+        )
     tb = [float(s) for s in base_started]  # type: ignore[arg-type]
     ta = [float(s) for s in arm_started]  # type: ignore[arg-type]
     if len(tb) < 2 or len(ta) < 2:
@@ -606,22 +750,39 @@ def interleaving(base_started: Sequence[float | None], arm_started: Sequence[flo
     bal = _balance_t(tb, ta)
     if bal > BALANCE_MAX_T:
         first = baseline if sum(tb) / len(tb) < sum(ta) / len(ta) else arm
-        return Interleaving(False, bal, f"the arms were not interleaved in time ({first}'s runs"
-                            f" mostly started first; start-time balance t {bal:.2f} >"
-                            f" {BALANCE_MAX_T:g}): any drift would be read as a difference")
+        return Interleaving(
+            False,
+            bal,
+            f"the arms were not interleaved in time ({first}'s runs"
+            f" mostly started first; start-time balance t {bal:.2f} >"
+            f" {BALANCE_MAX_T:g}): any drift would be read as a difference",
+        )
     return Interleaving(True, bal, f"interleaved (start-time balance t {bal:.2f})")
 
 
-def run_level_arm_interval(points: Sequence[RunPoint], arm: str, baseline: str,
-                           confidence: float = CONFIDENCE,
-                           power: float = DETECTABLE_POWER) -> ArmInterval:
+def run_level_arm_interval(
+    points: Sequence[RunPoint],
+    arm: str,
+    baseline: str,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+) -> ArmInterval:
     """Plain file lists: welch_hsu_interval, no verdict when the start times show the arms were
     not interleaved or on ties / zero variation; a warning when start times are unknown."""
     a = [p for p in points if p.arm == arm]
     b = [p for p in points if p.arm == baseline]
     if not all(math.isfinite(p.ms) and p.ms > 0 for p in (*a, *b)):
-        return ArmInterval(METHOD_WELCH, math.nan, None, None, None, len(a), len(b),
-                           no_verdict_reason=_check_values([*a, *b]), confidence=confidence)
+        return ArmInterval(
+            METHOD_WELCH,
+            math.nan,
+            None,
+            None,
+            None,
+            len(a),
+            len(b),
+            no_verdict_reason=_check_values([*a, *b]),
+            confidence=confidence,
+        )
     iv = welch_hsu_interval([p.ms for p in b], [p.ms for p in a], confidence, power)
     order = interleaving([p.started_s for p in b], [p.started_s for p in a], arm, baseline)
     # Unknown start times are worth a warning only where an interval is given (2+ runs a side).
@@ -629,12 +790,23 @@ def run_level_arm_interval(points: Sequence[RunPoint], arm: str, baseline: str,
     warnings = (f"{arm} vs {baseline}: {order.reason}",) if unknown else ()
     refuse = _check_values([*a, *b]) or (order.reason if order.interleaved is False else None)
     if refuse is not None and not (iv.no_verdict_reason or "").startswith("the interval needs"):
-        return ArmInterval(METHOD_WELCH, iv.percent, None, None, None, len(a), len(b),
-                           no_verdict_reason=refuse, warnings=warnings, confidence=confidence)
+        return ArmInterval(
+            METHOD_WELCH,
+            iv.percent,
+            None,
+            None,
+            None,
+            len(a),
+            len(b),
+            no_verdict_reason=refuse,
+            warnings=warnings,
+            confidence=confidence,
+        )
     return dataclasses.replace(iv, warnings=warnings)
 
 
 # --- adaptive stopping: Stein's two-stage rule ---------------------------------------------
+
 
 @dataclass(frozen=True)
 class StoppingRule:
@@ -660,21 +832,27 @@ class StoppingRule:
         if self.rule != STEIN_RULE:
             raise ValueError(f"unknown stopping rule {self.rule!r} (known: {STEIN_RULE})")
         if self.first_stage_blocks < 2 or not self.target_half_width > 0:
-            raise ValueError("the stopping rule needs first_stage_blocks >= 2 and a positive"
-                             " target_half_width")
+            raise ValueError(
+                "the stopping rule needs first_stage_blocks >= 2 and a positive target_half_width"
+            )
 
     def to_manifest(self) -> dict[str, object]:
         """The manifest's "stopping" entry."""
-        return {"rule": self.rule, "first_stage_blocks": self.first_stage_blocks,
-                "target_half_width": self.target_half_width}
+        return {
+            "rule": self.rule,
+            "first_stage_blocks": self.first_stage_blocks,
+            "target_half_width": self.target_half_width,
+        }
 
     @classmethod
     def from_manifest(cls, entry: dict[str, object]) -> StoppingRule:
         """The rule from a manifest's "stopping" entry (ValueError naming what is wrong)."""
         try:
-            return cls(rule=str(entry["rule"]),
-                       first_stage_blocks=int(entry["first_stage_blocks"]),  # type: ignore
-                       target_half_width=float(entry["target_half_width"]))  # type: ignore
+            return cls(
+                rule=str(entry["rule"]),
+                first_stage_blocks=int(entry["first_stage_blocks"]),  # type: ignore
+                target_half_width=float(entry["target_half_width"]),
+            )  # type: ignore
         except KeyError as missing:
             raise ValueError(f"stopping rule: missing {missing}") from None
 
@@ -689,8 +867,9 @@ def first_stage_sd(log_ratios: Sequence[float], rule: StoppingRule) -> float | N
     return math.sqrt(math.fsum((x - m) ** 2 for x in first) / (n0 - 1))
 
 
-def blocks_needed(log_ratios: Sequence[float], rule: StoppingRule,
-                  confidence: float = CONFIDENCE) -> int | None:
+def blocks_needed(
+    log_ratios: Sequence[float], rule: StoppingRule, confidence: float = CONFIDENCE
+) -> int | None:
     """N, the complete blocks Stein's rule needs (from the first stage only); None before the
     first stage is complete."""
     s0 = first_stage_sd(log_ratios, rule)
@@ -716,9 +895,15 @@ class StopDecision:
         return self.action != "continue"
 
 
-def stopping_decision(points: Sequence[RunPoint], baseline: str, arms: Sequence[str],
-                      rule: StoppingRule, blocks_started: int, max_blocks: int,
-                      confidence: float = CONFIDENCE) -> StopDecision:
+def stopping_decision(
+    points: Sequence[RunPoint],
+    baseline: str,
+    arms: Sequence[str],
+    rule: StoppingRule,
+    blocks_started: int,
+    max_blocks: int,
+    confidence: float = CONFIDENCE,
+) -> StopDecision:
     """The rule, called after each block with every counted successful run so far (warm-up runs
     excluded). Counts complete blocks per arm, never blocks started."""
     done: dict[str, int] = {}
@@ -728,43 +913,69 @@ def stopping_decision(points: Sequence[RunPoint], baseline: str, arms: Sequence[
         done[arm] = len(blocks.blocks)
         needed[arm] = blocks_needed(blocks.log_ratios, rule, confidence)
     waiting = [a for a in arms if needed[a] is None or done[a] < needed[a]]  # type: ignore
-    state = ", ".join(f"{a} {done[a]}/{needed[a] if needed[a] is not None else '?'}"
-                      for a in arms)
+    state = ", ".join(f"{a} {done[a]}/{needed[a] if needed[a] is not None else '?'}" for a in arms)
     if not waiting:
-        return StopDecision("target", done, needed, f"{STEIN_RULE}: every arm has the complete"
-                            f" blocks it needs for +-{rule.target_half_width:g} pp ({state})")
+        return StopDecision(
+            "target",
+            done,
+            needed,
+            f"{STEIN_RULE}: every arm has the complete"
+            f" blocks it needs for +-{rule.target_half_width:g} pp ({state})",
+        )
     if blocks_started >= max_blocks:
-        return StopDecision("max", done, needed, f"{max_blocks} block(s) started, the most"
-                            f" allowed; complete/needed blocks: {state}")
+        return StopDecision(
+            "max",
+            done,
+            needed,
+            f"{max_blocks} block(s) started, the most allowed; complete/needed blocks: {state}",
+        )
     return StopDecision("continue", done, needed, f"complete/needed blocks: {state}")
 
 
-def stein_interval(points: Sequence[RunPoint], arm: str, baseline: str, rule: StoppingRule,
-                   confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER) -> ArmInterval:
+def stein_interval(
+    points: Sequence[RunPoint],
+    arm: str,
+    baseline: str,
+    rule: StoppingRule,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+) -> ArmInterval:
     """The final interval of an experiment run under `rule`: mean of all complete blocks' log
     ratios +- t_{n0-1} x max(s0, s) / sqrt(N) (blocks_log_interval with the rule). Fewer
     complete blocks than the first stage (the experiment hit its maximum): the fixed-design
     paired interval over those blocks, said in a warning."""
     iv = block_paired_interval(points, arm, baseline, confidence, power, rule)
     if iv.blocks is not None and iv.blocks < rule.first_stage_blocks:
-        note = (f"{arm} vs {baseline}: only {iv.blocks} complete block(s), fewer than the"
-                f" rule's first stage ({rule.first_stage_blocks}): fixed-design paired interval")
+        note = (
+            f"{arm} vs {baseline}: only {iv.blocks} complete block(s), fewer than the"
+            f" rule's first stage ({rule.first_stage_blocks}): fixed-design paired interval"
+        )
         iv = dataclasses.replace(iv, warnings=(*iv.warnings, note))
     return iv
 
 
-def stein_log_interval(log_ratios: Sequence[float], rule: StoppingRule,
-                       gaps: Sequence[int] | None = None, confidence: float = CONFIDENCE,
-                       power: float = DETECTABLE_POWER) -> ArmInterval:
+def stein_log_interval(
+    log_ratios: Sequence[float],
+    rule: StoppingRule,
+    gaps: Sequence[int] | None = None,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+) -> ArmInterval:
     """Stein's interval on log ratios in block order (blocks_log_interval with the rule)."""
     return blocks_log_interval(log_ratios, gaps, rule, confidence, power)
 
 
 # --- the one entry compare calls --------------------------------------------------------------
 
-def compare_arms(points: Sequence[RunPoint], arm: str, baseline: str,
-                 rule: StoppingRule | None = None, confidence: float = CONFIDENCE,
-                 power: float = DETECTABLE_POWER) -> ArmInterval:
+
+def compare_arms(
+    points: Sequence[RunPoint],
+    arm: str,
+    baseline: str,
+    rule: StoppingRule | None = None,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+) -> ArmInterval:
     """The arm against the baseline by the strongest method the records allow:
     an adaptive rule recorded -> stein_interval; blocks and positions recorded with balanced
     orders -> block_paired_interval; otherwise (plain file lists, or blocks whose orders are
@@ -774,17 +985,28 @@ def compare_arms(points: Sequence[RunPoint], arm: str, baseline: str,
         return stein_interval(mine, arm, baseline, rule, confidence, power)
     if mine and all(p.block is not None and p.position is not None for p in mine):
         iv = block_paired_interval(mine, arm, baseline, confidence, power)
-        if iv.verdict_possible or iv.no_verdict_reason is None or (
-                "orders are unbalanced" not in iv.no_verdict_reason):
+        if (
+            iv.verdict_possible
+            or iv.no_verdict_reason is None
+            or ("orders are unbalanced" not in iv.no_verdict_reason)
+        ):
             return iv
         fallback = run_level_arm_interval(mine, arm, baseline, confidence, power)
-        return dataclasses.replace(fallback, warnings=(
-            *fallback.warnings, (f"{arm} vs {baseline}: {iv.no_verdict_reason}; the run-level"
-                                 " interval is used instead")))
+        return dataclasses.replace(
+            fallback,
+            warnings=(
+                *fallback.warnings,
+                (
+                    f"{arm} vs {baseline}: {iv.no_verdict_reason}; the run-level"
+                    " interval is used instead"
+                ),
+            ),
+        )
     return run_level_arm_interval(mine, arm, baseline, confidence, power)
 
 
 # --- the fastest-run ratio, the verdict sentence, host settling -----------------------------
+
 
 def geometric_mean(values: Sequence[float]) -> float:
     """exp(mean log value): the per-arm step time the log-scale intervals compare."""
@@ -800,23 +1022,34 @@ def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[floa
     if not base or not arm:
         return None, "needs runs on both sides"
     if len(base) != len(arm):
-        return None, (f"not shown with unequal run counts ({len(arm)} against {len(base)}): the"
-                      " fastest of more runs is faster, whatever the arms' true times")
+        return None, (
+            f"not shown with unequal run counts ({len(arm)} against {len(base)}): the"
+            " fastest of more runs is faster, whatever the arms' true times"
+        )
     return (min(arm) / min(base) - 1.0) * 100.0, FASTEST_RUN_LABEL
 
 
 def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
     """One sentence: slower/faster only when the interval excludes zero, else why not."""
-    sides = (f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
-             if iv.arm_runs == iv.baseline_runs
-             else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs")
+    sides = (
+        f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
+        if iv.arm_runs == iv.baseline_runs
+        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
+    )
     if not iv.verdict_possible:
-        return (f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
-                f" no verdict: {iv.no_verdict_reason}")
-    detect = (f"smallest detectable {iv.min_detectable_percent:.2f}%"
-              if iv.min_detectable_percent is not None else "smallest detectable not shown")
-    facts = (f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, {sides},"
-             f" half-width {iv.half_width:.2f} pp, {detect}")
+        return (
+            f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
+            f" no verdict: {iv.no_verdict_reason}"
+        )
+    detect = (
+        f"smallest detectable {iv.min_detectable_percent:.2f}%"
+        if iv.min_detectable_percent is not None
+        else "smallest detectable not shown"
+    )
+    facts = (
+        f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, {sides},"
+        f" half-width {iv.half_width:.2f} pp, {detect}"
+    )
     if iv.ci_low > 0:  # type: ignore[operator]
         return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
     if iv.ci_high < 0:  # type: ignore[operator]
@@ -833,9 +1066,12 @@ class Settling:
     runs: int  # warm-up runs of the baseline seen
 
 
-def host_settled(run_medians: Sequence[float], halves: Sequence[tuple[float, float]],
-                 between: float = SETTLE_BETWEEN_RUNS,
-                 within: float = SETTLE_WITHIN_RUN) -> Settling:
+def host_settled(
+    run_medians: Sequence[float],
+    halves: Sequence[tuple[float, float]],
+    between: float = SETTLE_BETWEEN_RUNS,
+    within: float = SETTLE_WITHIN_RUN,
+) -> Settling:
     """Settled when the baseline's last two warm-up run medians are within `between` of each
     other and each of those runs' halves (first- and second-half median of its timed steps) are
     within `within`. `run_medians` and `halves` are in run order, one entry per run."""
@@ -843,19 +1079,32 @@ def host_settled(run_medians: Sequence[float], halves: Sequence[tuple[float, flo
     if len(halves) != n:
         raise ValueError("host_settled needs one (first, second) half pair per run median")
     if n < 2:
-        return Settling(False, f"{n} warm-up run(s) of the baseline: settling needs 2 to compare",
-                        n)
+        return Settling(
+            False, f"{n} warm-up run(s) of the baseline: settling needs 2 to compare", n
+        )
     prev, last = run_medians[-2], run_medians[-1]
     change = last / prev - 1.0
     if abs(change) > between:
-        return Settling(False, f"the baseline's run median moved {change:+.1%} between the last"
-                        f" two warm-up runs (limit +-{between:.1%})", n)
+        return Settling(
+            False,
+            f"the baseline's run median moved {change:+.1%} between the last"
+            f" two warm-up runs (limit +-{between:.1%})",
+            n,
+        )
     for k in (n - 2, n - 1):
         first, second = halves[k]
         inside = second / first - 1.0
         if abs(inside) > within:
-            return Settling(False, f"warm-up run {k + 1} drifted {inside:+.1%} between the halves"
-                            f" of its timed steps (limit +-{within:.1%})", n)
-    return Settling(True, f"settled after {n} warm-up run(s): the last two run medians within"
-                    f" {abs(change):.1%} (limit {between:.1%}), their halves within"
-                    f" {within:.1%}", n)
+            return Settling(
+                False,
+                f"warm-up run {k + 1} drifted {inside:+.1%} between the halves"
+                f" of its timed steps (limit +-{within:.1%})",
+                n,
+            )
+    return Settling(
+        True,
+        f"settled after {n} warm-up run(s): the last two run medians within"
+        f" {abs(change):.1%} (limit {between:.1%}), their halves within"
+        f" {within:.1%}",
+        n,
+    )

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import signal
 import os
+import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path

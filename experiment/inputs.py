@@ -61,8 +61,9 @@ def check_runner_options(options: Sequence[str]) -> None:
                 f" runner's help, run python -m native {name}"
             )
         if name in PER_RUN_FILES:
-            value = inline if inline or "=" in opt else (options[i + 1] if i + 1 < len(options)
-                                                          else "")
+            value = (
+                inline if inline or "=" in opt else (options[i + 1] if i + 1 < len(options) else "")
+            )
             if "{run}" not in value:
                 raise UsageError(
                     f"runner option {name} {value}: each run writes its own file; put {{run}}"
@@ -135,9 +136,16 @@ def _check_one(label: str, cmd: list[str], env: dict[str, str]) -> None:
     full_env = launch.srun_environment() if cmd[0] == launch.SRUN[0] else dict(os.environ)
     full_env.update(env)
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=full_env, start_new_session=True,
-                                text=True, errors="replace")
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+        )
     except OSError as error:
         raise UsageError(f"arm {label}: cannot start {cmd[0]} ({error.strerror})") from None
     try:
@@ -175,5 +183,6 @@ def take_folder(out: Path, option: str = "--out") -> None:
         ) from None
     except OSError as error:
         why = error.strerror or errno.errorcode.get(error.errno or 0, "error")
-        raise UsageError(f"{option} {out}: cannot create the folder ({why}); give another path"
-                         ) from None
+        raise UsageError(
+            f"{option} {out}: cannot create the folder ({why}); give another path"
+        ) from None

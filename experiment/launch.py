@@ -73,8 +73,11 @@ def srun_environment() -> dict[str, str]:
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
         per_node, _ = slurm_job_shape(env)
-        cpus = (cpus_per_task(env) if env.get("SLURM_CPUS_PER_TASK")
-                else max(1, (os.cpu_count() or 1) // per_node))
+        cpus = (
+            cpus_per_task(env)
+            if env.get("SLURM_CPUS_PER_TASK")
+            else max(1, (os.cpu_count() or 1) // per_node)
+        )
         env["OMP_NUM_THREADS"] = str(cpus)
     env["PYTHONUNBUFFERED"] = "1"
     return env

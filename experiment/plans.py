@@ -46,9 +46,24 @@ ALLOW_OLD = {"DDPBENCH_ALLOW_OLD_LIGHTNING": "1"}
 # The per-step SIGTERM broadcast on CPU: 2 gloo ranks, a small model (the fixed per-step host
 # cost weighs more), fp32 (no autocast, so 2.5.1's cast cache changes nothing).
 CPU_GLOO = (
-    "--accelerator", "cpu", "--devices", "2", "--arch", "mobilenet_v3_small",
-    "--image-size", "32", "--num-classes", "10", "--batch-size-per-device", "2",
-    "--precision", "fp32", "--warmup-steps", "10", "--steps", "60",
+    "--accelerator",
+    "cpu",
+    "--devices",
+    "2",
+    "--arch",
+    "mobilenet_v3_small",
+    "--image-size",
+    "32",
+    "--num-classes",
+    "10",
+    "--batch-size-per-device",
+    "2",
+    "--precision",
+    "fp32",
+    "--warmup-steps",
+    "10",
+    "--steps",
+    "60",
 )
 
 

@@ -343,13 +343,15 @@ class Experiment:
         try:
             runs = load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
         except Exception as error:  # a warm-up result compare cannot read: not settled
-            return stats.Settling(False, f"cannot read a warm-up result: {compare_error(error)}",
-                                  len(done))
+            return stats.Settling(
+                False, f"cannot read a warm-up result: {compare_error(error)}", len(done)
+            )
         halves = []
         for run in runs:
             series = run.step_series_ms
             first, second, _ = (
-                stats.halves_change(series) if series and len(series) >= 2
+                stats.halves_change(series)
+                if series and len(series) >= 2
                 else (run.pace_median_ms, run.pace_median_ms, 0.0)
             )
             halves.append((first, second))
@@ -405,7 +407,11 @@ class Experiment:
             return None
         others = [a.label for a in self.s.arms[1:]]
         return stats.stopping_decision(
-            run_points(runs), self.s.arms[0].label, others, self.rule, block,  # type: ignore
+            run_points(runs),
+            self.s.arms[0].label,
+            others,
+            self.rule,
+            block,  # type: ignore
             self.s.repeats,
         )
 
@@ -453,11 +459,18 @@ class Experiment:
         )
         print(
             f"{PROG}: {', '.join(a.label for a in arms)}; {s.warmup_runs} warm-up run(s) per arm"
-            + (f" and settling (at most {s.settle_minutes:g} min)"
-               if s.warmup_runs and s.settle_minutes > 0 else "")
+            + (
+                f" and settling (at most {s.settle_minutes:g} min)"
+                if s.warmup_runs and s.settle_minutes > 0
+                else ""
+            )
             + f", then {s.repeats} block(s){' at most' if adaptive else ''}"
-            + (f" (Stein's two-stage rule for +-{s.target_half_width:g} pp, first stage"
-               f" {s.first_stage_blocks} complete blocks)" if adaptive else "")
+            + (
+                f" (Stein's two-stage rule for +-{s.target_half_width:g} pp, first stage"
+                f" {s.first_stage_blocks} complete blocks)"
+                if adaptive
+                else ""
+            )
             + ";"
             f" options: {' '.join(s.options) or '(none)'}; folder {s.out}",
             flush=True,
@@ -497,8 +510,10 @@ class Experiment:
             decision = self.decide(block) if self.rule is not None else None
             if decision is not None:
                 print(f"    stopping rule: {decision.reason}", flush=True)
-                counts = {"complete_blocks": decision.complete_blocks,
-                          "blocks_needed": decision.needed}
+                counts = {
+                    "complete_blocks": decision.complete_blocks,
+                    "blocks_needed": decision.needed,
+                }
                 if decision.stop:
                     reason = decision.reason
                     break
@@ -586,8 +601,11 @@ class Experiment:
 
         report = self.report()
         points = drift_points(load([self.s.out], include_warmup=True)[0])
-        for name, fmt in (("report.txt", "text"), ("report.md", "markdown"),
-                          ("report.html", "html")):
+        for name, fmt in (
+            ("report.txt", "text"),
+            ("report.md", "markdown"),
+            ("report.html", "html"),
+        ):
             write_text(self.s.out / name, render(report, fmt, points), mode="new", option=name)
         figures = [("comparison.png", lambda tmp: draw(report, tmp))]
         if points:

@@ -27,21 +27,30 @@ def write_page(path: Path, text: str, replace: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, read the runner files, render, write; one line and exit 2 for a user's mistake."""
-    parser = OneLineParser(prog=PROG, description="Write the lesson page: native, Fabric and"
-                           " the Trainer side by side, one row per # DDP: mark.")
-    parser.add_argument("--output", type=Path, default=None, metavar="PATH",
-                        help="where to write the page (default: rewrite docs/lesson.html of"
-                        " this checkout)")
-    parser.add_argument("--overwrite-output", action="store_true",
-                        help="replace an existing --output PATH")
+    parser = OneLineParser(
+        prog=PROG,
+        description="Write the lesson page: native, Fabric and"
+        " the Trainer side by side, one row per # DDP: mark.",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="where to write the page (default: rewrite docs/lesson.html of this checkout)",
+    )
+    parser.add_argument(
+        "--overwrite-output", action="store_true", help="replace an existing --output PATH"
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     with exit_on_usage_error(PROG):
         try:
             text = render(read_runners(ROOT))
         except LessonError as error:
             raise UsageError(str(error)) from None
-        path, replace = (PAGE, True) if args.output is None else (args.output,
-                                                                    args.overwrite_output)
+        path, replace = (
+            (PAGE, True) if args.output is None else (args.output, args.overwrite_output)
+        )
         try:
             write_page(path, text, replace)
         except OutputError as error:

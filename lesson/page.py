@@ -127,24 +127,31 @@ def line_html(line: CodeLine, dedent: int, *, context: bool = False) -> str:
             shown = esc(text)
         kind = "l ctx" if context else "l"
         # The indentation as padding: a long line wraps under its own first character.
-        out.append(f'<div class="{kind}" data-line="{line.number}"><span class="n">'
-                   f'{line.number}</span><span class="s" style="--i:{len(code) - len(text)}">'
-                   f"{shown}</span></div>")
+        out.append(
+            f'<div class="{kind}" data-line="{line.number}"><span class="n">'
+            f'{line.number}</span><span class="s" style="--i:{len(code) - len(text)}">'
+            f"{shown}</span></div>"
+        )
     for note in line.notes:
-        out.append(f'<div class="note" data-line="{note.lines[0]}"><b>native:</b>'
-                   f'{esc(note.text)}</div>')
+        out.append(
+            f'<div class="note" data-line="{note.lines[0]}"><b>native:</b>{esc(note.text)}</div>'
+        )
     return "".join(out)
 
 
-def code_html(lines: tuple[CodeLine, ...], context: CodeLine | None = None,
-              starts: int | None = None) -> str:
+def code_html(
+    lines: tuple[CodeLine, ...], context: CodeLine | None = None, starts: int | None = None
+) -> str:
     """Lines dedented together, a gap marker where lines are shown elsewhere on the page.
 
     `context` (dimmed) is the line that opens the block; `starts` is where the code it
     introduces starts (the mark's line): a gap between the two is marked.
     """
-    indents = [len(x.code) - len(x.code.lstrip()) for x in (*lines, *([context] if context else []))
-               if x.code.strip()]
+    indents = [
+        len(x.code) - len(x.code.lstrip())
+        for x in (*lines, *([context] if context else []))
+        if x.code.strip()
+    ]
     dedent = min(indents, default=0)
     out = []
     if context is not None:
@@ -154,8 +161,10 @@ def code_html(lines: tuple[CodeLine, ...], context: CodeLine | None = None,
     after = None
     for line in lines:
         if after is not None and min(line.covers) > after + 1:
-            out.append(f'<div class="gap">⋯ lines {after + 1}–{min(line.covers) - 1}'
-                       f' are in the rows above</div>')
+            out.append(
+                f'<div class="gap">⋯ lines {after + 1}–{min(line.covers) - 1}'
+                f" are in the rows above</div>"
+            )
         out.append(line_html(line, dedent))
         after = max(line.covers)
     return f'<div class="code">{"".join(out)}</div>'
@@ -165,9 +174,11 @@ def snippet_html(snippet: Snippet) -> str:
     """A mark: where it is, what it says, the code it stands over."""
     where = "module level" if snippet.where == "module" else f"<code>{esc(snippet.where)}</code>"
     says = f'<p class="says">{inline_code(snippet.says)}</p>' if snippet.says else ""
-    return (f'<div class="snippet" data-mark-line="{snippet.mark_lines[0]}">'
-            f'<div class="where">{where} · line {snippet.mark_lines[0]}</div>{says}'
-            f"{code_html(snippet.body, snippet.context, snippet.mark_lines[0])}</div>")
+    return (
+        f'<div class="snippet" data-mark-line="{snippet.mark_lines[0]}">'
+        f'<div class="where">{where} · line {snippet.mark_lines[0]}</div>{says}'
+        f"{code_html(snippet.body, snippet.context, snippet.mark_lines[0])}</div>"
+    )
 
 
 def who_html(runner: Runner) -> str:
@@ -181,11 +192,14 @@ def row_html(name: str, runners: list[Runner]) -> str:
     for runner in runners:
         parts = [snippet_html(s) for s in runner.snippets if s.responsibility == name]
         body = "".join(parts) or '<p class="missing">no mark for this in this file</p>'
-        cells.append(f'<div class="cell" data-runner="{esc(runner.label)}">'
-                     f"{who_html(runner)}{body}</div>")
-    return (f'<section class="row" id="{slug(name)}" data-responsibility="{esc(name)}">'
-            f'<h2>{esc(name)} <code># DDP: {esc(name)}</code></h2>'
-            f'<div class="cols">{"".join(cells)}</div></section>')
+        cells.append(
+            f'<div class="cell" data-runner="{esc(runner.label)}">{who_html(runner)}{body}</div>'
+        )
+    return (
+        f'<section class="row" id="{slug(name)}" data-responsibility="{esc(name)}">'
+        f"<h2>{esc(name)} <code># DDP: {esc(name)}</code></h2>"
+        f'<div class="cols">{"".join(cells)}</div></section>'
+    )
 
 
 def fold_html(fold: Fold) -> str:
@@ -194,27 +208,36 @@ def fold_html(fold: Fold) -> str:
     notes = sum(len(line.notes) for line in fold.body)
     extra = f", {notes} native note{'s' if notes != 1 else ''}" if notes else ""
     label = esc(fold.label) if " " in fold.label else f"<code>{esc(fold.label)}</code>"
-    return (f'<details class="fold"><summary>{label}'
-            f' <span class="count">({count} line{"s" if count != 1 else ""}{extra})</span>'
-            f"</summary>{code_html(fold.body)}</details>")
+    return (
+        f'<details class="fold"><summary>{label}'
+        f' <span class="count">({count} line{"s" if count != 1 else ""}{extra})</span>'
+        f"</summary>{code_html(fold.body)}</details>"
+    )
 
 
 def rest_html(runners: list[Runner]) -> str:
     """Everything no mark stands over, by scope, folded."""
-    cells = "".join(f'<div class="cell" data-runner="{esc(r.label)}">{who_html(r)}'
-                    f'{"".join(fold_html(f) for f in r.folds)}</div>' for r in runners)
-    return ('<section class="row rest" id="the-rest"><h2>Not a DDP responsibility: the rest of'
-            " each file, folded</h2><p class=\"says\">Docstrings, imports, option checks and the"
-            " shared code around the marks. Open a fold to read it; lines shown in a row above"
-            f' are skipped here.</p><div class="cols">{cells}</div></section>')
+    cells = "".join(
+        f'<div class="cell" data-runner="{esc(r.label)}">{who_html(r)}'
+        f"{''.join(fold_html(f) for f in r.folds)}</div>"
+        for r in runners
+    )
+    return (
+        '<section class="row rest" id="the-rest"><h2>Not a DDP responsibility: the rest of'
+        ' each file, folded</h2><p class="says">Docstrings, imports, option checks and the'
+        " shared code around the marks. Open a fold to read it; lines shown in a row above"
+        f' are skipped here.</p><div class="cols">{cells}</div></section>'
+    )
 
 
 def render(runners: list[Runner]) -> str:
     """The whole page for these runner columns."""
     names = responsibilities(runners)
-    heads = "".join(f'<div class="head" data-runner="{esc(r.label)}"><b>{esc(r.label)}</b><br>'
-                    f"<span><code>{esc(r.path)}</code>, {r.line_count} lines</span></div>"
-                    for r in runners)
+    heads = "".join(
+        f'<div class="head" data-runner="{esc(r.label)}"><b>{esc(r.label)}</b><br>'
+        f"<span><code>{esc(r.path)}</code>, {r.line_count} lines</span></div>"
+        for r in runners
+    )
     nav = "".join(f'<li><a href="#{slug(n)}">{esc(n)}</a></li>' for n in names)
     files = ", ".join(f"<code>{esc(r.path)}</code>" for r in runners)
     rows = "".join(row_html(name, runners) for name in names)

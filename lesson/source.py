@@ -112,8 +112,9 @@ def runner_path(root: Path, candidates: tuple[str, ...]) -> str:
 
 def read_runners(root: Path) -> list[Runner]:
     """The three columns, read from the runner files under `root`."""
-    return [read_runner(label, root, runner_path(root, names))
-            for label, names in RUNNER_FILES.items()]
+    return [
+        read_runner(label, root, runner_path(root, names)) for label, names in RUNNER_FILES.items()
+    ]
 
 
 def read_runner(label: str, root: Path, path: str) -> Runner:
@@ -197,8 +198,11 @@ class _Reader:
 
     def standalone(self, n: int) -> str | None:
         """The comment that fills line n on its own, if it does."""
-        if 1 <= n <= self.count and n in self.comments \
-                and not self.source(n)[: self.comments[n][0]].strip():
+        if (
+            1 <= n <= self.count
+            and n in self.comments
+            and not self.source(n)[: self.comments[n][0]].strip()
+        ):
             return self.comments[n][1]
         return None
 
@@ -212,8 +216,7 @@ class _Reader:
         return n in self.comments and self.comments[n][1].startswith(NOTE)
 
     def is_code(self, n: int) -> bool:
-        return 1 <= n <= self.count and bool(self.source(n).strip()) \
-            and self.standalone(n) is None
+        return 1 <= n <= self.count and bool(self.source(n).strip()) and self.standalone(n) is None
 
     def find_notes(self) -> tuple[dict[int, list[Note]], set[int]]:
         """{owner line: notes} and the lines that hold standalone notes.
@@ -228,11 +231,14 @@ class _Reader:
             if not self.is_note(n):
                 n += 1
                 continue
-            parts, taken = [self.comments[n][1][len(NOTE):].strip()], [n]
+            parts, taken = [self.comments[n][1][len(NOTE) :].strip()], [n]
             owner = n
             if self.standalone(n) is not None:
-                while (c := self.standalone(taken[-1] + 1)) and CONTINUED.match(c) \
-                        and not self.is_note(taken[-1] + 1):
+                while (
+                    (c := self.standalone(taken[-1] + 1))
+                    and CONTINUED.match(c)
+                    and not self.is_note(taken[-1] + 1)
+                ):
                     taken.append(taken[-1] + 1)
                     parts.append(c[1:].strip())
                 note_lines.update(taken)
@@ -276,22 +282,35 @@ class _Reader:
         found = MARK.match(self.standalone(mark) or "")
         assert found is not None
         says, taken = [found["says"] or ""], [mark]
-        while (c := self.standalone(taken[-1] + 1)) and not MARK.match(c) \
-                and not c.startswith(NOTE) and self.indent(taken[-1] + 1) == col:
+        while (
+            (c := self.standalone(taken[-1] + 1))
+            and not MARK.match(c)
+            and not c.startswith(NOTE)
+            and self.indent(taken[-1] + 1) == col
+        ):
             taken.append(taken[-1] + 1)
             says.append(c[1:].strip())
         body, n = [], taken[-1] + 1
         while n <= self.count:
             if not self.source(n).strip() or self.is_mark(n) or self.indent(n) < col:
                 break
-            if self.standalone(n) is not None and n not in self.note_lines \
-                    and self.indent(n) <= col:
+            if (
+                self.standalone(n) is not None
+                and n not in self.note_lines
+                and self.indent(n) <= col
+            ):
                 break  # a plain comment at the mark's level starts something else
             if self.shown(n):
                 body.append(self.code_line(n))
             n += 1
-        return Snippet(found["name"], self.scopes[mark], tuple(taken),
-                       " ".join(s for s in says if s), self.context_of(mark), tuple(body))
+        return Snippet(
+            found["name"],
+            self.scopes[mark],
+            tuple(taken),
+            " ".join(s for s in says if s),
+            self.context_of(mark),
+            tuple(body),
+        )
 
     def runner(self, label: str) -> Runner:
         """Snippets for the marks, then one fold per scope for every line no snippet shows."""
@@ -302,5 +321,10 @@ class _Reader:
         for n in range(1, self.count + 1):
             if n not in in_snippet and self.shown(n):
                 folds.setdefault(self.scopes[n], []).append(self.code_line(n))
-        return Runner(label, self.path, self.count, tuple(snippets),
-                      tuple(Fold(scope, tuple(body)) for scope, body in folds.items()))
+        return Runner(
+            label,
+            self.path,
+            self.count,
+            tuple(snippets),
+            tuple(Fold(scope, tuple(body)) for scope, body in folds.items()),
+        )

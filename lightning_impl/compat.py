@@ -36,8 +36,9 @@ def check_lightning(module: ModuleType | None) -> None:
     from common.errors import UsageError
 
     if module is None:
-        raise UsageError("Lightning is not installed; install the extra:"
-                         f" pip install '{LIGHTNING_EXTRA}'")
+        raise UsageError(
+            f"Lightning is not installed; install the extra: pip install '{LIGHTNING_EXTRA}'"
+        )
     if problem := version_problem(module):
         raise UsageError(problem)
 
@@ -47,18 +48,23 @@ def version_problem(module: ModuleType) -> str | None:
     ALLOW_OLD_ENV is 1 (a version arm), never older than OLDEST_VERSION."""
     found = Version(module.__version__)
     if found < OLDEST_VERSION:
-        return (f"Lightning {found} is older than {OLDEST_VERSION}, the oldest release the"
-                f" runners were run under; upgrade: pip install '{LIGHTNING_EXTRA}'")
+        return (
+            f"Lightning {found} is older than {OLDEST_VERSION}, the oldest release the"
+            f" runners were run under; upgrade: pip install '{LIGHTNING_EXTRA}'"
+        )
     if found < MIN_VERSION and os.environ.get(ALLOW_OLD_ENV) != "1":
-        return (f"Lightning {found} is older than {MIN_VERSION}"
-                " (its autocast caches casts; native does not);"
-                f" upgrade: pip install '{LIGHTNING_EXTRA}', or set {ALLOW_OLD_ENV}=1 to run it"
-                " as a version arm whose result records the cast cache")
+        return (
+            f"Lightning {found} is older than {MIN_VERSION}"
+            " (its autocast caches casts; native does not);"
+            f" upgrade: pip install '{LIGHTNING_EXTRA}', or set {ALLOW_OLD_ENV}=1 to run it"
+            " as a version arm whose result records the cast cache"
+        )
     return None
 
 
-def lightning_facts(world_size: int, trainer: bool = True,
-                    barebones: bool = True) -> dict[str, object]:
+def lightning_facts(
+    world_size: int, trainer: bool = True, barebones: bool = True
+) -> dict[str, object]:
     """The `lightning` section of a result: version and its per-step behaviour.
 
     The per-step SIGTERM broadcast belongs to the Trainer's loop; Fabric (trainer=False) has no

@@ -18,16 +18,16 @@ import sys
 
 import torch
 import torch.distributed as dist
-from lightning_impl import workarounds  # native: DistributedDataParallel, built by Fabric here
 
 from common import config, launcher, precision, preflight, workload
-from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
+from common.errors import UsageError, exit_on_usage_error
+from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
-from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
+from lightning_impl import workarounds  # native: DistributedDataParallel, built by Fabric here
 from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
 
 PROG = "lightning_impl.fabric"
@@ -62,8 +62,9 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),
         # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
-        cluster_environment=SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm"
-        else None,
+        cluster_environment=(
+            SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
+        ),
         # DDP: model wrapper -- handed to Fabric: fabric.setup wraps with native's arguments
         **workload.ddp_kwargs(cfg),
     )
@@ -109,20 +110,28 @@ def train_step(fabric, model, optimizer, images, labels) -> torch.Tensor:
     return loss.detach()
 
 
-def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision,
-        threads: int, argv: list[str]) -> int:
+def run(
+    cfg: config.BenchConfig,
+    launch: launcher.Launch,
+    prec: precision.Precision,
+    threads: int,
+    argv: list[str],
+) -> int:
     """One rank: set up, build, train, check, report; tear down in every case."""
     started = utc_now()
     workarounds.quiet_lightning(cfg.verbose)  # native: (no framework output to hide)
     fabric = ddp_setup(cfg, launch, prec)  # native: device = ddp_setup(cfg, launch)
     mark_phase("process_group")
-    device, rank, local_rank, world_size = (  # native: from launch
-        fabric.device, fabric.global_rank, fabric.local_rank, fabric.world_size)
+    rank, local_rank, world_size = fabric.global_rank, fabric.local_rank, fabric.world_size
+    device = fabric.device  # native: the device from ddp_setup, the ranks from launch
     say = (lambda msg: print(f"{PROG}: {msg}", flush=True)) if rank == 0 else (lambda msg: None)
     workarounds.stop_at_once_on_signals(fabric.strategy, PROG, rank, ctrl_c=True)  # native: launch
     try:
-        check_ranks_agree(prec.resolved, "the resolved precision",
-                          "GPUs differ between nodes: choose --precision explicitly")
+        check_ranks_agree(
+            prec.resolved,
+            "the resolved precision",
+            "GPUs differ between nodes: choose --precision explicitly",
+        )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         model, optimizer = build(cfg, fabric)  # native: build(cfg, device, prec) + scaler
@@ -138,11 +147,21 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
             hooks.before_step(step)
             loss = train_step(fabric, model, optimizer, images, labels)  # native: scaler, autocast
             hooks.after_step(step)
-        facts = RunFacts(cfg=cfg, implementation=IMPLEMENTATION, precision=prec, device=device,
-                         rank=rank, local_rank=local_rank, world_size=world_size,
-                         launcher=launch.kind, slurm=launch.slurm, started_utc=started,
-                         command=["python", "-m", PROG, *argv], omp_num_threads=threads,
-                         lightning=lightning_facts(world_size, trainer=False))  # native: none
+        facts = RunFacts(
+            cfg=cfg,
+            implementation=IMPLEMENTATION,
+            precision=prec,
+            device=device,
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            launcher=launch.kind,
+            slurm=launch.slurm,
+            started_utc=started,
+            command=["python", "-m", PROG, *argv],
+            omp_num_threads=threads,
+            lightning=lightning_facts(world_size, trainer=False),  # native: none
+        )
         result = build_result(facts, model.module, loss, hooks.timer.summary(), hooks.probe)
         if result is not None:  # native: model.module is DDP's module; here Fabric's
             publish(result, cfg, "Lightning Fabric DDP benchmark")

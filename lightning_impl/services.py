@@ -31,8 +31,10 @@ def services_folder(cfg: BenchConfig, create: bool = True) -> Path | None:
     if cfg.output is not None:
         folder = cfg.output.with_name(cfg.output.stem + ".lightning")
         if folder.exists():
-            raise UsageError(f"--no-barebones keeps the Trainer's logs and checkpoints in {folder},"
-                             " which already exists; move it away or choose another --output")
+            raise UsageError(
+                f"--no-barebones keeps the Trainer's logs and checkpoints in {folder},"
+                " which already exists; move it away or choose another --output"
+            )
         if not create:
             return folder
     elif not create:

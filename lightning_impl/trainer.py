@@ -18,16 +18,16 @@ import sys
 
 import torch
 import torch.distributed as dist
-from lightning_impl import services, workarounds  # native: DistributedDataParallel
 
 from common import config, launcher, precision, preflight, workload
-from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
+from common.errors import UsageError, exit_on_usage_error
+from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks, planned_steps  # native: StepHooks (its own loop)
 from common.timing import mark_phase
-from common.lifetime import become_launcher, follow_launcher  # native: in launch.py
+from lightning_impl import services, workarounds  # native: DistributedDataParallel
 from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
 
 PROG = "lightning_impl"
@@ -64,8 +64,9 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),
         # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
-        cluster_environment=SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm"
-        else None,
+        cluster_environment=(
+            SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
+        ),
         # DDP: model wrapper -- handed to the Trainer: DDPStrategy wraps with native's arguments,
         # on a side CUDA stream, which costs about 1 ms per step on an H200 (README)
         **workload.ddp_kwargs(cfg),
@@ -91,8 +92,14 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
 class BenchmarkModule(workarounds.LightningModule):  # native: build() and train_step()
     """native's build(), train_step() and loop body as Lightning hooks; `common` times them."""
 
-    def __init__(self, cfg: config.BenchConfig, prec: precision.Precision, launch: launcher.Launch,
-                 threads: int, argv: list[str]) -> None:
+    def __init__(
+        self,
+        cfg: config.BenchConfig,
+        prec: precision.Precision,
+        launch: launcher.Launch,
+        threads: int,
+        argv: list[str],
+    ) -> None:
         super().__init__()
         self.cfg, self.prec, self.launch, self.threads, self.argv = cfg, prec, launch, threads, argv
         self.started = utc_now()
@@ -122,10 +129,15 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
     def setup(self, stage: str) -> None:
         """native's run() before build: ranks agree on precision."""
         mark_phase("process_group")  # native: after ddp_setup; here joined before setup()
-        check_ranks_agree(self.prec.resolved, "the resolved precision",
-                          "GPUs differ between nodes: choose --precision explicitly")
-        self.say(f"{self.trainer.world_size} rank(s) via {self.launch.kind}, {self.device.type},"
-                 f" precision {self.prec.resolved}")
+        check_ranks_agree(
+            self.prec.resolved,
+            "the resolved precision",
+            "GPUs differ between nodes: choose --precision explicitly",
+        )
+        self.say(
+            f"{self.trainer.world_size} rank(s) via {self.launch.kind}, {self.device.type},"
+            f" precision {self.prec.resolved}"
+        )
         if not self.cfg.barebones:
             self.say(f"logs and checkpoint in {services.services_folder(self.cfg)}")
 
@@ -133,8 +145,9 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         """native's run() before its loop: this rank's batch and the step hooks."""
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = self.cfg.per_device_batch(self.trainer.world_size)
-        self.images, self.labels = workload.make_batch(self.cfg, batch_size, self.global_rank,
-                                                       self.device)
+        self.images, self.labels = workload.make_batch(
+            self.cfg, batch_size, self.global_rank, self.device
+        )
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)
@@ -157,18 +170,32 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
     def on_train_end(self) -> None:
         """native's run() after its loop: gather every rank's measurements on global rank zero."""
         world_size = self.trainer.world_size
-        facts = RunFacts(cfg=self.cfg, implementation=IMPLEMENTATION, precision=self.prec,
-                         device=self.device, rank=self.global_rank, local_rank=self.local_rank,
-                         world_size=world_size, launcher=self.launch.kind, slurm=self.launch.slurm,
-                         started_utc=self.started, command=["python", "-m", PROG, *self.argv],
-                         omp_num_threads=self.threads,
-                         lightning=lightning_facts(world_size, barebones=self.cfg.barebones))
+        facts = RunFacts(
+            cfg=self.cfg,
+            implementation=IMPLEMENTATION,
+            precision=self.prec,
+            device=self.device,
+            rank=self.global_rank,
+            local_rank=self.local_rank,
+            world_size=world_size,
+            launcher=self.launch.kind,
+            slurm=self.launch.slurm,
+            started_utc=self.started,
+            command=["python", "-m", PROG, *self.argv],
+            omp_num_threads=self.threads,
+            lightning=lightning_facts(world_size, barebones=self.cfg.barebones),
+        )
         timing, probe = self.hooks.timer.summary(), self.hooks.probe
         self.result = build_result(facts, self.model, self.last_loss, timing, probe)
 
 
-def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision,
-        threads: int, argv: list[str]) -> int:
+def run(
+    cfg: config.BenchConfig,
+    launch: launcher.Launch,
+    prec: precision.Precision,
+    threads: int,
+    argv: list[str],
+) -> int:
     """Rank 0 of a self-launch, or one rank: fit, report; tear down in every case."""
     workarounds.quiet_lightning(cfg.verbose, keep_info=not cfg.barebones)  # native: (no framework)
     precision.apply_backend_flags(prec, cfg.cudnn_benchmark)

@@ -17,8 +17,8 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from common import workload
-from common.environment import SIGTERM_BROADCASTS_VAR
 from common.config import BenchConfig
+from common.environment import SIGTERM_BROADCASTS_VAR
 from common.precision import Precision
 from lightning_impl.compat import require_lightning
 
@@ -72,8 +72,9 @@ def stop_at_once_on_signals(strategy, prog: str, rank: int, ctrl_c: bool = False
     def stop(signum: int, _frame: object) -> None:
         stop_started_ranks(strategy)
         name = signal.Signals(signum).name
-        print(f"{prog}: rank {rank} stopped by {name}; no result written", file=sys.stderr,
-              flush=True)
+        print(
+            f"{prog}: rank {rank} stopped by {name}; no result written", file=sys.stderr, flush=True
+        )
         os._exit(128 + signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT) if ctrl_c else (signal.SIGTERM,):
@@ -110,8 +111,12 @@ def exit_status_of_stop(trainer, prog: str, stop: SystemExit) -> int:
     stop_started_ranks(trainer.strategy)
     sigterm = getattr(trainer, "received_sigterm", False)
     why = "SIGTERM" if sigterm else "an interrupt"
-    print(f"{prog}: rank {trainer.global_rank} stopped by {why} before the last step;"
-          " no result written", file=sys.stderr, flush=True)
+    print(
+        f"{prog}: rank {trainer.global_rank} stopped by {why} before the last step;"
+        " no result written",
+        file=sys.stderr,
+        flush=True,
+    )
     if sigterm:
         return 143
     return stop.code if isinstance(stop.code, int) and stop.code else 1
@@ -132,13 +137,15 @@ def ddp_strategy_class(cfg: BenchConfig, base: type) -> type:
         class CurrentStreamDDPStrategy(base):
             def _setup_model(self, model: torch.nn.Module) -> DistributedDataParallel:
                 return DistributedDataParallel(
-                    module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs)
+                    module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs
+                )
     else:  # lightning.fabric
 
         class CurrentStreamDDPStrategy(base):
             def setup_module(self, module: torch.nn.Module) -> DistributedDataParallel:
                 return DistributedDataParallel(
-                    module=module, device_ids=self._determine_ddp_device_ids(), **self._ddp_kwargs)
+                    module=module, device_ids=self._determine_ddp_device_ids(), **self._ddp_kwargs
+                )
 
     return CurrentStreamDDPStrategy
 
@@ -158,7 +165,10 @@ def fabric_precision(prec: Precision, device_type: str) -> dict[str, object]:
 
     class NativeCastCacheMixedPrecision(MixedPrecision):
         def forward_context(self) -> torch.autocast:
-            return torch.autocast(self.device, dtype=self._desired_input_dtype,
-                                  cache_enabled=prec.autocast_cache_enabled)
+            return torch.autocast(
+                self.device,
+                dtype=self._desired_input_dtype,
+                cache_enabled=prec.autocast_cache_enabled,
+            )
 
     return {"plugins": [NativeCastCacheMixedPrecision(prec.lightning, device_type)]}

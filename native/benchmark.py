@@ -22,10 +22,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from common import config, launcher, precision, preflight, workload
-from common.errors import UsageError, exit_on_usage_error
 from common.checks import check_ranks_agree
-from common.report import RunFacts, build_result, publish, rank_failed
 from common.environment import utc_now
+from common.errors import UsageError, exit_on_usage_error
+from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
 from native.launch import launch_ranks
@@ -106,8 +106,13 @@ def train_step(model, optimizer, scaler, images, labels, autocast) -> torch.Tens
     return loss.detach()
 
 
-def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision,
-        threads: int, argv: list[str]) -> int:
+def run(
+    cfg: config.BenchConfig,
+    launch: launcher.Launch,
+    prec: precision.Precision,
+    threads: int,
+    argv: list[str],
+) -> int:
     """One rank: set up, build, train, check, report; tear down in every case."""
     started = utc_now()
     device = ddp_setup(cfg, launch)
@@ -115,8 +120,11 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
     rank, local_rank, world_size = launch.rank, launch.local_rank, launch.world_size
     say = (lambda msg: print(f"{PROG}: {msg}", flush=True)) if rank == 0 else (lambda msg: None)
     try:
-        check_ranks_agree(prec.resolved, "the resolved precision",
-                          "GPUs differ between nodes: choose --precision explicitly")
+        check_ranks_agree(
+            prec.resolved,
+            "the resolved precision",
+            "GPUs differ between nodes: choose --precision explicitly",
+        )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         model, optimizer, scaler = build(cfg, device, prec)
@@ -124,8 +132,11 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
         batch_size = cfg.per_device_batch(world_size)
         images, labels = workload.make_batch(cfg, batch_size, rank, device)
         dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
-        autocast = (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
-                    ) if dtype is not None else contextlib.nullcontext
+        autocast = (
+            (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache))
+            if dtype is not None
+            else contextlib.nullcontext
+        )
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
         hooks = StepHooks(cfg, device, rank, say)
         loss = torch.zeros((), device=device)
@@ -133,10 +144,20 @@ def run(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precis
             hooks.before_step(step)
             loss = train_step(model, optimizer, scaler, images, labels, autocast)
             hooks.after_step(step)
-        facts = RunFacts(cfg=cfg, implementation=IMPLEMENTATION, precision=prec, device=device,
-                         rank=rank, local_rank=local_rank, world_size=world_size,
-                         launcher=launch.kind, slurm=launch.slurm, started_utc=started,
-                         command=["python", "-m", PROG, *argv], omp_num_threads=threads)
+        facts = RunFacts(
+            cfg=cfg,
+            implementation=IMPLEMENTATION,
+            precision=prec,
+            device=device,
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            launcher=launch.kind,
+            slurm=launch.slurm,
+            started_utc=started,
+            command=["python", "-m", PROG, *argv],
+            omp_num_threads=threads,
+        )
         result = build_result(facts, model.module, loss, hooks.timer.summary(), hooks.probe)
         if result is not None:
             publish(result, cfg, "Native PyTorch DDP benchmark")

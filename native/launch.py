@@ -89,10 +89,17 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for rank in range(devices):
-            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(devices),
-                       LOCAL_WORLD_SIZE=str(devices), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), **{SELF_LAUNCH_VAR: "1"},
-                       **{LAUNCHER_PID_VAR: str(os.getpid())})
+            env = dict(
+                os.environ,
+                RANK=str(rank),
+                LOCAL_RANK=str(rank),
+                WORLD_SIZE=str(devices),
+                LOCAL_WORLD_SIZE=str(devices),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                **{SELF_LAUNCH_VAR: "1"},
+                **{LAUNCHER_PID_VAR: str(os.getpid())},
+            )
             procs.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
         rank_of = {p.pid: rank for rank, p in enumerate(procs)}
         running = set(rank_of)
@@ -104,8 +111,11 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
             procs[rank_of[pid]].returncode = code = os.waitstatus_to_exitcode(status)
             if code != 0:
                 why = f"status {code}" if code > 0 else f"signal {signal.Signals(-code).name}"
-                print(f"{prog}: rank {rank_of[pid]} exited with {why}; stopping the other ranks",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{prog}: rank {rank_of[pid]} exited with {why}; stopping the other ranks",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return code if code > 0 else 128 - code
         return 0
     except _Stop as stop:

@@ -33,10 +33,18 @@ ARTIFACTS = ROOT / "out" / "test-artifacts"
 REQUIRED = "DDPBENCH_REQUIRE_BROWSER"
 WINDOW = (1600, 1000)
 # Root in a container: no sandbox; no GPU, no /dev/shm, nothing fetched from the network.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                  "--force-device-scale-factor=1")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+)
 
 
 def missing() -> str | None:
@@ -69,8 +77,11 @@ class Browser:
 
     def console_errors(self) -> list[str]:
         """Console errors, uncaught exceptions and failed loads since the last call."""
-        return [entry["message"] for entry in self.driver.get_log("browser")
-                if entry["level"] == "SEVERE"]
+        return [
+            entry["message"]
+            for entry in self.driver.get_log("browser")
+            if entry["level"] == "SEVERE"
+        ]
 
     def screenshot(self, name: str, full_page: bool = False) -> Path:
         """A PNG of the window (or the whole page) kept in out/test-artifacts/NAME.png."""
@@ -79,10 +90,16 @@ class Browser:
         if full_page:
             size = self.driver.execute_script(
                 "return [document.documentElement.scrollWidth,"
-                " document.documentElement.scrollHeight]")
-            shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
-                "format": "png", "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}})
+                " document.documentElement.scrollHeight]"
+            )
+            shot = self.driver.execute_cdp_cmd(
+                "Page.captureScreenshot",
+                {
+                    "format": "png",
+                    "captureBeyondViewport": True,
+                    "clip": {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1},
+                },
+            )
             path.write_bytes(base64.b64decode(shot["data"]))
         else:
             self.driver.save_screenshot(str(path))
@@ -91,8 +108,9 @@ class Browser:
     def pdf(self, name: str) -> Path:
         """The page printed (print style sheet) to out/test-artifacts/NAME.pdf."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        printed = self.driver.execute_cdp_cmd("Page.printToPDF", {"preferCSSPageSize": True,
-                                                                   "printBackground": True})
+        printed = self.driver.execute_cdp_cmd(
+            "Page.printToPDF", {"preferCSSPageSize": True, "printBackground": True}
+        )
         path = ARTIFACTS / f"{name}.pdf"
         path.write_bytes(base64.b64decode(printed["data"]))
         return path
@@ -121,8 +139,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
     options.add_argument(f"--window-size={WINDOW[0]},{WINDOW[1]}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options,
-                              service=Service(executable_path=shutil.which("chromedriver")))
+    driver = webdriver.Chrome(
+        options=options, service=Service(executable_path=shutil.which("chromedriver"))
+    )
     try:
         driver.set_page_load_timeout(60)
         yield Browser(driver)

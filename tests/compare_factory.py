@@ -1,7 +1,8 @@
 """Build valid `common.result.Result`s for compare's tests and write them with `write_result`.
 
     path = write(tmp_path / "native.json", make_result("native", world_size=2, median_ms=100.0))
-    path = write(tmp_path / "n.json", make_result("native", step_times=[[100.0, 101.0], [102.0, 99.0]]))
+    path = write(tmp_path / "n.json",
+                 make_result("native", step_times=[[100.0, 101.0], [102.0, 99.0]]))
 
 Every derived field (percentiles, throughput, elapsed time) is computed from the step times,
 so that a test states only what it is about.
@@ -32,18 +33,43 @@ LIGHTNING_VERSION = "2.6.6"
 def make_config(**overrides: Any) -> dict[str, Any]:
     """A `BenchConfig.as_dict()`-shaped configuration (the runners' defaults)."""
     config: dict[str, Any] = {
-        "devices": 1, "num_nodes": 1, "accelerator": "gpu", "batch_size_per_device": 32, "global_batch_size": None,
-        "warmup_steps": 10, "steps": 50, "precision": "auto", "channels_last": False, "compile": False,
-        "compile_mode": "default", "cudnn_benchmark": True, "sgd_impl": "auto", "seed": 1234, "lr": 0.1,
-        "momentum": 0.9, "weight_decay": 0.0, "image_size": 224, "num_classes": 1000, "arch": "resnet50",
-        "bucket_cap_mb": 25.0, "gradient_as_bucket_view": True, "static_graph": False, "broadcast_buffers": True,
-        "timeout": 300.0, "profile_steps": 5, "output": None, "overwrite_output": False, "verbose": False,
+        "devices": 1,
+        "num_nodes": 1,
+        "accelerator": "gpu",
+        "batch_size_per_device": 32,
+        "global_batch_size": None,
+        "warmup_steps": 10,
+        "steps": 50,
+        "precision": "auto",
+        "channels_last": False,
+        "compile": False,
+        "compile_mode": "default",
+        "cudnn_benchmark": True,
+        "sgd_impl": "auto",
+        "seed": 1234,
+        "lr": 0.1,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "image_size": 224,
+        "num_classes": 1000,
+        "arch": "resnet50",
+        "bucket_cap_mb": 25.0,
+        "gradient_as_bucket_view": True,
+        "static_graph": False,
+        "broadcast_buffers": True,
+        "timeout": 300.0,
+        "profile_steps": 5,
+        "output": None,
+        "overwrite_output": False,
+        "verbose": False,
     }
     config.update(overrides)
     return config
 
 
-def synthetic_steps(rng: np.random.Generator, median_ms: float, steps: int, spread: float = 0.01) -> list[float]:
+def synthetic_steps(
+    rng: np.random.Generator, median_ms: float, steps: int, spread: float = 0.01
+) -> list[float]:
     """Normally distributed step times around `median_ms` (relative std `spread`), all positive."""
     return [float(x) for x in np.abs(rng.normal(median_ms, median_ms * spread, steps))]
 
@@ -51,13 +77,27 @@ def synthetic_steps(rng: np.random.Generator, median_ms: float, steps: int, spre
 def make_environment(world_size: int, **overrides: Any) -> Environment:
     """Provenance of an H200 node (8 ranks per host)."""
     facts: dict[str, Any] = {
-        "python_version": "3.12.3", "pytorch_version": "2.11.0+cu130", "torchvision_version": "0.26.0+cu130",
-        "numpy_version": "2.4.6", "lightning_version": LIGHTNING_VERSION, "cuda_version": "13.0",
-        "cudnn_version": 91900, "nccl_version": "2.30.7", "backend": "nccl",
-        "gpu_names": ["NVIDIA H200"] * world_size, "gpu_memory_gib": 139.8, "driver_version": "580.1",
-        "cpu_model": "Xeon", "cpus_available": 16, "hostnames": [f"node{r // 8}" for r in range(world_size)],
-        "launcher": "torchrun", "slurm": None, "git_commit": "0123456789abcdef", "git_dirty": False,
-        "command": ["python", "-m", "native"], "started_utc": "2026-01-01T00:00:00Z",
+        "python_version": "3.12.3",
+        "pytorch_version": "2.11.0+cu130",
+        "torchvision_version": "0.26.0+cu130",
+        "numpy_version": "2.4.6",
+        "lightning_version": LIGHTNING_VERSION,
+        "cuda_version": "13.0",
+        "cudnn_version": 91900,
+        "nccl_version": "2.30.7",
+        "backend": "nccl",
+        "gpu_names": ["NVIDIA H200"] * world_size,
+        "gpu_memory_gib": 139.8,
+        "driver_version": "580.1",
+        "cpu_model": "Xeon",
+        "cpus_available": 16,
+        "hostnames": [f"node{r // 8}" for r in range(world_size)],
+        "launcher": "torchrun",
+        "slurm": None,
+        "git_commit": "0123456789abcdef",
+        "git_dirty": False,
+        "command": ["python", "-m", "native"],
+        "started_utc": "2026-01-01T00:00:00Z",
         "finished_utc": "2026-01-01T00:01:00Z",
     }
     facts.update(overrides)
@@ -98,46 +138,104 @@ def make_result(
     env = make_environment(world_size, **(environment or {}))
     ranks = [
         RankResult(
-            rank=r, local_rank=r % 8, hostname=env.hostnames[r], device_name=env.gpu_names[r],
-            step_times_ms=times, step_time_ms=StepStats.of(times), elapsed_seconds=sum(times) / 1000,
-            warmup_seconds=2.0, first_step_seconds=0.5, startup_seconds=3.0, peak_allocated_gib=10.0 + r * 0.01,
-            peak_reserved_gib=12.0, parameter_digest=digest, final_loss=losses[r], omp_num_threads=1,
+            rank=r,
+            local_rank=r % 8,
+            hostname=env.hostnames[r],
+            device_name=env.gpu_names[r],
+            step_times_ms=times,
+            step_time_ms=StepStats.of(times),
+            elapsed_seconds=sum(times) / 1000,
+            warmup_seconds=2.0,
+            first_step_seconds=0.5,
+            startup_seconds=3.0,
+            peak_allocated_gib=10.0 + r * 0.01,
+            peak_reserved_gib=12.0,
+            parameter_digest=digest,
+            final_loss=losses[r],
+            omp_num_threads=1,
         )
         for r, times in enumerate(step_times)
     ]
     pooled = StepStats.of([t for times in step_times for t in times])
     elapsed = max(rank.elapsed_seconds for rank in ranks)
     lightning = implementation == "lightning"
-    cfg = make_config(devices=world_size, steps=measured, batch_size_per_device=None if batch_mode == "fixed_global"
-                      else batch_size_per_device, global_batch_size=global_batch_size)
+    cfg = make_config(
+        devices=world_size,
+        steps=measured,
+        batch_size_per_device=None if batch_mode == "fixed_global" else batch_size_per_device,
+        global_batch_size=global_batch_size,
+    )
     cfg.update(config or {})
     return Result(
-        schema_version=1, implementation=implementation, model=f"torchvision.models.{cfg['arch']}",
-        data=f"synthetic GPU-resident 3x{cfg['image_size']}x{cfg['image_size']} images with random labels",
-        batch_mode=batch_mode, batch_size_per_device=batch_size_per_device, global_batch_size=global_batch,
-        world_size=world_size, warmup_steps=cfg["warmup_steps"], measured_steps=measured,
-        precision_requested="auto", precision_resolved=precision, seed=1234, elapsed_seconds=elapsed,
-        milliseconds_per_step=elapsed * 1000 / measured, images_per_second=global_batch * measured / elapsed,
-        final_loss_mean=sum(losses) / len(losses), peak_allocated_gib=max(r.peak_allocated_gib for r in ranks),
-        peak_reserved_gib=12.0, parameter_checksum_max_difference=0.0 if parameters_synchronized else 1e-3,
-        parameters_synchronized=parameters_synchronized, gpu_name_rank_zero=env.gpu_names[0],
-        hostname_rank_zero=env.hostnames[0], pytorch_version=env.pytorch_version,
-        torchvision_version=env.torchvision_version, cuda_version=env.cuda_version, cudnn_version=env.cudnn_version,
-        python_version=env.python_version, slurm_job_id=None,
-        lightning_version=LIGHTNING_VERSION if lightning else None, lightning_barebones=True if lightning else None,
+        schema_version=1,
+        implementation=implementation,
+        model=f"torchvision.models.{cfg['arch']}",
+        data=f"synthetic GPU-resident 3x{cfg['image_size']}x{cfg['image_size']}"
+        " images with random labels",
+        batch_mode=batch_mode,
+        batch_size_per_device=batch_size_per_device,
+        global_batch_size=global_batch,
+        world_size=world_size,
+        warmup_steps=cfg["warmup_steps"],
+        measured_steps=measured,
+        precision_requested="auto",
+        precision_resolved=precision,
+        seed=1234,
+        elapsed_seconds=elapsed,
+        milliseconds_per_step=elapsed * 1000 / measured,
+        images_per_second=global_batch * measured / elapsed,
+        final_loss_mean=sum(losses) / len(losses),
+        peak_allocated_gib=max(r.peak_allocated_gib for r in ranks),
+        peak_reserved_gib=12.0,
+        parameter_checksum_max_difference=0.0 if parameters_synchronized else 1e-3,
+        parameters_synchronized=parameters_synchronized,
+        gpu_name_rank_zero=env.gpu_names[0],
+        hostname_rank_zero=env.hostnames[0],
+        pytorch_version=env.pytorch_version,
+        torchvision_version=env.torchvision_version,
+        cuda_version=env.cuda_version,
+        cudnn_version=env.cudnn_version,
+        python_version=env.python_version,
+        slurm_job_id=None,
+        lightning_version=LIGHTNING_VERSION if lightning else None,
+        lightning_barebones=True if lightning else None,
         config=cfg,
-        precision=PrecisionInfo(requested="auto", resolved=precision, autocast_dtype="bfloat16" if precision == "bf16"
-                                else None, grad_scaler=False, tf32_matmul=False, tf32_cudnn=False,
-                                lightning="bf16-mixed", autocast_cache_enabled=False),
-        step_time_ms=pooled, images_per_second_median=global_batch / pooled.median * 1000,
+        precision=PrecisionInfo(
+            requested="auto",
+            resolved=precision,
+            autocast_dtype="bfloat16" if precision == "bf16" else None,
+            grad_scaler=False,
+            tf32_matmul=False,
+            tf32_cudnn=False,
+            lightning="bf16-mixed",
+            autocast_cache_enabled=False,
+        ),
+        step_time_ms=pooled,
+        images_per_second_median=global_batch / pooled.median * 1000,
         images_per_second_per_device=batch_size_per_device / pooled.median * 1000,
-        warmup_seconds=2.0, first_step_seconds=0.5, startup_seconds=3.0, parameter_digest=digest, ranks=ranks,
-        gpu_activity=None if gpu_busy is None else GpuActivity(
-            profiled_steps=5, gpu_busy_fraction=gpu_busy, kernels_per_step=300.0, gpu_ms_per_step=gpu_busy * 100,
-            wall_ms_per_step=100.0, host_bound=gpu_busy < 0.9),
-        lightning=LightningInfo(version=LIGHTNING_VERSION, barebones=True,
-                                per_step_sigterm_sync=world_size > 1 if sigterm_sync is None else sigterm_sync,
-                                autocast_cache_enabled=False) if lightning else None,
+        warmup_seconds=2.0,
+        first_step_seconds=0.5,
+        startup_seconds=3.0,
+        parameter_digest=digest,
+        ranks=ranks,
+        gpu_activity=None
+        if gpu_busy is None
+        else GpuActivity(
+            profiled_steps=5,
+            gpu_busy_fraction=gpu_busy,
+            kernels_per_step=300.0,
+            gpu_ms_per_step=gpu_busy * 100,
+            wall_ms_per_step=100.0,
+            host_bound=gpu_busy < 0.9,
+        ),
+        lightning=LightningInfo(
+            version=LIGHTNING_VERSION,
+            barebones=True,
+            per_step_sigterm_sync=world_size > 1 if sigterm_sync is None else sigterm_sync,
+            autocast_cache_enabled=False,
+        )
+        if lightning
+        else None,
         environment=env,
     )
 

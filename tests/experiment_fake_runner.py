@@ -48,9 +48,13 @@ if name == os.environ.get("FAKE_ORPHAN") and os.fork() == 0:  # a rank left behi
     os.environ.pop("FAKE_ORPHAN")
 elif name == os.environ.get("FAKE_ORPHAN"):
     sys.exit(1)
-impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabric": "fabric"}[module]
+impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabric": "fabric"}[
+    module
+]
 seed = abs(hash(name)) % 10000
-median = 100.0 * (1 + float(os.environ.get("FAKE_OVERHEAD", "2")) / 100 if impl == "lightning" else 1)
+median = 100.0 * (
+    1 + float(os.environ.get("FAKE_OVERHEAD", "2")) / 100 if impl == "lightning" else 1
+)
 median *= 1 + ((seed % 7) - 3) * 0.001  # run-to-run noise
 if "-w" in name and os.environ.get("FAKE_WARMUP_DRIFT"):  # a host still settling
     median *= 1 + float(os.environ["FAKE_WARMUP_DRIFT"]) / 100 / int(name.rsplit("-w", 1)[1]) ** 2

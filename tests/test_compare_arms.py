@@ -21,8 +21,13 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def _experiment(folder: Path, arms: dict[str, tuple[str, float]], runs: int = 3, failed: str | None = None,
-                baseline: str = "native") -> Path:
+def _experiment(
+    folder: Path,
+    arms: dict[str, tuple[str, float]],
+    runs: int = 3,
+    failed: str | None = None,
+    baseline: str = "native",
+) -> Path:
     """An experiment folder as `python -m experiment` writes it: results/, manifest.json."""
     (folder / "results").mkdir(parents=True)
     entries = []
@@ -32,29 +37,60 @@ def _experiment(folder: Path, arms: dict[str, tuple[str, float]], runs: int = 3,
             ok = not (label == failed and k == runs)
             if ok:
                 write(folder / rel, make_result(impl, median_ms=ms + k * 0.1, seed=len(entries)))
-            entries.append({"index": len(entries) + 1, "block": k, "position": 1, "label": label, "arm": impl,
-                            "repeat": k, "command": [], "result": rel, "log": f"logs/{label}-r{k}.log",
-                            "status": "ok" if ok else "failed", "exit_status": 0 if ok else 1,
-                            "started_utc": "", "finished_utc": "", "seconds": 1.0})
-    manifest = {"manifest_version": 1, "experiment": None, "created_utc": "", "command": [], "baseline": baseline,
-                "arms": [{"label": label, "arm": impl, "argv": []} for label, (impl, _) in arms.items()],
-                "runner_options": [], "runs": entries}
+            entries.append(
+                {
+                    "index": len(entries) + 1,
+                    "block": k,
+                    "position": 1,
+                    "label": label,
+                    "arm": impl,
+                    "repeat": k,
+                    "command": [],
+                    "result": rel,
+                    "log": f"logs/{label}-r{k}.log",
+                    "status": "ok" if ok else "failed",
+                    "exit_status": 0 if ok else 1,
+                    "started_utc": "",
+                    "finished_utc": "",
+                    "seconds": 1.0,
+                }
+            )
+    manifest = {
+        "manifest_version": 1,
+        "experiment": None,
+        "created_utc": "",
+        "command": [],
+        "baseline": baseline,
+        "arms": [{"label": label, "arm": impl, "argv": []} for label, (impl, _) in arms.items()],
+        "runner_options": [],
+        "runs": entries,
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
 
 def test_an_a_to_a_folder_compares_native_b_with_native_by_label(tmp_path: Path, capsys) -> None:
-    folder = _experiment(tmp_path / "aa", {"native": ("native", 100.0), "native-b": ("native", 100.0)})
+    folder = _experiment(
+        tmp_path / "aa", {"native": ("native", 100.0), "native-b": ("native", 100.0)}
+    )
     report = _json(capsys, str(folder))
     assert report["labels"] == ["native", "native-b"] and report["baseline"] == "native"
     [o] = report["overhead"]
-    assert (o["arm"], o["baseline"], o["arm_runs"], o["baseline_runs"]) == ("native-b", "native", 3, 3)
+    assert (o["arm"], o["baseline"], o["arm_runs"], o["baseline_runs"]) == (
+        "native-b",
+        "native",
+        3,
+        3,
+    )
     assert o["verdict_possible"]
 
 
 def test_failed_runs_of_a_manifest_are_left_out(tmp_path: Path, capsys) -> None:
-    folder = _experiment(tmp_path / "e", {"native": ("native", 100.0), "lightning": ("lightning", 102.0)},
-                         failed="lightning")
+    folder = _experiment(
+        tmp_path / "e",
+        {"native": ("native", 100.0), "lightning": ("lightning", 102.0)},
+        failed="lightning",
+    )
     [o] = _json(capsys, str(folder))["overhead"]
     # issue 21: paired by block, so the block whose lightning run failed is dropped and said
     assert (o["arm_runs"], o["baseline_runs"], o["blocks"]) == (2, 2, 2)
@@ -63,31 +99,60 @@ def test_failed_runs_of_a_manifest_are_left_out(tmp_path: Path, capsys) -> None:
 
 
 def test_four_arms_give_each_vs_baseline_and_the_framework_steps(tmp_path: Path, capsys) -> None:
-    folder = _experiment(tmp_path / "e", {"native": ("native", 100.0), "fabric": ("fabric", 101.0),
-                                          "lightning": ("lightning", 102.0),
-                                          "lightning-services": ("lightning", 104.0)})
+    folder = _experiment(
+        tmp_path / "e",
+        {
+            "native": ("native", 100.0),
+            "fabric": ("fabric", 101.0),
+            "lightning": ("lightning", 102.0),
+            "lightning-services": ("lightning", 104.0),
+        },
+    )
     report = _json(capsys, str(folder))
     pairs = [(o["arm"], o["baseline"]) for o in report["overhead"]]
-    assert pairs == [("fabric", "native"), ("lightning", "native"), ("lightning-services", "native"),
-                     ("lightning", "fabric"), ("lightning-services", "lightning")]
-    assert [row["arm"] for row in report["table"]] == ["native", "fabric", "lightning",
-                                                                 "lightning-services"]
+    assert pairs == [
+        ("fabric", "native"),
+        ("lightning", "native"),
+        ("lightning-services", "native"),
+        ("lightning", "fabric"),
+        ("lightning-services", "lightning"),
+    ]
+    assert [row["arm"] for row in report["table"]] == [
+        "native",
+        "fabric",
+        "lightning",
+        "lightning-services",
+    ]
     assert main([str(folder), "--plot", str(tmp_path / "four.png")]) == 0
     assert (tmp_path / "four.png").stat().st_size > 10_000
 
 
 def test_baseline_option_picks_the_arm_others_are_compared_with(tmp_path: Path, capsys) -> None:
-    folder = _experiment(tmp_path / "e", {"native": ("native", 100.0), "fabric": ("fabric", 101.0),
-                                          "lightning": ("lightning", 102.0)})
+    folder = _experiment(
+        tmp_path / "e",
+        {
+            "native": ("native", 100.0),
+            "fabric": ("fabric", 101.0),
+            "lightning": ("lightning", 102.0),
+        },
+    )
     report = _json(capsys, str(folder), "--baseline", "fabric")
-    assert [(o["arm"], o["baseline"]) for o in report["overhead"]] == [("native", "fabric"), ("lightning", "fabric")]
+    assert [(o["arm"], o["baseline"]) for o in report["overhead"]] == [
+        ("native", "fabric"),
+        ("lightning", "fabric"),
+    ]
 
 
 def test_unknown_baseline_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
-    folder = _experiment(tmp_path / "e", {"native": ("native", 100.0), "lightning": ("lightning", 102.0)})
+    folder = _experiment(
+        tmp_path / "e", {"native": ("native", 100.0), "lightning": ("lightning", 102.0)}
+    )
     assert main([str(folder), "--baseline", "nativ"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--baseline nativ: no run has that label; the labels are native, lightning" in err
+    assert (
+        err.count("\n") == 1
+        and "--baseline nativ: no run has that label; the labels are native, lightning" in err
+    )
 
 
 def test_a_folder_without_manifest_is_refused(tmp_path: Path, capsys) -> None:
@@ -97,19 +162,35 @@ def test_a_folder_without_manifest_is_refused(tmp_path: Path, capsys) -> None:
 
 def test_files_are_labelled_by_arm_and_services_apart(tmp_path: Path, capsys) -> None:
     services = make_result("lightning", seed=3)
-    services = services.model_copy(update={"lightning": LightningInfo(
-        version="2.6.6", barebones=False, per_step_sigterm_sync=False, autocast_cache_enabled=False)})
-    files = [write(tmp_path / "n.json", make_result("native", seed=1)),
-             write(tmp_path / "f.json", make_result("fabric", seed=2)),
-             write(tmp_path / "s.json", services)]
+    services = services.model_copy(
+        update={
+            "lightning": LightningInfo(
+                version="2.6.6",
+                barebones=False,
+                per_step_sigterm_sync=False,
+                autocast_cache_enabled=False,
+            )
+        }
+    )
+    files = [
+        write(tmp_path / "n.json", make_result("native", seed=1)),
+        write(tmp_path / "f.json", make_result("fabric", seed=2)),
+        write(tmp_path / "s.json", services),
+    ]
     report = _json(capsys, *map(str, files))
     assert report["labels"] == ["native", "fabric", "lightning-services"]
     assert {run["file"].rsplit("/", 1)[-1]: run["arm"] for run in report["runs"]} == {
-        "n.json": "native", "f.json": "fabric", "s.json": "lightning-services"}
+        "n.json": "native",
+        "f.json": "fabric",
+        "s.json": "lightning-services",
+    }
 
 
 def test_original_script_runs_are_never_pooled_with_the_suite(tmp_path: Path, capsys) -> None:
-    suite = [write(tmp_path / f"n{i}.json", make_result("native", batch_size_per_device=256, seed=i)) for i in range(2)]
+    suite = [
+        write(tmp_path / f"n{i}.json", make_result("native", batch_size_per_device=256, seed=i))
+        for i in range(2)
+    ]
     report = _json(capsys, str(ORIGINAL), *map(str, suite))
     rows = {row["arm"]: row["runs"] for row in report["table"]}
     assert rows == {"native": 2, "native (original script)": 1}
@@ -119,22 +200,41 @@ def test_original_script_runs_are_never_pooled_with_the_suite(tmp_path: Path, ca
 
 
 def test_arm_and_diagnostic_options_in_config_are_not_workload(tmp_path: Path, capsys) -> None:
-    diag = {"barebones": True, "ddp_stream": "current", "host_delay_us": 2000, "pyprofile": "p.prof",
-            "trace": "t.json"}
+    diag = {
+        "barebones": True,
+        "ddp_stream": "current",
+        "host_delay_us": 2000,
+        "pyprofile": "p.prof",
+        "trace": "t.json",
+    }
     n = write(tmp_path / "n.json", make_result("native", seed=1))
-    lt = write(tmp_path / "l.json", make_result("lightning", seed=2, config=diag,
-                                                environment={"diagnostics": {"--ddp-stream": "current"}}))
+    lt = write(
+        tmp_path / "l.json",
+        make_result(
+            "lightning",
+            seed=2,
+            config=diag,
+            environment={"diagnostics": {"--ddp-stream": "current"}},
+        ),
+    )
     report = _json(capsys, str(n), str(lt))
-    assert any("ran with diagnostic switches (--ddp-stream=current)" in w for w in report["warnings"])
+    assert any(
+        "ran with diagnostic switches (--ddp-stream=current)" in w for w in report["warnings"]
+    )
 
 
-@pytest.mark.parametrize(("field", "path"), [
-    ("step_time_ms.median", ("step_time_ms", "median")),
-    ("images_per_second_median", ("images_per_second_median",)),
-    ("milliseconds_per_step", ("milliseconds_per_step",)),
-    ("ranks.0.step_time_ms.p95", ("ranks", 0, "step_time_ms", "p95")),
-])
-def test_a_summary_that_disagrees_with_its_step_times_is_refused(tmp_path: Path, capsys, field, path) -> None:
+@pytest.mark.parametrize(
+    ("field", "path"),
+    [
+        ("step_time_ms.median", ("step_time_ms", "median")),
+        ("images_per_second_median", ("images_per_second_median",)),
+        ("milliseconds_per_step", ("milliseconds_per_step",)),
+        ("ranks.0.step_time_ms.p95", ("ranks", 0, "step_time_ms", "p95")),
+    ],
+)
+def test_a_summary_that_disagrees_with_its_step_times_is_refused(
+    tmp_path: Path, capsys, field, path
+) -> None:
     good = write(tmp_path / "n.json", make_result("native", seed=1))
     data = json.loads(write(tmp_path / "l.json", make_result("lightning", seed=2)).read_text())
     target = data
@@ -162,7 +262,9 @@ def test_a_summary_within_float_rounding_is_accepted(tmp_path: Path, capsys) -> 
     assert main([str(tmp_path / "l.json"), "--format", "json"]) == 0
 
 
-def test_100000_nested_brackets_give_one_line_not_a_recursion_traceback(tmp_path: Path, capsys) -> None:
+def test_100000_nested_brackets_give_one_line_not_a_recursion_traceback(
+    tmp_path: Path, capsys
+) -> None:
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
     assert main([str(path)]) == 2

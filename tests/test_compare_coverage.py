@@ -27,8 +27,14 @@ STEPS, RANKS, PHI, STEP_SD, BASE_MS = 40, 2, 0.9, 0.02, 100.0
 EXPERIMENTS = 1000
 
 
-def step_times(rng: np.random.Generator, experiments: int, runs: int, run_sd: float, factor: float,
-               interference: float = 0.0) -> np.ndarray:
+def step_times(
+    rng: np.random.Generator,
+    experiments: int,
+    runs: int,
+    run_sd: float,
+    factor: float,
+    interference: float = 0.0,
+) -> np.ndarray:
     """(experiments, runs, ranks, steps) synthetic step times in ms."""
     shape = (experiments, runs, RANKS, STEPS)
     shocks = rng.normal(0.0, STEP_SD * np.sqrt(1 - PHI**2), shape)
@@ -50,22 +56,33 @@ def run_medians(times: np.ndarray) -> np.ndarray:
 
 def files(base, arm) -> list[stats.RunPoint]:
     """One experiment as a plain file list, the runs interleaved in time (AB AB ...)."""
-    return ([stats.RunPoint("native", float(ms), started_s=120.0 * k, name=f"native-r{k}")
-             for k, ms in enumerate(base)]
-            + [stats.RunPoint("fabric", float(ms), started_s=120.0 * k + 60.0, name=f"fabric-r{k}")
-               for k, ms in enumerate(arm)])
+    return [
+        stats.RunPoint("native", float(ms), started_s=120.0 * k, name=f"native-r{k}")
+        for k, ms in enumerate(base)
+    ] + [
+        stats.RunPoint("fabric", float(ms), started_s=120.0 * k + 60.0, name=f"fabric-r{k}")
+        for k, ms in enumerate(arm)
+    ]
 
 
 def interval(base, arm) -> stats.ArmInterval:
     return stats.compare_arms(files(base, arm), "fabric", "native")
 
 
-def simulate(seed: int, runs: int, run_sd: float, true_percent: float, interference: float = 0.0,
-             experiments: int = EXPERIMENTS) -> list[stats.ArmInterval]:
+def simulate(
+    seed: int,
+    runs: int,
+    run_sd: float,
+    true_percent: float,
+    interference: float = 0.0,
+    experiments: int = EXPERIMENTS,
+) -> list[stats.ArmInterval]:
     """Intervals of `experiments` simulated experiments."""
     rng = np.random.default_rng(seed)
     base = run_medians(step_times(rng, experiments, runs, run_sd, 1.0, interference))
-    arm = run_medians(step_times(rng, experiments, runs, run_sd, 1.0 + true_percent / 100, interference))
+    arm = run_medians(
+        step_times(rng, experiments, runs, run_sd, 1.0 + true_percent / 100, interference)
+    )
     return [interval(b, a) for b, a in zip(base, arm)]
 
 
@@ -77,7 +94,9 @@ def verdict_rate(ivs: list[stats.ArmInterval]) -> float:
     return float(np.mean([iv.significant for iv in ivs]))
 
 
-SETTINGS = [(runs, sd, truth) for runs in (3, 5, 10) for sd in (0.005, 0.15) for truth in (0.0, 2.0)]
+SETTINGS = [
+    (runs, sd, truth) for runs in (3, 5, 10) for sd in (0.005, 0.15) for truth in (0.0, 2.0)
+]
 
 
 @pytest.fixture(scope="module")
@@ -134,11 +153,13 @@ def test_the_minimum_resists_one_sided_interference_that_biases_the_mean() -> No
     clean = [interval(b, a) for b, a in zip(base, arm)]
     fastest = [stats.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
     assert np.sqrt(np.mean([(f - 2) ** 2 for f in fastest])) > np.sqrt(
-        np.mean([(iv.percent - 2) ** 2 for iv in clean]))
+        np.mean([(iv.percent - 2) ** 2 for iv in clean])
+    )
 
 
-def adaptive(seed: int, run_sd: float, truth: float, target: float, most: int = 20
-             ) -> tuple[float, float]:
+def adaptive(
+    seed: int, run_sd: float, truth: float, target: float, most: int = 20
+) -> tuple[float, float]:
     """Coverage and verdict rate when ABBA blocks are added until Stein's rule says stop."""
     rng = np.random.default_rng(seed)
     base = run_medians(step_times(rng, EXPERIMENTS, most, run_sd, 1.0))
@@ -172,13 +193,17 @@ def _experiment_files(tmp_path: Path, seed: int, runs: int, truth: float) -> lis
     for label, factor in (("native", 1.0), ("fabric", 1.0 + truth / 100)):
         times = step_times(rng, 1, runs, 0.005, factor)[0]
         for k in range(runs):
-            result = make_result(label, world_size=2, step_times=[list(map(float, r)) for r in times[k]])
+            result = make_result(
+                label, world_size=2, step_times=[list(map(float, r)) for r in times[k]]
+            )
             files.append(str(write(tmp_path / f"{label}-{seed}-r{k + 1}.json", result)))
     return files
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_files_through_the_cli_give_the_simulated_interval(tmp_path: Path, capsys, seed: int) -> None:
+def test_files_through_the_cli_give_the_simulated_interval(
+    tmp_path: Path, capsys, seed: int
+) -> None:
     files = _experiment_files(tmp_path, seed, 3, 2.0)
     assert main([*files, "--format", "json"]) == 0
     [overhead] = json.loads(capsys.readouterr().out)["overhead"]

@@ -65,7 +65,9 @@ def test_truncated_result_names_the_file(cut, tmp_path, capsys):
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_literals_are_refused(literal, tmp_path, capsys):
-    text = NATIVE.read_text().replace('"final_loss_mean": ', f'"final_loss_mean": {literal}, "_was": ', 1)
+    text = NATIVE.read_text().replace(
+        '"final_loss_mean": ', f'"final_loss_mean": {literal}, "_was": ', 1
+    )
     path = tmp_path / "nan.json"
     path.write_text(text)
     assert main([str(path), str(LIGHTNING)]) == 2

@@ -9,26 +9,33 @@ import json
 from pathlib import Path
 
 import pytest
-from compare_factory import make_result, write
 
 from compare import stats
 from compare.analysis import analyse
 from compare.api import load
 from compare.cli import main
 from compare.report import render
+from compare_factory import make_result, write
 
 
 def _runs(tmp_path: Path, host: dict[str, list[float]] | None) -> list:
     """Three runs a side (native 100 ms, fabric 101 ms), with host ms per step when given."""
-    paths = [write(tmp_path / f"{impl}-r{k}.json",
-                   make_result(impl, median_ms=(100.0 if impl == "native" else 101.0) + 0.1 * k,
-                               seed=k + (10 if impl == "fabric" else 0)))
-             for impl in ("native", "fabric") for k in range(3)]
+    paths = [
+        write(
+            tmp_path / f"{impl}-r{k}.json",
+            make_result(
+                impl,
+                median_ms=(100.0 if impl == "native" else 101.0) + 0.1 * k,
+                seed=k + (10 if impl == "fabric" else 0),
+            ),
+        )
+        for impl in ("native", "fabric")
+        for k in range(3)
+    ]
     runs, _ = load(paths)
     if host is None:
         return runs
-    return [dataclasses.replace(r, host_ms_per_step=host[r.label][int(r.file[-6])])
-            for r in runs]
+    return [dataclasses.replace(r, host_ms_per_step=host[r.label][int(r.file[-6])]) for r in runs]
 
 
 def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
@@ -42,8 +49,14 @@ def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
     [o] = report.overhead
     base = stats.geometric_mean(host["native"])
     ratio = stats.compare_arms(
-        [stats.RunPoint(arm, ms, name=f"{arm}{k}") for arm in host for k, ms in
-         enumerate(host[arm])], "fabric", "native")
+        [
+            stats.RunPoint(arm, ms, name=f"{arm}{k}")
+            for arm in host
+            for k, ms in enumerate(host[arm])
+        ],
+        "fabric",
+        "native",
+    )
     assert o.host_diff_ms == pytest.approx(base * ratio.percent / 100)
     assert o.host_ci_low_ms == pytest.approx(base * ratio.ci_low / 100)
     assert o.host_ci_low_ms > 0 and "fabric spends" in (o.host_verdict or "")
@@ -61,9 +74,10 @@ def test_results_without_host_time_show_a_dash(tmp_path: Path) -> None:
     assert " - " in section
 
 
-@pytest.mark.parametrize(("busy", "words"), [(None, "not recorded"),
-                                             (0.5, "host-bound: the GPU idles 50%"),
-                                             (0.97, "GPU-bound")])
+@pytest.mark.parametrize(
+    ("busy", "words"),
+    [(None, "not recorded"), (0.5, "host-bound: the GPU idles 50%"), (0.97, "GPU-bound")],
+)
 def test_the_slack_says_whether_host_work_reaches_the_step(tmp_path: Path, busy, words) -> None:
     runs = [dataclasses.replace(r, gpu_share=busy) for r in _runs(tmp_path, None)]
     [row, *_] = analyse(runs).host
@@ -74,11 +88,23 @@ def test_the_slack_says_whether_host_work_reaches_the_step(tmp_path: Path, busy,
 
 def test_host_time_is_read_from_result_files(tmp_path: Path, capsys) -> None:
     """The result's summary (mean over ranks), else the ranks' own values averaged."""
+
     def with_host(impl: str, k: int, summary: float | None, ranks: list[float]) -> str:
-        r = make_result(impl, world_size=2, seed=k + (10 if impl == "fabric" else 0),
-                        median_ms=100.0 if impl == "native" else 101.0)
-        r = r.model_copy(update={"host_ms_per_step": summary, "ranks": [
-            rank.model_copy(update={"host_ms_per_step": ms}) for rank, ms in zip(r.ranks, ranks)]})
+        r = make_result(
+            impl,
+            world_size=2,
+            seed=k + (10 if impl == "fabric" else 0),
+            median_ms=100.0 if impl == "native" else 101.0,
+        )
+        r = r.model_copy(
+            update={
+                "host_ms_per_step": summary,
+                "ranks": [
+                    rank.model_copy(update={"host_ms_per_step": ms})
+                    for rank, ms in zip(r.ranks, ranks)
+                ],
+            }
+        )
         return str(write(tmp_path / f"{impl}-r{k}.json", r))
 
     files = [with_host("native", k, 5.0 + 0.1 * k, [5.0, 5.0]) for k in range(3)]

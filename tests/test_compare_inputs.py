@@ -76,16 +76,19 @@ def _missing(path: Path) -> None:
     """Leave no file at all."""
 
 
-@pytest.mark.parametrize(("breaks", "reason"), [
-    (_truncated, "not valid JSON"),
-    (_wrong_types, "field world_size"),
-    (_unknown_version, "schema_version 99 is not supported"),
-    (_empty_steps, "field ranks.0.step_times_ms"),
-    (_nan_literal, "NaN is not allowed"),
-    (_zero_step_time, "rank 0 has a step time <= 0 ms"),
-    (_unaligned_ranks, "rank 0 has 49 step times in step_times_ms for measured_steps 50"),
-    (_missing, "no such file"),
-])
+@pytest.mark.parametrize(
+    ("breaks", "reason"),
+    [
+        (_truncated, "not valid JSON"),
+        (_wrong_types, "field world_size"),
+        (_unknown_version, "schema_version 99 is not supported"),
+        (_empty_steps, "field ranks.0.step_times_ms"),
+        (_nan_literal, "NaN is not allowed"),
+        (_zero_step_time, "rank 0 has a step time <= 0 ms"),
+        (_unaligned_ranks, "rank 0 has 49 step times in step_times_ms for measured_steps 50"),
+        (_missing, "no such file"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_naming_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], breaks: Callable[[Path], None], reason: str
 ) -> None:
@@ -102,8 +105,13 @@ def test_bad_input_exits_2_with_one_line_naming_the_file(
 
 
 def test_missing_file_from_the_shell_gives_exit_2_and_no_traceback(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "compare", str(tmp_path / "nope.json")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "compare", str(tmp_path / "nope.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr == f"compare: error: {tmp_path / 'nope.json'}: no such file\n"
 
@@ -127,13 +135,18 @@ def test_original_script_results_compare_and_are_labelled_everywhere(
     text = capsys.readouterr().out
     assert "native (original script)" in text and "lightning (original script)" in text
     assert "wall-clock mean on both sides" in text and "no verdict: the interval needs" in text
-    steady = text[text.index("Steady state: first vs second half"):].splitlines()
+    steady = text[text.index("Steady state: first vs second half") :].splitlines()
     assert steady[3].split() == ["native-h200-b256.json", "(original", "script)", "-", "-", "-"]
     assert main([*files, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     [overhead] = report["overhead"]
-    assert overhead["ci_low"] is None and overhead["estimator"].startswith("geometric mean of per-run wall-clock")
-    assert (overhead["arm"], overhead["baseline"]) == ("lightning (original script)", "native (original script)")
+    assert overhead["ci_low"] is None and overhead["estimator"].startswith(
+        "geometric mean of per-run wall-clock"
+    )
+    assert (overhead["arm"], overhead["baseline"]) == (
+        "lightning (original script)",
+        "native (original script)",
+    )
     assert overhead["percent"] == pytest.approx((104.98112488000004 / 105.25984238000035 - 1) * 100)
     assert all(run["name"].endswith("(original script)") for run in report["runs"])
     assert report["pairs"][0]["numerics_identical"] == "no"  # their final losses differ
@@ -141,7 +154,9 @@ def test_original_script_results_compare_and_are_labelled_everywhere(
     assert pd.read_csv(io.StringIO(capsys.readouterr().out))["original_script"].all()
 
 
-def test_original_result_pairs_with_a_result_of_this_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_original_result_pairs_with_a_result_of_this_suite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lt = write(tmp_path / "l.json", make_result("lightning", batch_size_per_device=256, steps=50))
     assert main([str(NATIVE_ORIGINAL), str(lt), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -151,13 +166,19 @@ def test_original_result_pairs_with_a_result_of_this_suite(tmp_path: Path, capsy
 
 
 def test_importing_compare_imports_neither_torch_nor_lightning() -> None:
-    code = ("import compare.cli, compare.plot, sys; "
-            "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'imported'")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    code = (
+        "import compare.cli, compare.plot, sys; "
+        "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'imported'"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
 
 
-def test_files_of_the_same_name_are_told_apart_by_their_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_files_of_the_same_name_are_told_apart_by_their_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from compare.load import load_runs
 
     src = Path(__file__).resolve().parent.parent / "results" / "h200" / "precisions"

@@ -11,25 +11,30 @@ import io
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from browser import browser  # noqa: F401  (the fixture)
-from compare_factory import make_result, write
 from conftest import ROOT, clean_env
 
+from browser import browser  # noqa: F401  (the fixture)
 from compare.api import analyse_runs, load
 from compare.drift import draw_drift, drift_points
 from compare.frame import overhead_frame, runs_frame
 from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
+from compare_factory import make_result, write
 
 FOLDER = ROOT / "results" / "h200" / "arms" / "original-defaults-long-first-on-machine"
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compare", *args], cwd=ROOT, env=clean_env(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "compare", *args],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_runs_frame_has_one_row_per_run_warmup_marked_and_the_tidy_columns():
@@ -77,8 +82,14 @@ def test_the_readme_notebook_example_runs():
     assert block, "README has no notebook example starting with 'from compare import'"
     code = block.group(1)
     assert len(code.strip().splitlines()) <= 5
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "native" in proc.stdout
 
@@ -95,8 +106,17 @@ def test_drift_points_mark_warmup_runs_and_blocks():
 def test_labels_are_text_never_markup(tmp_path):
     """A '$' (matplotlib's mathtext) or '<script>' (HTML) in a label is shown as written."""
     runs, _ = load([FOLDER], include_warmup=True)
-    renamed = [type(r)(**{**r.__dict__, "label": {"native": "na$tive<script>",
-                                                  }.get(r.label, r.label)}) for r in runs]
+    renamed = [
+        type(r)(
+            **{
+                **r.__dict__,
+                "label": {
+                    "native": "na$tive<script>",
+                }.get(r.label, r.label),
+            }
+        )
+        for r in runs
+    ]
     report = analyse_runs(renamed, "na$tive<script>")
     buffer = io.BytesIO()
     draw_drift(report, drift_points(renamed), buffer)  # mathtext would raise on one '$'

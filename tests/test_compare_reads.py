@@ -13,16 +13,20 @@ import threading
 from pathlib import Path
 
 import pytest
-from compare_factory import make_result, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.result import MAX_READ_BYTES, read_json
 from compare.api import analyse_paths
 from compare.cli import main
+from compare_factory import make_result, write
 
-FAST = settings(derandomize=True, max_examples=60, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FAST = settings(
+    derandomize=True,
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -39,28 +43,49 @@ def folder(tmp_path: Path, runs: list[dict], name: str = "exp") -> Path:
     (out / "results").mkdir(parents=True)
     records = []
     for i, run in enumerate(runs, 1):
-        records.append({
-            "index": i, "block": 1, "position": i, "label": run["label"], "runner": "native",
-            "repeat": 1, "command": [], "result": run.get("result"), "log": f"logs/{i}.log",
-            "status": run.get("status", "ok"), "exit_status": 0, "started_utc": "",
-            "finished_utc": "", "seconds": 1.0})
-    manifest = {"manifest_version": 1, "experiment": None, "created_utc": "", "command": [],
-                "baseline": "native", "arms": [{"label": "native", "runner": "native",
-                                                "argv": []}],
-                "runner_options": [], "runs": records}
+        records.append(
+            {
+                "index": i,
+                "block": 1,
+                "position": i,
+                "label": run["label"],
+                "runner": "native",
+                "repeat": 1,
+                "command": [],
+                "result": run.get("result"),
+                "log": f"logs/{i}.log",
+                "status": run.get("status", "ok"),
+                "exit_status": 0,
+                "started_utc": "",
+                "finished_utc": "",
+                "seconds": 1.0,
+            }
+        )
+    manifest = {
+        "manifest_version": 1,
+        "experiment": None,
+        "created_utc": "",
+        "command": [],
+        "baseline": "native",
+        "arms": [{"label": "native", "runner": "native", "argv": []}],
+        "runner_options": [],
+        "runs": records,
+    }
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
 
 
 # --- only regular files, bounded ------------------------------------------------------------
 
+
 def test_a_fifo_is_refused_without_opening_it(tmp_path, capsys):
     fifo = tmp_path / "r.json"
     os.mkfifo(fifo)
     good = write(tmp_path / "n.json", make_result("native"))
     result: list[str] = []
-    worker = threading.Thread(target=lambda: result.append(one_line_exit_2(
-        [str(good), str(fifo)], capsys)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: result.append(one_line_exit_2([str(good), str(fifo)], capsys)), daemon=True
+    )
     worker.start()
     worker.join(timeout=60)
     if worker.is_alive():  # unblock the reader so the test run can end, then fail
@@ -100,13 +125,16 @@ def test_a_manifest_naming_dev_zero_or_leaving_the_folder_is_refused(tmp_path, c
 
 
 def test_a_folder_with_no_successful_run_is_one_line_not_an_index_error(tmp_path, capsys):
-    out = folder(tmp_path, [{"label": "native", "status": "failed"},
-                            {"label": "lightning", "status": "failed"}])
+    out = folder(
+        tmp_path,
+        [{"label": "native", "status": "failed"}, {"label": "lightning", "status": "failed"}],
+    )
     err = one_line_exit_2([str(out)], capsys)
     assert "no run with status ok in manifest.json (2 recorded, 2 failed)" in err
 
 
 # --- strict JSON and schema -----------------------------------------------------------------
+
 
 def test_duplicate_keys_are_refused_at_any_depth(tmp_path, capsys):
     good = str(write(tmp_path / "n.json", make_result("native")))
@@ -118,15 +146,19 @@ def test_duplicate_keys_are_refused_at_any_depth(tmp_path, capsys):
     assert '"arch" appears twice' in one_line_exit_2([good, str(bad)], capsys)
 
 
-@pytest.mark.parametrize(("where", "value", "words"), [
-    (("world_size",), True, "field world_size"),
-    (("measured_steps",), True, "field measured_steps"),
-    (("config", "image_size"), True, "field config.image_size: True is not int"),
-    (("config", "compile"), 0, "field config.compile: 0 is not bool"),
-    (("ranks", 0, "rank"), 5, "rank ids 5 are not 0..0 once each"),
-])
-def test_a_boolean_is_not_an_integer_and_ranks_lie_in_the_world(tmp_path, capsys, where, value,
-                                                                  words):
+@pytest.mark.parametrize(
+    ("where", "value", "words"),
+    [
+        (("world_size",), True, "field world_size"),
+        (("measured_steps",), True, "field measured_steps"),
+        (("config", "image_size"), True, "field config.image_size: True is not int"),
+        (("config", "compile"), 0, "field config.compile: 0 is not bool"),
+        (("ranks", 0, "rank"), 5, "rank ids 5 are not 0..0 once each"),
+    ],
+)
+def test_a_boolean_is_not_an_integer_and_ranks_lie_in_the_world(
+    tmp_path, capsys, where, value, words
+):
     good = str(write(tmp_path / "n.json", make_result("native")))
     data = json.loads((tmp_path / "n.json").read_text())
     node = data
@@ -140,8 +172,7 @@ def test_a_boolean_is_not_an_integer_and_ranks_lie_in_the_world(tmp_path, capsys
 
 def test_rank_ids_must_be_unique(tmp_path, capsys):
     good = str(write(tmp_path / "n.json", make_result("native")))
-    data = json.loads(write(tmp_path / "two.json", make_result("native", world_size=2))
-                      .read_text())
+    data = json.loads(write(tmp_path / "two.json", make_result("native", world_size=2)).read_text())
     data["ranks"][1]["rank"] = 0
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
@@ -160,17 +191,40 @@ def test_step_times_far_apart_or_overflowing_give_one_line(tmp_path, capsys):
         assert "not a measurement" in one_line_exit_2([good, str(path)], capsys)
 
 
-EXTREME = (st.sampled_from([10**400, 2**64, -(2**64), 0, True, 1e308, 5e-324, -1e308, 1e-300])
-           | st.integers() | st.floats(allow_nan=False))
+EXTREME = (
+    st.sampled_from([10**400, 2**64, -(2**64), 0, True, 1e308, 5e-324, -1e308, 1e-300])
+    | st.integers()
+    | st.floats(allow_nan=False)
+)
 
 
 @FAST
-@given(st.lists(st.tuples(st.sampled_from(["world_size", "global_batch_size", "seed",
-                                           "batch_size_per_device", "elapsed_seconds",
-                                           "milliseconds_per_step", "images_per_second",
-                                           "final_loss_mean", "step0", "step1", "loss0",
-                                           "measured_steps", "warmup_steps"]), EXTREME),
-                min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "world_size",
+                    "global_batch_size",
+                    "seed",
+                    "batch_size_per_device",
+                    "elapsed_seconds",
+                    "milliseconds_per_step",
+                    "images_per_second",
+                    "final_loss_mean",
+                    "step0",
+                    "step1",
+                    "loss0",
+                    "measured_steps",
+                    "warmup_steps",
+                ]
+            ),
+            EXTREME,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_extreme_numbers_load_or_give_one_line_never_a_traceback(changes):
     with tempfile.TemporaryDirectory() as where:
         good = write(Path(where) / "n.json", make_result("native"))
@@ -196,8 +250,12 @@ def test_read_json_refuses_what_is_not_one_json_object(tmp_path):
     from common.result import ResultError
 
     path = tmp_path / "x.json"
-    for text, words in (('{"a": 1, "a": 1}', "appears twice"), ("[1]", "expected a JSON object"),
-                        ('{"a": NaN}', "NaN is not allowed"), (b"\xff", "cannot read")):
+    for text, words in (
+        ('{"a": 1, "a": 1}', "appears twice"),
+        ("[1]", "expected a JSON object"),
+        ('{"a": NaN}', "NaN is not allowed"),
+        (b"\xff", "cannot read"),
+    ):
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
         with pytest.raises(ResultError, match=words):
             read_json(path)
@@ -205,34 +263,53 @@ def test_read_json_refuses_what_is_not_one_json_object(tmp_path):
 
 # --- outputs are never inputs ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("option", ["--output", "--plot"])
 def test_an_output_never_replaces_an_input_or_the_manifest(tmp_path, capsys, option):
-    out = folder(tmp_path, [{"label": "native", "result": "results/n.json"},
-                            {"label": "lightning", "result": "results/l.json"}])
+    out = folder(
+        tmp_path,
+        [
+            {"label": "native", "result": "results/n.json"},
+            {"label": "lightning", "result": "results/l.json"},
+        ],
+    )
     write(out / "results" / "n.json", make_result("native"))
     write(out / "results" / "l.json", make_result("lightning"))
     given_file = write(tmp_path / "g.json", make_result("native", seed=3))
     os.link(out / "results" / "l.json", tmp_path / "hard.png")
     os.link(out / "results" / "n.json", tmp_path / "hard.json")
     suffix = ".png" if option == "--plot" else ""
-    targets = [out / "manifest.json", out / "results" / "n.json", tmp_path / "hard.png",
-               tmp_path / "hard.json", given_file]
+    targets = [
+        out / "manifest.json",
+        out / "results" / "n.json",
+        tmp_path / "hard.png",
+        tmp_path / "hard.json",
+        given_file,
+    ]
     before = {p: p.read_bytes() for p in targets}
     for target in targets:
         if option == "--plot" and target.suffix != ".png":
             continue
-        args = [str(out), str(given_file), "--allow-mismatch", option, str(target),
-                "--overwrite-output"]
+        args = [
+            str(out),
+            str(given_file),
+            "--allow-mismatch",
+            option,
+            str(target),
+            "--overwrite-output",
+        ]
         assert "one of the inputs" in one_line_exit_2(args, capsys), (target, suffix)
     assert {p: p.read_bytes() for p in targets} == before
 
 
 # --- duplicates -----------------------------------------------------------------------------
 
+
 def test_copies_and_hard_links_given_as_repeats_are_named_and_give_no_verdict(tmp_path):
     files = [write(tmp_path / f"n{i}.json", make_result("native", seed=i)) for i in range(3)]
-    files += [write(tmp_path / f"l{i}.json", make_result("lightning", seed=10 + i))
-              for i in range(3)]
+    files += [
+        write(tmp_path / f"l{i}.json", make_result("lightning", seed=10 + i)) for i in range(3)
+    ]
     report = analyse_paths(files)
     assert report.overhead[0].verdict_possible  # the honest repeats give a verdict
     shutil.copy(files[0], tmp_path / "copy.json")
@@ -242,16 +319,24 @@ def test_copies_and_hard_links_given_as_repeats_are_named_and_give_no_verdict(tm
     assert not o.verdict_possible and o.ci_low is None and "duplicated results" in o.verdict
     texts = [w.text for w in report.warnings if w.kind == "duplicate"]
     tail = "not a run of its own: no verdict"
-    assert texts == [f"copy.json: is a copy or hard link of n0.json, {tail}",
-                     f"link.json: is a copy or hard link of l0.json, {tail}"]
+    assert texts == [
+        f"copy.json: is a copy or hard link of n0.json, {tail}",
+        f"link.json: is a copy or hard link of l0.json, {tail}",
+    ]
 
 
 # --- labels are text ------------------------------------------------------------------------
 
+
 def test_labels_are_text_shown_verbatim_and_control_characters_are_refused(tmp_path, capsys):
     label = "na$ti$ve <b>`x`"
-    out = folder(tmp_path, [{"label": label, "result": "results/n.json"},
-                            {"label": "lightning", "result": "results/l.json"}])
+    out = folder(
+        tmp_path,
+        [
+            {"label": label, "result": "results/n.json"},
+            {"label": "lightning", "result": "results/l.json"},
+        ],
+    )
     write(out / "results" / "n.json", make_result("native"))
     write(out / "results" / "l.json", make_result("lightning"))
     assert main([str(out), "--baseline", label]) == 0
@@ -265,8 +350,24 @@ def test_labels_are_text_shown_verbatim_and_control_characters_are_refused(tmp_p
 
 # --- property tests: manifest paths and duplicate keys --------------------------------------
 
-PARTS = st.sampled_from(["results", "..", ".", "", "/", "x.json", "link", "up", "/etc/passwd",
-                         "a\\b", "~", "%2e%2e", "\u2025", " "])
+PARTS = st.sampled_from(
+    [
+        "results",
+        "..",
+        ".",
+        "",
+        "/",
+        "x.json",
+        "link",
+        "up",
+        "/etc/passwd",
+        "a\\b",
+        "~",
+        "%2e%2e",
+        "\u2025",
+        " ",
+    ]
+)
 
 
 @FAST
@@ -289,9 +390,14 @@ def test_a_manifest_path_resolves_inside_the_folder_or_is_refused(name):
 
 
 @FAST
-@given(st.recursive(st.integers() | st.text(max_size=3),
-                    lambda inner: st.dictionaries(st.text(max_size=3), inner, max_size=3),
-                    max_leaves=8), st.text(max_size=4))
+@given(
+    st.recursive(
+        st.integers() | st.text(max_size=3),
+        lambda inner: st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        max_leaves=8,
+    ),
+    st.text(max_size=4),
+)
 def test_any_object_with_a_key_given_twice_is_refused(doc, key):
     from common.result import ResultError, parse_json
 

@@ -8,21 +8,34 @@ import pytest
 from compare import stats
 
 
-@pytest.mark.parametrize(("p", "df", "expected"), [
-    (0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 4, 2.7764), (0.975, 10, 2.2281), (0.975, 1000, 1.9623),
-    (0.8, 1, 1.3764), (0.8, 4, 0.9410), (0.8, 30, 0.8538)
-])
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [
+        (0.975, 1, 12.7062),
+        (0.975, 2, 4.3027),
+        (0.975, 4, 2.7764),
+        (0.975, 10, 2.2281),
+        (0.975, 1000, 1.9623),
+        (0.8, 1, 1.3764),
+        (0.8, 4, 0.9410),
+        (0.8, 30, 0.8538),
+    ],
+)
 def test_t_quantiles_match_the_tables(p: float, df: float, expected: float) -> None:
     assert stats.t_quantile(p, df) == pytest.approx(expected, abs=2e-4)
 
 
-def _files(base: list[float], arm: list[float], arm_name: str = "lightning"
-           ) -> list[stats.RunPoint]:
+def _files(
+    base: list[float], arm: list[float], arm_name: str = "lightning"
+) -> list[stats.RunPoint]:
     """A plain file list, the runs interleaved in time (AB AB ...)."""
-    return ([stats.RunPoint("native", ms, started_s=60.0 * 2 * k, name=f"n{k}")
-             for k, ms in enumerate(base)]
-            + [stats.RunPoint(arm_name, ms, started_s=60.0 * (2 * k + 1), name=f"a{k}")
-               for k, ms in enumerate(arm)])
+    return [
+        stats.RunPoint("native", ms, started_s=60.0 * 2 * k, name=f"n{k}")
+        for k, ms in enumerate(base)
+    ] + [
+        stats.RunPoint(arm_name, ms, started_s=60.0 * (2 * k + 1), name=f"a{k}")
+        for k, ms in enumerate(arm)
+    ]
 
 
 def test_run_level_interval_is_welch_on_log_medians() -> None:
@@ -38,27 +51,34 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
     assert iv.percent == pytest.approx(np.expm1(diff) * 100)
     assert iv.df == 2.0
     t = stats.t_quantile(0.975, iv.df)
-    assert (iv.ci_low, iv.ci_high) == pytest.approx((np.expm1(diff - t * se) * 100, np.expm1(diff + t * se) * 100))
+    assert (iv.ci_low, iv.ci_high) == pytest.approx(
+        (np.expm1(diff - t * se) * 100, np.expm1(diff + t * se) * 100)
+    )
     expected = np.expm1(stats.detectable_factor(2) * se) * 100
     assert iv.min_detectable_percent == pytest.approx(expected)
     assert stats.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
     assert iv.significant and stats.interval_line("lightning", "native", iv).startswith(
-        f"lightning is {iv.percent:.2f}% slower than native (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side")
+        f"lightning is {iv.percent:.2f}% slower than native"
+        f" (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side"
+    )
 
 
 def test_an_interval_around_zero_says_no_difference() -> None:
-    iv = stats.compare_arms(_files([100.0, 103.0, 97.0], [101.0, 98.0, 102.0], "native-b"),
-                            "native-b", "native")
+    iv = stats.compare_arms(
+        _files([100.0, 103.0, 97.0], [101.0, 98.0, 102.0], "native-b"), "native-b", "native"
+    )
     assert iv.ci_low < 0 < iv.ci_high and not iv.significant
     assert stats.interval_line("native-b", "native", iv).startswith(
-        "No difference detectable between native-b and native")
+        "No difference detectable between native-b and native"
+    )
 
 
 def test_faster_arm_is_called_faster() -> None:
     runs = _files([100.0, 101.0, 99.0], [90.0, 91.0, 89.0], "fabric")
     iv = stats.compare_arms(runs, "fabric", "native")
     assert stats.interval_line("fabric", "native", iv).startswith(
-        f"fabric is {-iv.percent:.2f}% faster than native")
+        f"fabric is {-iv.percent:.2f}% faster than native"
+    )
 
 
 def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
@@ -90,8 +110,10 @@ def test_adaptive_rule_waits_for_the_first_stage_and_the_target() -> None:
     points = []
     for block in range(1, 6):
         order = ("native", "fabric") if block % 2 else ("fabric", "native")
-        points += [stats.RunPoint(arm, 100.0 + 0.1 * ((block * 7 + i) % 5), block, i + 1)
-                   for i, arm in enumerate(order)]
+        points += [
+            stats.RunPoint(arm, 100.0 + 0.1 * ((block * 7 + i) % 5), block, i + 1)
+            for i, arm in enumerate(order)
+        ]
         decision = stats.stopping_decision(points, "native", ["fabric"], rule, block, 20)
         assert decision.stop is (block == 5), decision.reason  # never before the first stage
     tight = stats.StoppingRule(target_half_width=0.01)
@@ -99,7 +121,9 @@ def test_adaptive_rule_waits_for_the_first_stage_and_the_target() -> None:
 
 
 def test_step_jitter_is_the_p5_to_p95_spread_over_the_median() -> None:
-    assert stats.step_jitter_percent([float(x) for x in range(100, 201)]) == pytest.approx(90 / 150 * 100)
+    assert stats.step_jitter_percent([float(x) for x in range(100, 201)]) == pytest.approx(
+        90 / 150 * 100
+    )
 
 
 def test_step_series_is_the_slowest_rank_at_each_step() -> None:
@@ -112,7 +136,9 @@ def test_step_series_of_ranks_with_different_step_counts_is_refused() -> None:
 
 
 def test_halves_change_is_the_second_half_median_against_the_first() -> None:
-    assert stats.halves_change([10.0, 10.0, 10.0, 11.0, 11.0, 11.0]) == pytest.approx((10.0, 11.0, 10.0))
+    assert stats.halves_change([10.0, 10.0, 10.0, 11.0, 11.0, 11.0]) == pytest.approx(
+        (10.0, 11.0, 10.0)
+    )
 
 
 def test_halves_change_leaves_out_the_middle_step_of_an_odd_series() -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import clean_env, run_module
 
 from common import config
 from common.config import BenchConfig
-
-from conftest import clean_env, run_module
 
 
 def parse(argv: list[str]) -> BenchConfig:
@@ -35,7 +34,10 @@ def test_global_batch_gives_fixed_global_mode_and_divides_per_device():
 
 BAD = [
     (["--batch-size-per-device", "2", "--global-batch-size", "4"], "not allowed with argument"),
-    (["--global-batch-size", "30", "--devices", "4"], r"--global-batch-size 30 does not divide by the world size 4"),
+    (
+        ["--global-batch-size", "30", "--devices", "4"],
+        r"--global-batch-size 30 does not divide by the world size 4",
+    ),
     (["--global-batch-size", "6", "--devices", "2", "--num-nodes", "2"], "world size 4"),
     (["--batch-size-per-device", "0"], "--batch-size-per-device must be positive"),
     (["--global-batch-size", "-8"], "--global-batch-size must be positive"),
@@ -57,10 +59,16 @@ BAD = [
     (["--bucket-cap-mb", "1e300"], "--bucket-cap-mb 1e\\+300 is too large; use at most 2147483647"),
     (["--momentum", "-0.5"], "--momentum must be 0 or more, got -0.5"),
     (["--steps", str(2**31)], f"--steps {2**31} is too large; use at most {2**31 - 1}"),
-    (["--image-size", str(10**30)], "--image-size 10{30} is too large".replace("10{30}", str(10**30))),
+    (
+        ["--image-size", str(10**30)],
+        "--image-size 10{30} is too large".replace("10{30}", str(10**30)),
+    ),
     (["--seed", str(2**64)], r"--seed \d+ is too large: rank r uses seed \+ r"),
     (["--accelerator", "cpu", "--precision", "fp16"], "--precision fp16 needs a GPU"),
-    (["--arch", "resnet51"], "--arch 'resnet51' is not a torchvision classification model.*resnet50"),
+    (
+        ["--arch", "resnet51"],
+        "--arch 'resnet51' is not a torchvision classification model.*resnet50",
+    ),
     (["--image-size", "16"], "--image-size 16 is too small for resnet50"),
     (["--overwrite-output"], "--overwrite-output needs --output"),
     (["--compile-mode", "max-autotune"], "no effect without --compile"),
@@ -82,15 +90,22 @@ def test_bad_option_exits_2_with_one_line(argv, message, capsys):
 
 @pytest.mark.parametrize("case", ["missing-folder", "is-folder", "exists"])
 def test_output_path_problems_are_named(case, tmp_path, capsys):
-    target = {"missing-folder": tmp_path / "nope" / "r.json", "is-folder": tmp_path, "exists": tmp_path / "r.json"}[case]
+    target = {
+        "missing-folder": tmp_path / "nope" / "r.json",
+        "is-folder": tmp_path,
+        "exists": tmp_path / "r.json",
+    }[case]
     if case == "exists":
         target.write_text("{}")
     with pytest.raises(SystemExit) as exc:
         parse(["--output", str(target)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    expected = {"missing-folder": "does not exist; create it first", "is-folder": "is a folder",
-                "exists": "already exists; choose another path or add --overwrite-output"}[case]
+    expected = {
+        "missing-folder": "does not exist; create it first",
+        "is-folder": "is a folder",
+        "exists": "already exists; choose another path or add --overwrite-output",
+    }[case]
     assert expected in err
     if case == "exists":
         assert target.read_text() == "{}"
@@ -105,9 +120,14 @@ def test_overwrite_output_accepts_existing_file(tmp_path):
 def test_gpu_without_cuda_suggests_cpu(tmp_path):
     """Subprocess: the whole path a user sees, exit 2, one line, no traceback, nothing written."""
     out = tmp_path / "r.json"
-    proc = run_module("native", ["--output", str(out)], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=120)
+    proc = run_module(
+        "native", ["--output", str(out)], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=120
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "native: error: --accelerator gpu but CUDA is not available here; use --accelerator cpu"
+    assert (
+        proc.stderr.strip()
+        == "native: error: --accelerator gpu but CUDA is not available here; use --accelerator cpu"
+    )
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
@@ -119,6 +139,7 @@ def test_verbose_adds_the_traceback():
 
 # --- the Trainer-services switch and the diagnostic options -------------------------------------
 
+
 def test_barebones_is_the_default_and_no_barebones_turns_it_off():
     assert parse([]).barebones and not parse(["--no-barebones"]).barebones
 
@@ -127,29 +148,50 @@ def test_diagnostic_options_default_off_and_are_recorded_as_options(tmp_path):
     assert parse([]).diagnostics() == {}
     dump = str(tmp_path / "p.pstats")
     cfg = parse(["--ddp-stream", "side", "--host-delay-us", "2000", "--pyprofile", dump])
-    assert cfg.diagnostics() == {"--ddp-stream": "side", "--host-delay-us": "2000",
-                                 "--pyprofile": dump}
+    assert cfg.diagnostics() == {
+        "--ddp-stream": "side",
+        "--host-delay-us": "2000",
+        "--pyprofile": dump,
+    }
     recorded = cfg.as_dict()
-    assert (recorded["ddp_stream"], recorded["host_delay_us"], recorded["trace"]) == ("side", 2000, None)
+    assert (recorded["ddp_stream"], recorded["host_delay_us"], recorded["trace"]) == (
+        "side",
+        2000,
+        None,
+    )
     assert recorded["pyprofile"] == dump  # JSON-ready: a string, not a Path
 
 
 DIAGNOSTIC_BAD = [
-    (["--host-delay-us", "1ms"], r"--host-delay-us: takes whole microseconds, e\.g\. 2000 for 2 ms; got '1ms'"),
+    (
+        ["--host-delay-us", "1ms"],
+        r"--host-delay-us: takes whole microseconds, e\.g\. 2000 for 2 ms; got '1ms'",
+    ),
     (["--host-delay-us", "-5"], "takes whole microseconds"),
-    (["--host-delay-us", "10000001"], r"--host-delay-us must be from 0 to 10000000 \(10 s\), got 10000001"),
+    (
+        ["--host-delay-us", "10000001"],
+        r"--host-delay-us must be from 0 to 10000000 \(10 s\), got 10000001",
+    ),
     (["--ddp-stream", "sideways"], r"argument --ddp-stream: invalid choice: 'sideways'"),
-    (["--accelerator", "cpu", "--trace", "t.json"], "--trace records the profiled steps, which run on GPUs only"),
+    (
+        ["--accelerator", "cpu", "--trace", "t.json"],
+        "--trace records the profiled steps, which run on GPUs only",
+    ),
     (["--trace", "t.json", "--profile-steps", "0"], "give --profile-steps 1 or more"),
     (["--pyprofile", "nope/p.pstats"], "--pyprofile folder nope does not exist; create it first"),
     (["--trace", "nope/t.json"], "--trace folder nope does not exist"),
-    (["--pyprofile", "same.json", "--output", "same.json"], "--pyprofile same.json is the same file as --output"),
+    (
+        ["--pyprofile", "same.json", "--output", "same.json"],
+        "--pyprofile same.json is the same file as --output",
+    ),
     (["--pyprofile", "x", "--trace", "./x"], "--trace x is the same file as --pyprofile"),
     (["--barebones=no"], "ignored explicit argument"),
 ]
 
 
-@pytest.mark.parametrize("argv,message", DIAGNOSTIC_BAD, ids=[" ".join(a) for a, _ in DIAGNOSTIC_BAD])
+@pytest.mark.parametrize(
+    "argv,message", DIAGNOSTIC_BAD, ids=[" ".join(a) for a, _ in DIAGNOSTIC_BAD]
+)
 def test_bad_diagnostic_option_exits_2_with_one_line(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative paths: a fresh folder with nothing in it
     test_bad_option_exits_2_with_one_line(argv, message, capsys)
@@ -170,8 +212,13 @@ def test_diagnostic_files_are_checked_like_output(flag, tmp_path, capsys):
 def test_host_delay_is_checked_before_any_rank_starts(tmp_path):
     """Subprocess: the mistake that used to fail inside a rank now stops at the parser."""
     out = tmp_path / "r.json"
-    proc = run_module("native", ["--accelerator", "cpu", "--devices", "2", "--host-delay-us", "1ms",
-                                 "--output", str(out)], timeout=120)
+    proc = run_module(
+        "native",
+        ["--accelerator", "cpu", "--devices", "2", "--host-delay-us", "1ms", "--output", str(out)],
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and not out.exists()
-    assert proc.stderr.strip() == ("native: error: argument --host-delay-us: takes whole"
-                                   " microseconds, e.g. 2000 for 2 ms; got '1ms' (see --help)")
+    assert proc.stderr.strip() == (
+        "native: error: argument --host-delay-us: takes whole"
+        " microseconds, e.g. 2000 for 2 ms; got '1ms' (see --help)"
+    )

@@ -26,8 +26,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 TOOL_MODULES = {"pytest", "pip", "venv"}
-OUTPUT_OPTIONS = {"--output", "--out", "--outdir", "--plot", "-o", ">", ">>", "--pyprofile",
-                  "--trace"}
+OUTPUT_OPTIONS = {
+    "--output",
+    "--out",
+    "--outdir",
+    "--plot",
+    "-o",
+    ">",
+    ">>",
+    "--pyprofile",
+    "--trace",
+}
 PLACEHOLDER = re.compile(r"[<>{}$*]|\bDIR\b|\.\.\.")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]+)`")
@@ -41,8 +50,9 @@ TRIM = "\"',;:.)(]["
 def top_level_folders() -> set[str]:
     """The repository's top-level folders: those git tracks files in, else those on disk."""
     try:
-        files = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True,
-                               text=True, check=True).stdout.split()
+        files = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=True
+        ).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         files = []
     folders = {f.split("/", 1)[0] for f in files if "/" in f}
@@ -59,8 +69,9 @@ def in_commit(commit: str, path: str) -> bool:
     history (an unpacked archive) there is nothing to check against."""
     if not (ROOT / ".git").exists():
         return True
-    done = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}:{path}"],
-                          capture_output=True)
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}:{path}"], capture_output=True
+    )
     return done.returncode == 0
 
 
@@ -89,8 +100,11 @@ def is_repo_path(word: str) -> bool:
 
 def is_globbed_path(word: str) -> bool:
     """A repository path with a glob (`results/h200/*/report-*.md`), checked by matching."""
-    return ("/" in word and word.split("/", 1)[0] in TOP
-            and not re.search(r"[<>{}$]|\bDIR\b|\.\.\.", word))
+    return (
+        "/" in word
+        and word.split("/", 1)[0] in TOP
+        and not re.search(r"[<>{}$]|\bDIR\b|\.\.\.", word)
+    )
 
 
 def problems(doc: Path, text: str | None = None) -> list[str]:
@@ -149,7 +163,8 @@ def runnable(module: str) -> bool:
 
 
 def test_the_rule_reads_paths_commands_and_placeholders():
-    found = problems(ROOT / "docs" / "probe.md",
+    found = problems(
+        ROOT / "docs" / "probe.md",
         "`results/h200/no-such-file.json`, `results/slurm-<job id>/report.md`,\n"
         "`results/{x}.json`,\n"
         "`python -m native --output results/made-by-the-command.json`, `python -m nosuchmodule`,\n"
@@ -157,7 +172,8 @@ def test_the_rule_reads_paths_commands_and_placeholders():
         "`tests/test_*.py`, `tests/no_such_*.py`,\n"
         "`tests/test_docs.py::test_docs_name_only_what_exists`, `44d457a:tools/no-such.sh`,\n"
         "`git show 44d457a:benchmarks/h200_matrix.sh`\n"
-        "```bash\nbash tools/no-such-script.sh --outdir results/new\n```\n")
+        "```bash\nbash tools/no-such-script.sh --outdir results/new\n```\n",
+    )
     assert found == [
         "inline code: no such path results/h200/no-such-file.json",
         "inline code: no file matches tests/no_such_*.py",

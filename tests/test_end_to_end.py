@@ -8,18 +8,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
 from common.result import Result, load_result
 from common.source import source_digest
-
-from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
 def run_to_result(module: str, out: Path, *extra: str, launcher: list[str] | None = None) -> Result:
-    proc = run_module(module, [*TINY, "--devices", "2", "--output", str(out), *extra], launcher=launcher)
+    proc = run_module(
+        module, [*TINY, "--devices", "2", "--output", str(out), *extra], launcher=launcher
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     result = load_result(out)
@@ -52,7 +53,9 @@ def services_run(tmp_path_factory) -> tuple[Result, Path]:
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
     out = tmp_path_factory.mktemp("s") / "services.json"
-    return run_to_result("lightning_impl", out, "--no-barebones"), out.with_name("services.lightning")
+    return run_to_result("lightning_impl", out, "--no-barebones"), out.with_name(
+        "services.lightning"
+    )
 
 
 def check_valid_two_rank_run(result: Result, implementation: str, launcher: str) -> None:
@@ -71,7 +74,8 @@ def check_time_split(result: Result, launcher: str) -> None:
     """Every result carries each rank's host CPU time per timed step and where its time went."""
     assert result.host_ms_per_step > 0 and all(r.host_ms_per_step > 0 for r in result.ranks)
     assert result.phase_seconds == result.ranks[0].phase_seconds.model_copy(
-        update={"report": result.phase_seconds.report})  # rank 0's, reported up to the result
+        update={"report": result.phase_seconds.report}
+    )  # rank 0's, reported up to the result
     for rank in result.ranks:
         p = rank.phase_seconds
         assert min(p.imports, p.process_group, p.build, p.warmup, p.timed, p.report) > 0, p
@@ -102,8 +106,22 @@ def test_lightning_self_launched_two_ranks(lightning_self):
 @needs_lightning
 def test_lightning_under_torchrun_with_a_global_batch(tmp_path):
     out = tmp_path / "r.json"
-    args = ["--accelerator", "cpu", "--image-size", "64", "--global-batch-size", "4", "--warmup-steps", "2",
-            "--steps", "3", "--devices", "2", "--output", str(out)]
+    args = [
+        "--accelerator",
+        "cpu",
+        "--image-size",
+        "64",
+        "--global-batch-size",
+        "4",
+        "--warmup-steps",
+        "2",
+        "--steps",
+        "3",
+        "--devices",
+        "2",
+        "--output",
+        str(out),
+    ]
     proc = run_module("lightning_impl", args, launcher=TORCHRUN)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = load_result(out)
@@ -138,34 +156,57 @@ def test_services_run_logs_every_step_and_checkpoints(services_run):
 @needs_lightning
 def test_services_refuse_an_existing_folder(tmp_path):
     (tmp_path / "r.lightning").mkdir()
-    proc = run_module("lightning_impl", [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")])
+    proc = run_module(
+        "lightning_impl", [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")]
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"lightning_impl: error: --no-barebones keeps the Trainer's logs and"
-                                   f" checkpoints in {tmp_path / 'r.lightning'}, which already exists;"
-                                   " move it away or choose another --output")
+    assert proc.stderr.strip() == (
+        f"lightning_impl: error: --no-barebones keeps the Trainer's logs and"
+        f" checkpoints in {tmp_path / 'r.lightning'}, which already exists;"
+        " move it away or choose another --output"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.lightning"]
 
 
 @needs_lightning
-def test_every_arm_is_bit_identical_to_native_on_cpu(native_self, fabric_self, lightning_self, services_run):
+def test_every_arm_is_bit_identical_to_native_on_cpu(
+    native_self, fabric_self, lightning_self, services_run
+):
     """Same options, same threads: the frameworks (and the Trainer's services) must not change a
     single bit of the numerics."""
     for other in (fabric_self, lightning_self, services_run[0]):
         assert native_self.parameter_digest == other.parameter_digest, other.implementation
         assert [r.final_loss for r in native_self.ranks] == [r.final_loss for r in other.ranks]
-        assert [r.parameter_digest for r in native_self.ranks] == [r.parameter_digest for r in other.ranks]
+        assert [r.parameter_digest for r in native_self.ranks] == [
+            r.parameter_digest for r in other.ranks
+        ]
 
 
 @needs_lightning
-def test_every_runner_resolves_every_configuration_field_alike(native_self, fabric_self, lightning_self):
+def test_every_runner_resolves_every_configuration_field_alike(
+    native_self, fabric_self, lightning_self
+):
     for other in (fabric_self, lightning_self):
         assert {**native_self.config, "output": None} == {**other.config, "output": None}
-        fields = ["precision", "batch_mode", "batch_size_per_device", "global_batch_size", "world_size",
-                  "warmup_steps", "measured_steps", "precision_requested", "precision_resolved", "seed",
-                  "model", "data"]
+        fields = [
+            "precision",
+            "batch_mode",
+            "batch_size_per_device",
+            "global_batch_size",
+            "world_size",
+            "warmup_steps",
+            "measured_steps",
+            "precision_requested",
+            "precision_resolved",
+            "seed",
+            "model",
+            "data",
+        ]
         for name in fields:
             assert getattr(native_self, name) == getattr(other, name), name
-        assert [r.omp_num_threads for r in native_self.ranks] == [r.omp_num_threads for r in other.ranks]
+        assert [r.omp_num_threads for r in native_self.ranks] == [
+            r.omp_num_threads for r in other.ranks
+        ]
 
 
 def imported(stderr: str) -> set[str]:
@@ -176,8 +217,11 @@ def imported(stderr: str) -> set[str]:
 def test_a_self_launched_native_parent_imports_no_torch(tmp_path):
     """The launching process decides and starts the ranks without torch: one import per rank."""
     out = tmp_path / "r.json"
-    proc = run_module("native", [*TINY, "--devices", "2", "--output", str(out)],
-                      launcher=[sys.executable, "-X", "importtime"])  # the parent's flag only
+    proc = run_module(
+        "native",
+        [*TINY, "--devices", "2", "--output", str(out)],
+        launcher=[sys.executable, "-X", "importtime"],
+    )  # the parent's flag only
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = imported(proc.stderr)
     assert "native.launch" in names and "common.preflight" in names
@@ -187,28 +231,43 @@ def test_a_self_launched_native_parent_imports_no_torch(tmp_path):
 
 def test_one_device_runs_in_the_one_process(tmp_path):
     out = tmp_path / "r.json"
-    proc = run_module("native", [*TINY, "--devices", "1", "--output", str(out)],
-                      launcher=[sys.executable, "-X", "importtime"])
+    proc = run_module(
+        "native",
+        [*TINY, "--devices", "1", "--output", str(out)],
+        launcher=[sys.executable, "-X", "importtime"],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "native.benchmark" in imported(proc.stderr)  # trained here, not in a child
     result = load_result(out)
     assert result.phase_seconds.launch is None and result.host_ms_per_step > 0
 
 
-@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning),
-                                    pytest.param("lightning_impl.fabric", marks=needs_lightning)])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "native",
+        pytest.param("lightning_impl", marks=needs_lightning),
+        pytest.param("lightning_impl.fabric", marks=needs_lightning),
+    ],
+)
 def test_check_validates_like_a_rank_and_launches_nothing(module, tmp_path):
     out = tmp_path / "r.json"
-    proc = run_module(module, [*TINY, "--devices", "2", "--output", str(out), "--check"],
-                      launcher=[sys.executable, "-X", "importtime"])
+    proc = run_module(
+        module,
+        [*TINY, "--devices", "2", "--output", str(out), "--check"],
+        launcher=[sys.executable, "-X", "importtime"],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout == (f"{module}: check passed: 2 rank(s) via self, cpu, precision fp32,"
-                           " 1 thread(s) per rank; nothing launched\n")
+    assert proc.stdout == (
+        f"{module}: check passed: 2 rank(s) via self, cpu, precision fp32,"
+        " 1 thread(s) per rank; nothing launched\n"
+    )
     assert list(tmp_path.iterdir()) == []
     if module == "native":  # the others import their runner, which imports torch and Lightning
         assert "torch" not in imported(proc.stderr)
-    bad = run_module(module, [*TINY, "--devices", "2", "--check"],
-                     env=clean_env(OMP_NUM_THREADS="many"))
+    bad = run_module(
+        module, [*TINY, "--devices", "2", "--check"], env=clean_env(OMP_NUM_THREADS="many")
+    )
     assert bad.returncode == 2 and bad.stdout == "", bad.stderr
     assert "OMP_NUM_THREADS='many' must be a whole number" in bad.stderr.strip().splitlines()[-1]
 
@@ -221,14 +280,34 @@ def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
     broadcast 0 or REPEATS times a step (Lightning's own method): the difference is REPEATS
     broadcasts' CPU time, and the assertion asks for a fifth of a conservative floor of it."""
     repeats, floor_ms = 200, 0.02  # measured 0.08-0.12 ms of CPU per broadcast on 2 busy cores
-    args = ["--accelerator", "cpu", "--arch", "squeezenet1_1", "--image-size", "32",
-            "--num-classes", "10", "--lr", "0.001", "--batch-size-per-device", "1",
-            "--warmup-steps", "2", "--steps", "20", "--devices", "2"]
+    args = [
+        "--accelerator",
+        "cpu",
+        "--arch",
+        "squeezenet1_1",
+        "--image-size",
+        "32",
+        "--num-classes",
+        "10",
+        "--lr",
+        "0.001",
+        "--batch-size-per-device",
+        "1",
+        "--warmup-steps",
+        "2",
+        "--steps",
+        "20",
+        "--devices",
+        "2",
+    ]
     host = {}
     for times in (0, repeats):
         out = tmp_path / f"b{times}.json"
-        proc = run_module("lightning_impl", [*args, "--output", str(out)],
-                          env=clean_env(DDPBENCH_SIGTERM_BROADCASTS=str(times)))
+        proc = run_module(
+            "lightning_impl",
+            [*args, "--output", str(out)],
+            env=clean_env(DDPBENCH_SIGTERM_BROADCASTS=str(times)),
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = load_result(out)
         assert result.lightning.per_step_sigterm_sync
@@ -242,5 +321,7 @@ def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
 def test_summary_is_printed_even_without_output(tmp_path):
     proc = run_module("native", [*TINY, "--devices", "1", "--warmup-steps", "0", "--steps", "1"])
     assert proc.returncode == 0, proc.stderr
-    assert "Native PyTorch DDP benchmark" in proc.stdout and "not written (no --output)" in proc.stdout
+    assert (
+        "Native PyTorch DDP benchmark" in proc.stdout and "not written (no --output)" in proc.stdout
+    )
     assert list(tmp_path.iterdir()) == []

@@ -16,19 +16,29 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TINY, clean_env, needs_lightning
+
 from experiment import plans
 from experiment.run import expand
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 
 
-def experiment(args: list[str], tmp_path: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+def experiment(
+    args: list[str], tmp_path: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess:
     """python -m experiment ARGS with the fake runner."""
-    e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"), **env)
-    return subprocess.run([sys.executable, "-m", "experiment", *args], cwd=ROOT, env=e,
-                          capture_output=True, text=True, timeout=timeout)
+    e = clean_env(
+        DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"), **env
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "experiment", *args],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def manifest(out: Path) -> dict:
@@ -42,31 +52,58 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     order = (tmp_path / "order").read_text().split()
     # one warm-up run per arm by default, then (issue 21 item 5) the baseline's warm-up runs
     # until the host has settled: the fake runner's runs agree, so one more, native-w2
-    assert order == ["native-w1", "lightning-w1", "native-w2",
-                     "native-r1", "lightning-r1", "lightning-r2", "native-r2", "native-r3", "lightning-r3"]
+    assert order == [
+        "native-w1",
+        "lightning-w1",
+        "native-w2",
+        "native-r1",
+        "lightning-r1",
+        "lightning-r2",
+        "native-r2",
+        "native-r3",
+        "lightning-r3",
+    ]
     m = manifest(out)
     assert m["manifest_version"] == 1 and m["baseline"] == "native" and m["experiment"] is None
     assert [a["label"] for a in m["arms"]] == ["native", "lightning"]
     assert m["arms"][1]["argv"] == ["-m", "lightning_impl"]
     assert m["runner_options"] == ["--steps", "5"]
     assert [(r["block"], r["position"], r["label"], r["status"]) for r in m["runs"]] == [
-        (0, 1, "native", "warmup"), (0, 2, "lightning", "warmup"), (0, 1, "native", "warmup"),
-        (1, 1, "native", "ok"), (1, 2, "lightning", "ok"), (2, 1, "lightning", "ok"),
-        (2, 2, "native", "ok"), (3, 1, "native", "ok"), (3, 2, "lightning", "ok")]
+        (0, 1, "native", "warmup"),
+        (0, 2, "lightning", "warmup"),
+        (0, 1, "native", "warmup"),
+        (1, 1, "native", "ok"),
+        (1, 2, "lightning", "ok"),
+        (2, 1, "lightning", "ok"),
+        (2, 2, "native", "ok"),
+        (3, 1, "native", "ok"),
+        (3, 2, "lightning", "ok"),
+    ]
     for r in m["runs"]:
         assert r["exit_status"] == 0
         assert (out / r["result"]).is_file() and (out / r["log"]).is_file()
         assert r["command"][-4:-2] == ["--steps", "5"]
     assert [r["result"] for r in m["runs"][:3]] == [
-        "warmup/native-w1.json", "warmup/lightning-w1.json", "warmup/native-w2.json"]
+        "warmup/native-w1.json",
+        "warmup/lightning-w1.json",
+        "warmup/native-w2.json",
+    ]
     settling = m["settling"]
     assert settling["settled"] and (settling["runs"], settling["extra_runs"]) == (2, 1)
     assert settling["max_minutes"] == 8 and "settled after 2 warm-up run(s)" in settling["reason"]
-    assert m["stopping"] == {"rule": None, "first_stage_blocks": None, "target_half_width": None,
-                             "max_blocks": 3, "budget_minutes": None, "reason": "3 block(s) done",
-                             "complete_blocks": None, "blocks_needed": None}
+    assert m["stopping"] == {
+        "rule": None,
+        "first_stage_blocks": None,
+        "target_half_width": None,
+        "max_blocks": 3,
+        "budget_minutes": None,
+        "reason": "3 block(s) done",
+        "complete_blocks": None,
+        "blocks_needed": None,
+    }
     assert sorted(p.name for p in (out / "results").iterdir()) == [
-        f"{label}-r{k}.json" for label in ("lightning", "native") for k in (1, 2, 3)]
+        f"{label}-r{k}.json" for label in ("lightning", "native") for k in (1, 2, 3)
+    ]
     report = (out / "report.txt").read_text()
     assert "native" in report and "3 runs a side" in report and "w1" not in report
     assert "host settled before the counted runs" in report
@@ -82,15 +119,25 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
 
 
 def test_warmup_runs_zero_counts_every_run_and_two_run_twice_per_arm(tmp_path):
-    proc = experiment(["--repeats", "1", "--warmup-runs", "0", "--out", str(tmp_path / "a")], tmp_path)
+    proc = experiment(
+        ["--repeats", "1", "--warmup-runs", "0", "--out", str(tmp_path / "a")], tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "order").read_text().split() == ["native-r1", "lightning-r1"]
     assert not (tmp_path / "a" / "warmup").exists()
     (tmp_path / "order").unlink()
-    proc = experiment(["--repeats", "1", "--warmup-runs", "2", "--out", str(tmp_path / "b")], tmp_path)
+    proc = experiment(
+        ["--repeats", "1", "--warmup-runs", "2", "--out", str(tmp_path / "b")], tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "order").read_text().split() == [
-        "native-w1", "lightning-w1", "native-w2", "lightning-w2", "native-r1", "lightning-r1"]
+        "native-w1",
+        "lightning-w1",
+        "native-w2",
+        "lightning-w2",
+        "native-r1",
+        "lightning-r1",
+    ]
     assert [r["warmup"] for r in manifest(tmp_path / "b")["runs"]] == [1, 1, 2, 2, None, None]
 
 
@@ -99,7 +146,10 @@ def test_a_failed_warmup_run_is_recorded_and_reported_but_decides_nothing(tmp_pa
     proc = experiment(["--repeats", "2", "--out", str(out)], tmp_path, FAKE_FAIL="lightning-w1")
     assert proc.returncode == 0, proc.stderr
     runs = manifest(out)["runs"]
-    assert [(r["label"], r["status"]) for r in runs[:2]] == [("native", "warmup"), ("lightning", "failed")]
+    assert [(r["label"], r["status"]) for r in runs[:2]] == [
+        ("native", "warmup"),
+        ("lightning", "failed"),
+    ]
     assert [r["status"] for r in runs[3:]] == ["ok"] * 4  # runs[2]: native-w2, settling
     assert "1 warm-up run(s) failed (not counted): lightning w1 (exit 3)" in proc.stderr
     assert "2 runs a side" in (out / "report.txt").read_text()
@@ -111,19 +161,25 @@ def test_a_usage_error_in_a_warmup_run_stops_before_any_counted_run(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == "lightning_impl: error: --bogus is not an option\n"
     assert [(r["label"], r["exit_status"]) for r in manifest(out)["runs"]] == [
-        ("native", 0), ("lightning", 2)]
+        ("native", 0),
+        ("lightning", 2),
+    ]
 
 
 def test_a_failed_run_is_kept_the_others_go_on_and_the_exit_is_nonzero(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--repeats", "2", "--warmup-runs", "0", "--out", str(out)], tmp_path,
-                      FAKE_FAIL="lightning-r1")
+    proc = experiment(
+        ["--repeats", "2", "--warmup-runs", "0", "--out", str(out)],
+        tmp_path,
+        FAKE_FAIL="lightning-r1",
+    )
     assert proc.returncode == 1
     runs = manifest(out)["runs"]
     assert len(runs) == 4
     failed = [r for r in runs if r["status"] == "failed"]
     assert [(r["label"], r["repeat"], r["exit_status"], r["result"]) for r in failed] == [
-        ("lightning", 1, 3, None)]
+        ("lightning", 1, 3, None)
+    ]
     assert "injected failure" in (out / "logs" / "lightning-r1.log").read_text()
     assert "lightning r1 (exit 3)" in proc.stderr
     assert (out / "report.txt").is_file()
@@ -137,22 +193,27 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
     assert [r["exit_status"] for r in manifest(out)["runs"]] == [2]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--arms", "native,bogus"], "unknown arm 'bogus'"),
-    (["--arms", "native"], "at least two arms"),
-    (["--repeats", "0"], "--repeats must be 1 or more"),
-    (["--warmup-runs", "-1"], "--warmup-runs must be 0 or more"),
-    (["--target-half-width", "-1"], "--target-half-width must be a positive"),
-    (["--budget-minutes", "0"], "--budget-minutes must be positive"),
-    (["--target-half-width", "1", "--first-stage-blocks", "1"],
-     "--first-stage-blocks must be 2 or more"),
-    (["--first-stage-blocks", "3"], "--first-stage-blocks needs --target-half-width"),
-    (["--settle-minutes", "-1"], "--settle-minutes must be 0 or more"),
-    (["--plan", "nope"], "no plan 'nope'"),
-    (["--", "--output", "x.json"], "results go into the experiment folder"),
-    (["--", "--trace", "{nope}.json"], "unknown placeholder {nope}"),
-    (["--launch", "srun"], "srun"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--arms", "native,bogus"], "unknown arm 'bogus'"),
+        (["--arms", "native"], "at least two arms"),
+        (["--repeats", "0"], "--repeats must be 1 or more"),
+        (["--warmup-runs", "-1"], "--warmup-runs must be 0 or more"),
+        (["--target-half-width", "-1"], "--target-half-width must be a positive"),
+        (["--budget-minutes", "0"], "--budget-minutes must be positive"),
+        (
+            ["--target-half-width", "1", "--first-stage-blocks", "1"],
+            "--first-stage-blocks must be 2 or more",
+        ),
+        (["--first-stage-blocks", "3"], "--first-stage-blocks needs --target-half-width"),
+        (["--settle-minutes", "-1"], "--settle-minutes must be 0 or more"),
+        (["--plan", "nope"], "no plan 'nope'"),
+        (["--", "--output", "x.json"], "results go into the experiment folder"),
+        (["--", "--trace", "{nope}.json"], "unknown placeholder {nope}"),
+        (["--launch", "srun"], "srun"),
+    ],
+)
 def test_user_mistakes_are_one_line_and_exit_2_before_any_run(tmp_path, args, message):
     proc = experiment(["--out", str(tmp_path / "exp"), *args], tmp_path)
     assert proc.returncode == 2
@@ -172,17 +233,32 @@ def test_an_existing_folder_is_refused_and_left_alone(tmp_path):
 def test_adaptive_mode_stops_at_the_first_stage_once_the_target_is_met(tmp_path):
     # issue 21 item 2: Stein's two-stage rule; a wide target needs no more than the first stage
     out = tmp_path / "exp"
-    proc = experiment(["--target-half-width", "50", "--first-stage-blocks", "3",
-                       "--settle-minutes", "0", "--out", str(out)], tmp_path)
+    proc = experiment(
+        [
+            "--target-half-width",
+            "50",
+            "--first-stage-blocks",
+            "3",
+            "--settle-minutes",
+            "0",
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     m = manifest(out)
     assert len(m["runs"]) == 2 + 2 * 3  # the warm-up runs first
     assert m["settling"] is None  # --settle-minutes 0
     stopping = m["stopping"]
     assert (stopping["rule"], stopping["first_stage_blocks"], stopping["target_half_width"]) == (
-        "stein-two-stage", 3, 50)
+        "stein-two-stage",
+        3,
+        50,
+    )
     assert stopping["complete_blocks"] == {"lightning": 3} and stopping["blocks_needed"] == {
-        "lightning": 3}
+        "lightning": 3
+    }
     assert "every arm has the complete blocks it needs" in stopping["reason"]
     assert "stopping rule: complete/needed blocks: lightning 2/?" in proc.stdout
     report = (out / "report.txt").read_text()
@@ -192,21 +268,36 @@ def test_adaptive_mode_stops_at_the_first_stage_once_the_target_is_met(tmp_path)
 def test_adaptive_mode_counts_complete_blocks_not_blocks_started(tmp_path):
     # the audit: the old loop counted blocks, so failed runs let it stop early
     out = tmp_path / "exp"
-    proc = experiment(["--target-half-width", "50", "--first-stage-blocks", "3",
-                       "--warmup-runs", "0", "--out", str(out)], tmp_path,
-                      FAKE_FAIL="lightning-r2")
+    proc = experiment(
+        [
+            "--target-half-width",
+            "50",
+            "--first-stage-blocks",
+            "3",
+            "--warmup-runs",
+            "0",
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+        FAKE_FAIL="lightning-r2",
+    )
     assert proc.returncode == 1  # a run failed
     runs = manifest(out)["runs"]
     assert [(r["block"], r["label"], r["status"]) for r in runs if r["status"] == "failed"] == [
-        (2, "lightning", "failed")]
+        (2, "lightning", "failed")
+    ]
     assert max(r["block"] for r in runs) == 4  # block 2 incomplete: a fourth block
     assert manifest(out)["stopping"]["complete_blocks"] == {"lightning": 3}
 
 
 def test_a_host_that_does_not_settle_within_the_bound_is_recorded_and_warned(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--repeats", "2", "--settle-minutes", "0.01", "--out", str(out)],
-                      tmp_path, FAKE_WARMUP_DRIFT="10")
+    proc = experiment(
+        ["--repeats", "2", "--settle-minutes", "0.01", "--out", str(out)],
+        tmp_path,
+        FAKE_WARMUP_DRIFT="10",
+    )
     assert proc.returncode == 0, proc.stderr
     settling = manifest(out)["settling"]
     assert settling["settled"] is False and settling["extra_runs"] == 0
@@ -223,8 +314,14 @@ def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
     proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, FAKE_WARMUP_DRIFT="17")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "order").read_text().split() == [
-        "native-w1", "lightning-w1", "native-w2", "native-w3", "native-w4",
-        "native-r1", "lightning-r1"]
+        "native-w1",
+        "lightning-w1",
+        "native-w2",
+        "native-w3",
+        "native-w4",
+        "native-r1",
+        "lightning-r1",
+    ]
     settling = manifest(out)["settling"]
     assert settling["settled"] and (settling["runs"], settling["extra_runs"]) == (4, 3)
 
@@ -232,9 +329,24 @@ def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
 def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
     out = tmp_path / "exp"
     env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-b-r1")
-    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--arms", "native,native",
-                             "--warmup-runs", "0", "--out", str(out)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "experiment",
+            "--arms",
+            "native,native",
+            "--warmup-runs",
+            "0",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (out / "logs" / "native-b-r1.log").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -248,10 +360,16 @@ def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
 
 
 def test_placeholders_expand_per_run_into_the_folder():
-    assert expand(["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 2) == [
-        "--trace", "/d/traces/native-r2.json", "--x", "native:2"]
-    assert expand(["--trace", "{out}/traces/{run}.json", "--seed", "{repeat}"], Path("/d"), "native", 2,
-                  warmup=True) == ["--trace", "/d/traces/native-w2.json", "--seed", "2"]  # still a number
+    assert expand(
+        ["--trace", "{out}/traces/{run}.json", "--x", "{label}:{repeat}"], Path("/d"), "native", 2
+    ) == ["--trace", "/d/traces/native-r2.json", "--x", "native:2"]
+    assert expand(
+        ["--trace", "{out}/traces/{run}.json", "--seed", "{repeat}"],
+        Path("/d"),
+        "native",
+        2,
+        warmup=True,
+    ) == ["--trace", "/d/traces/native-w2.json", "--seed", "2"]  # still a number
 
 
 def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
@@ -260,37 +378,56 @@ def test_plans_list_names_and_questions_and_expand_to_variant_folders(tmp_path):
     for plan in plans.PLANS:
         assert f"{plan.name} " in proc.stdout and plan.question in proc.stdout
     out = tmp_path / "plan"
-    proc = experiment(["--plan", "host-slack", "--variant", "lightning", "--repeats", "1", "--out", str(out)],
-                      tmp_path)
+    proc = experiment(
+        ["--plan", "host-slack", "--variant", "lightning", "--repeats", "1", "--out", str(out)],
+        tmp_path,
+    )
     m = manifest(out / "lightning")
     assert m["experiment"] == "host-slack/lightning"
-    assert m["arms"][1] == {"label": "lightning-host-delay-2000", "runner": "lightning",
-                            "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"],
-                            "python": sys.executable}
+    assert m["arms"][1] == {
+        "label": "lightning-host-delay-2000",
+        "runner": "lightning",
+        "argv": ["-m", "lightning_impl", "--host-delay-us", "2000"],
+        "python": sys.executable,
+    }
 
 
 def test_the_original_workload_plan_answers_every_question_of_issue_21_in_one_folder(tmp_path):
     out = tmp_path / "plan"
-    proc = experiment(["--plan", "original-workload", "--repeats", "2", "--warmup-runs", "0",
-                       "--out", str(out)], tmp_path)
+    proc = experiment(
+        ["--plan", "original-workload", "--repeats", "2", "--warmup-runs", "0", "--out", str(out)],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     m = manifest(out)
     assert [a["label"] for a in m["arms"]] == ["native", "native-b", "fabric", "lightning"]
     assert m["runner_options"] == ["--warmup-steps", "50", "--steps", "200"]
     report = (out / "report.txt").read_text()
-    for pair in ("native-b vs native", "fabric vs native", "lightning vs native",
-                 "lightning vs fabric"):
+    for pair in (
+        "native-b vs native",
+        "fabric vs native",
+        "lightning vs native",
+        "lightning vs fabric",
+    ):
         assert pair in report
     assert "Host cost per step" in report
 
 
 def test_experiment_imports_neither_torch_nor_lightning():
-    code = ("import sys, runpy; sys.argv = ['experiment', '--list-plans'];\n"
-            "try: runpy.run_module('experiment', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning')))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), capture_output=True,
-                          text=True, timeout=60)
+    code = (
+        "import sys, runpy; sys.argv = ['experiment', '--list-plans'];\n"
+        "try: runpy.run_module('experiment', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
 
 
@@ -298,20 +435,29 @@ def test_srun_launch_derives_devices_from_the_job(tmp_path):
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     srun = bin_ / "srun"
-    srun.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/srun.args\n'
-                    'shift\nexec "$@"\n')
+    srun.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/srun.args\nshift\nexec "$@"\n')
     srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
     out = tmp_path / "exp"
-    proc = experiment(["--repeats", "1", "--warmup-runs", "0", "--out", str(out)], tmp_path,
-                      PATH=f"{bin_}:{os.environ['PATH']}",
-                      SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2", SLURM_NNODES="1")
+    proc = experiment(
+        ["--repeats", "1", "--warmup-runs", "0", "--out", str(out)],
+        tmp_path,
+        PATH=f"{bin_}:{os.environ['PATH']}",
+        SLURM_JOB_ID="4242",
+        SLURM_NTASKS_PER_NODE="2",
+        SLURM_NNODES="1",
+    )
     assert proc.returncode == 0, proc.stderr
     lines = (tmp_path / "srun.args").read_text().splitlines()
     assert len(lines) == 4 and all(line.startswith("--kill-on-bad-exit=1 ") for line in lines)
     assert [line.endswith(" --check") for line in lines] == [True, True, False, False]  # checks
     assert all("--devices 2 --num-nodes 1" in line for line in lines)
-    proc = experiment(["--repeats", "1", "--out", str(tmp_path / "e2"), "--", "--devices", "4"], tmp_path,
-                      PATH=f"{bin_}:{os.environ['PATH']}", SLURM_JOB_ID="4242", SLURM_NTASKS_PER_NODE="2")
+    proc = experiment(
+        ["--repeats", "1", "--out", str(tmp_path / "e2"), "--", "--devices", "4"],
+        tmp_path,
+        PATH=f"{bin_}:{os.environ['PATH']}",
+        SLURM_JOB_ID="4242",
+        SLURM_NTASKS_PER_NODE="2",
+    )
     assert proc.returncode == 2 and "--devices 4 but the Slurm job has 2" in proc.stderr
 
 
@@ -319,13 +465,35 @@ def test_srun_launch_derives_devices_from_the_job(tmp_path):
 @needs_lightning
 def test_real_runners_on_cpu_two_repeats(tmp_path):
     out = tmp_path / "exp"
-    proc = subprocess.run([sys.executable, "-m", "experiment", "--repeats", "2", "--warmup-runs", "0",
-                           "--out", str(out), "--",
-                           *TINY, "--devices", "2"], cwd=ROOT, env=clean_env(), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiment",
+            "--repeats",
+            "2",
+            "--warmup-runs",
+            "0",
+            "--out",
+            str(out),
+            "--",
+            *TINY,
+            "--devices",
+            "2",
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in (out / "results").iterdir()) == [
-        "lightning-r1.json", "lightning-r2.json", "native-r1.json", "native-r2.json"]
+        "lightning-r1.json",
+        "lightning-r2.json",
+        "native-r1.json",
+        "native-r2.json",
+    ]
     assert "lightning" in (out / "report.txt").read_text()
 
 
@@ -336,18 +504,41 @@ def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_p
 
     out = tmp_path / "exp"
     (out / "results").mkdir(parents=True)
-    settings = Settings(out=out, arms=label_arms(["native", "lightning"]), options=[], repeats=1,
-                        python=sys.executable, launch="self")
+    settings = Settings(
+        out=out,
+        arms=label_arms(["native", "lightning"]),
+        options=[],
+        repeats=1,
+        python=sys.executable,
+        launch="self",
+    )
     exp = Experiment(settings)
     for i, arm in enumerate(settings.arms, 1):
-        (out / "results" / f"{arm.label}-r1.json").write_text("{\"truncated\": ")
-        exp.runs.append(ManifestRun(
-            index=i, block=1, position=i, label=arm.label, runner=arm.runner, repeat=1,
-            command=[], result=f"results/{arm.label}-r1.json", log=f"logs/{arm.label}-r1.log",
-            status="ok", exit_status=0, started_utc="", finished_utc="", seconds=1.0))
+        (out / "results" / f"{arm.label}-r1.json").write_text('{"truncated": ')
+        exp.runs.append(
+            ManifestRun(
+                index=i,
+                block=1,
+                position=i,
+                label=arm.label,
+                runner=arm.runner,
+                repeat=1,
+                command=[],
+                result=f"results/{arm.label}-r1.json",
+                log=f"logs/{arm.label}-r1.log",
+                status="ok",
+                exit_status=0,
+                started_utc="",
+                finished_utc="",
+                seconds=1.0,
+            )
+        )
     exp.write_manifest()
     line = exp.describe(exp.estimate())
-    assert line.startswith("    estimate: compare failed: ") and "native-r1.json: not valid JSON" in line
+    assert (
+        line.startswith("    estimate: compare failed: ")
+        and "native-r1.json: not valid JSON" in line
+    )
 
 
 def test_srun_options_read_the_job_shape_as_the_runners_do(monkeypatch):

@@ -33,10 +33,17 @@ FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 
 def experiment(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     """python -m experiment ARGS with the fake runner."""
-    e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"),
-                  **env)
-    return subprocess.run([sys.executable, "-m", "experiment", *args], cwd=ROOT, env=e,
-                          capture_output=True, text=True, timeout=120)
+    e = clean_env(
+        DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"), **env
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "experiment", *args],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def wrapper(path: Path, body: str) -> Path:
@@ -52,29 +59,35 @@ def env_with_lightning(folder: Path, version: str) -> Path:
     package = folder / "site" / "lightning"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(f"__version__ = {version!r}\n")
-    return wrapper(folder / "bin" / "python",
-                   f'PYTHONPATH={folder / "site"}:{ROOT} exec {sys.executable} "$@"')
+    return wrapper(
+        folder / "bin" / "python", f'PYTHONPATH={folder / "site"}:{ROOT} exec {sys.executable} "$@"'
+    )
 
 
 def test_an_arm_names_its_interpreter_and_an_optional_label():
     arms = parse_arms("native,old=lightning@/x/bin/python,fabric@/y/bin/python")
     assert [(a.label, a.runner, a.python) for a in arms] == [
-        ("", "native", None), ("old", "lightning", "/x/bin/python"),
-        ("", "fabric", "/y/bin/python")]  # check_arms names them: fabric from its probe
+        ("", "native", None),
+        ("old", "lightning", "/x/bin/python"),
+        ("", "fabric", "/y/bin/python"),
+    ]  # check_arms names them: fabric from its probe
     assert [a.label for a in unique_labels(arms)] == ["native", "old", "fabric"]
     assert arms[1].argv == ["-m", "lightning_impl"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "--arms is empty"),
-    (" ", "--arms is empty"),
-    ("native,", "unknown arm ''"),
-    ("native,lightning@", "names no interpreter after @"),
-    ("native,a/b=native", "label 'a/b' is not a plain name"),
-    ("native,$x=native", "label '$x' is not a plain name"),
-    ("native,..=native", "label '..' is not a plain name"),
-    ("x=native,x=native", "label 'x' is given to two arms"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "--arms is empty"),
+        (" ", "--arms is empty"),
+        ("native,", "unknown arm ''"),
+        ("native,lightning@", "names no interpreter after @"),
+        ("native,a/b=native", "label 'a/b' is not a plain name"),
+        ("native,$x=native", "label '$x' is not a plain name"),
+        ("native,..=native", "label '..' is not a plain name"),
+        ("x=native,x=native", "label 'x' is given to two arms"),
+    ],
+)
 def test_arms_mistakes_are_refused(text, message):
     with pytest.raises(UsageError, match=None) as error:
         parse_arms(text)
@@ -105,7 +118,8 @@ def refusal(tmp_path: Path, arms: str, **env: str) -> str:
 
 def test_a_missing_interpreter_is_refused_before_any_run(tmp_path):
     assert "lightning@/no/such/python: no such interpreter" in refusal(
-        tmp_path, "native,lightning@/no/such/python")
+        tmp_path, "native,lightning@/no/such/python"
+    )
 
 
 def test_an_interpreter_that_is_not_executable_is_refused(tmp_path):
@@ -122,7 +136,8 @@ def test_an_interpreter_that_is_not_python_is_refused(tmp_path):
 def test_an_interpreter_that_cannot_import_the_runner_is_refused(tmp_path):
     python = wrapper(tmp_path / "python", f'cd /; exec {sys.executable} -I -S "$@"')  # no suite
     assert "cannot import the runner (lightning_impl.fabric)" in refusal(
-        tmp_path, f"native,fabric@{python}")
+        tmp_path, f"native,fabric@{python}"
+    )
 
 
 def test_an_unsupported_lightning_is_refused_with_the_runners_own_text(tmp_path):
@@ -131,21 +146,35 @@ def test_an_unsupported_lightning_is_refused_with_the_runners_own_text(tmp_path)
     assert "Lightning 2.5.1 is older than 2.5.5 (its autocast caches casts;" in line
     assert "DDPBENCH_ALLOW_OLD_LIGHTNING=1" in line
     none = env_with_lightning(tmp_path / "none", "2.2.5")
-    assert "older than 2.4.0" in refusal(tmp_path, f"native,lightning@{none}",
-                                         DDPBENCH_ALLOW_OLD_LIGHTNING="1")
+    assert "older than 2.4.0" in refusal(
+        tmp_path, f"native,lightning@{none}", DDPBENCH_ALLOW_OLD_LIGHTNING="1"
+    )
 
 
 def test_an_arm_runs_under_its_interpreter_labelled_by_its_lightning(tmp_path):
     python = env_with_lightning(tmp_path / "env", "2.5.1")
     out = tmp_path / "exp"
-    proc = experiment(["--arms", f"native,lightning@{python},fabric@{python}", "--repeats", "1",
-                       "--warmup-runs", "0", "--out", str(out)], tmp_path,
-                      DDPBENCH_ALLOW_OLD_LIGHTNING="1")
+    proc = experiment(
+        [
+            "--arms",
+            f"native,lightning@{python},fabric@{python}",
+            "--repeats",
+            "1",
+            "--warmup-runs",
+            "0",
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+        DDPBENCH_ALLOW_OLD_LIGHTNING="1",
+    )
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert [(a["label"], a["python"]) for a in manifest["arms"]] == [
-        ("native", sys.executable), ("lightning-2.5.1", str(python)),
-        ("fabric-2.5.1", str(python))]
+        ("native", sys.executable),
+        ("lightning-2.5.1", str(python)),
+        ("fabric-2.5.1", str(python)),
+    ]
     commands = {r["label"]: r["command"] for r in manifest["runs"]}
     assert commands["lightning-2.5.1"][0] == str(python)
     assert commands["native"][0] == sys.executable
@@ -161,7 +190,8 @@ def test_a_plans_envs_are_found_under_envs_or_the_command_that_makes_them_is_nam
         f"--envs {tmp_path}: no environment lightning-2.5.1"
         f" ({tmp_path}/lightning-2.5.1/bin/python is missing); make it: python"
         f" tools/make_env.py {tmp_path}/lightning-2.5.1 --base-python /base/python"
-        " 'lightning==2.5.1'")
+        " 'lightning==2.5.1'"
+    )
     wheel = plans.ENVS["lightning-35e56ef"].make_command(tmp_path, "python3")
     assert wheel.endswith("--wheels .whl/lightning 'lightning==2.6.2+git35e56ef'")
 
@@ -176,7 +206,8 @@ def test_an_env_with_another_lightning_than_it_was_made_for_is_refused(tmp_path)
         check_arms(arms, allow)
     assert str(error.value).endswith(
         "has Lightning 2.5.1, but its env lightning-2.5.5 was made for lightning==2.5.5;"
-        " make it again")
+        " make it again"
+    )
 
 
 def test_a_plan_with_its_envs_runs_each_arm_under_its_env(tmp_path):
@@ -184,14 +215,28 @@ def test_a_plan_with_its_envs_runs_each_arm_under_its_env(tmp_path):
     for version in ("2.5.1", "2.5.5"):
         env_with_lightning(envs / f"lightning-{version}", version)
     out = tmp_path / "exp"
-    proc = experiment(["--plan", "sigterm-cpu", "--envs", str(envs), "--repeats", "1",
-                       "--warmup-runs", "0", "--out", str(out)], tmp_path)
+    proc = experiment(
+        [
+            "--plan",
+            "sigterm-cpu",
+            "--envs",
+            str(envs),
+            "--repeats",
+            "1",
+            "--warmup-runs",
+            "0",
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     arms = json.loads((out / "manifest.json").read_text())["arms"]
     assert [(a["label"], a["python"]) for a in arms] == [
         ("native", sys.executable),
         ("lightning-2.5.1", str(envs / "lightning-2.5.1" / "bin" / "python")),
-        ("lightning-2.5.5", str(envs / "lightning-2.5.5" / "bin" / "python"))]
+        ("lightning-2.5.5", str(envs / "lightning-2.5.5" / "bin" / "python")),
+    ]
 
 
 def test_envs_without_a_plan_is_refused(tmp_path):

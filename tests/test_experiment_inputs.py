@@ -23,17 +23,30 @@ from experiment.inputs import PER_RUN_FILES, check_runner_options, take_folder
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 
 
-def experiment(args: list[str], tmp_path: Path, timeout: float = 120,
-               **env: str) -> subprocess.CompletedProcess:
+def experiment(
+    args: list[str], tmp_path: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess:
     """python -m experiment ARGS with the fake runner."""
-    e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_ORDER=str(tmp_path / "order"),
-                  FAKE_CHECKS=str(tmp_path / "checks"), **env)
-    return subprocess.run([sys.executable, "-m", "experiment", *args], cwd=ROOT, env=e,
-                          check=False, capture_output=True, text=True, timeout=timeout)
+    e = clean_env(
+        DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE),
+        FAKE_ORDER=str(tmp_path / "order"),
+        FAKE_CHECKS=str(tmp_path / "checks"),
+        **env,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "experiment", *args],
+        cwd=ROOT,
+        env=e,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def refused_before_any_run(proc: subprocess.CompletedProcess, tmp_path: Path, out: Path,
-                           words: str) -> None:
+def refused_before_any_run(
+    proc: subprocess.CompletedProcess, tmp_path: Path, out: Path, words: str
+) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -43,14 +56,18 @@ def refused_before_any_run(proc: subprocess.CompletedProcess, tmp_path: Path, ou
 
 # --- inputs, before the first run -----------------------------------------------------------
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--", "--help"], "runner option --help: every run would exit without a result"),
-    (["--", "-h"], "runner option -h"),
-    (["--", "--check"], "runner option --check"),
-    (["--", "--trace", "t.json"], "each run writes its own file; put {run} in the name"),
-    (["--", "--pyprofile={out}/p/{label}.pstats"], "runner option --pyprofile"),
-    (["--python", "/nonexistent/python3"], "--python /nonexistent/python3: no such program"),
-])
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--", "--help"], "runner option --help: every run would exit without a result"),
+        (["--", "-h"], "runner option -h"),
+        (["--", "--check"], "runner option --check"),
+        (["--", "--trace", "t.json"], "each run writes its own file; put {run} in the name"),
+        (["--", "--pyprofile={out}/p/{label}.pstats"], "runner option --pyprofile"),
+        (["--python", "/nonexistent/python3"], "--python /nonexistent/python3: no such program"),
+    ],
+)
 def test_runner_options_that_fail_every_run_are_refused_before_any_run(tmp_path, args, words):
     out = tmp_path / "exp"
     proc = experiment(["--out", str(out), *args], tmp_path)
@@ -70,27 +87,65 @@ def test_out_under_a_file_or_on_proc_is_one_line_and_leaves_nothing(tmp_path):
 
 def test_a_runner_that_would_refuse_stops_the_experiment_before_any_run(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--out", str(out), "--arms", "native,lightning"], tmp_path,
-                      FAKE_REFUSE="lightning_impl")
-    refused_before_any_run(proc, tmp_path, out, "arm lightning: the runner refuses these options:"
-                           " lightning_impl: error: --lr must be a finite number")
+    proc = experiment(
+        ["--out", str(out), "--arms", "native,lightning"], tmp_path, FAKE_REFUSE="lightning_impl"
+    )
+    refused_before_any_run(
+        proc,
+        tmp_path,
+        out,
+        "arm lightning: the runner refuses these options:"
+        " lightning_impl: error: --lr must be a finite number",
+    )
 
 
 def test_each_distinct_runner_is_checked_once(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--out", str(out), "--arms", "native,native,lightning", "--repeats", "1",
-                       "--warmup-runs", "0", "--", "--trace", "{out}/traces/{run}.json"],
-                      tmp_path)
+    proc = experiment(
+        [
+            "--out",
+            str(out),
+            "--arms",
+            "native,native,lightning",
+            "--repeats",
+            "1",
+            "--warmup-runs",
+            "0",
+            "--",
+            "--trace",
+            "{out}/traces/{run}.json",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     checks = (tmp_path / "checks").read_text().split()
     assert sorted(checks) == ["lightning_impl", "native", "native"]  # native-b's {run} differs
 
 
-@settings(derandomize=True, max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from([*PER_RUN_FILES, "--steps", "5", "{run}", "{out}/x/{run}.json",
-                                 "x.json", "--help", "-h", "--check", "--seed", "{repeat}", "="]),
-                max_size=6))
+@settings(
+    derandomize=True, max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *PER_RUN_FILES,
+                "--steps",
+                "5",
+                "{run}",
+                "{out}/x/{run}.json",
+                "x.json",
+                "--help",
+                "-h",
+                "--check",
+                "--seed",
+                "{repeat}",
+                "=",
+            ]
+        ),
+        max_size=6,
+    )
+)
 def test_runner_options_pass_only_when_every_per_run_file_has_run_in_it(options):
     try:
         check_runner_options(options)
@@ -108,13 +163,19 @@ def test_runner_options_pass_only_when_every_per_run_file_has_run_in_it(options)
 def test_out_starting_with_a_dash_runs_and_compares(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "experiment", "--out=-exp", "--repeats", "1", "--warmup-runs", "0"],
-        cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120,
-        env=clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), PYTHONPATH=str(ROOT)))
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), PYTHONPATH=str(ROOT)),
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "-exp" / "report.txt").is_file()
 
 
 # --- the folder -----------------------------------------------------------------------------
+
 
 def test_two_experiments_cannot_take_one_folder(tmp_path):
     out = tmp_path / "exp"
@@ -129,36 +190,51 @@ def test_two_experiments_cannot_take_one_folder(tmp_path):
 
 
 def test_folder_take_is_atomic_between_processes(tmp_path):
-    code = ("import sys; from pathlib import Path; from experiment.inputs import take_folder\n"
-            "from common.errors import UsageError\n"
-            "try: take_folder(Path(sys.argv[1])); print('took')\n"
-            "except UsageError: print('refused')\n")
+    code = (
+        "import sys; from pathlib import Path; from experiment.inputs import take_folder\n"
+        "from common.errors import UsageError\n"
+        "try: take_folder(Path(sys.argv[1])); print('took')\n"
+        "except UsageError: print('refused')\n"
+    )
     out = tmp_path / "race"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True, env=clean_env())
-             for _ in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(out)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )
+        for _ in range(6)
+    ]
     answers = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
     assert answers == ["refused"] * 5 + ["took"]
 
 
 # --- runs that fail leave no result, no process ---------------------------------------------
 
+
 def test_a_rank_left_behind_by_a_failed_run_is_stopped_and_writes_nothing(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--out", str(out), "--repeats", "1", "--warmup-runs", "0"], tmp_path,
-                      FAKE_ORPHAN="native-r1")
+    proc = experiment(
+        ["--out", str(out), "--repeats", "1", "--warmup-runs", "0"],
+        tmp_path,
+        FAKE_ORPHAN="native-r1",
+    )
     assert proc.returncode == 1, proc.stderr
     time.sleep(4)  # the orphan would have written its result 3 s after its launcher exited
     assert not (out / "results" / "native-r1.json").exists()
     runs = json.loads((out / "manifest.json").read_text())["runs"]
-    assert [(r["label"], r["status"]) for r in runs] == [("native", "failed"),
-                                                         ("lightning", "ok")]
+    assert [(r["label"], r["status"]) for r in runs] == [("native", "failed"), ("lightning", "ok")]
 
 
 def test_a_result_written_by_a_run_that_then_failed_is_removed(tmp_path):
     out = tmp_path / "exp"
-    proc = experiment(["--out", str(out), "--repeats", "2", "--warmup-runs", "0"], tmp_path,
-                      FAKE_LATE_FAIL="lightning-r1")
+    proc = experiment(
+        ["--out", str(out), "--repeats", "2", "--warmup-runs", "0"],
+        tmp_path,
+        FAKE_LATE_FAIL="lightning-r1",
+    )
     assert proc.returncode == 1, proc.stderr
     assert not (out / "results" / "lightning-r1.json").exists()
     assert "removed lightning-r1.json" in (out / "logs" / "lightning-r1.log").read_text()
@@ -176,8 +252,11 @@ def test_an_experiment_with_no_ok_run_ends_with_one_line_per_fact_no_traceback(t
     if case == "timeout":
         args += ["--run-timeout", "1"]
         env = {"FAKE_HANG": "native-r1"}
-    proc = experiment([*args, "--arms", "native,native"], tmp_path,
-                      **{k: v.replace("native-r1", "native-r1") for k, v in env.items()})
+    proc = experiment(
+        [*args, "--arms", "native,native"],
+        tmp_path,
+        **{k: v.replace("native-r1", "native-r1") for k, v in env.items()},
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "IndexError" not in proc.stderr
     assert proc.stderr.count("compare failed") <= 1
@@ -189,8 +268,15 @@ def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch)
 
     out = tmp_path / "exp"
     take_folder(out)
-    s = Settings(out=out, arms=label_arms(["native", "lightning"]), options=[], repeats=1,
-                 python=sys.executable, launch="self", warmup_runs=0)
+    s = Settings(
+        out=out,
+        arms=label_arms(["native", "lightning"]),
+        options=[],
+        repeats=1,
+        python=sys.executable,
+        launch="self",
+        warmup_runs=0,
+    )
     monkeypatch.setenv("DDPBENCH_EXPERIMENT_FAKE_RUNNER", str(FAKE))
     exp = Experiment(s)
     real_finish = exp.finish
@@ -206,9 +292,14 @@ def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch)
 def test_sigint_during_the_first_run_is_one_line_exit_130_and_stops_its_group(tmp_path):
     out = tmp_path / "exp"
     env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-r1")
-    proc = subprocess.Popen([sys.executable, "-m", "experiment", "--warmup-runs", "0", "--out",
-                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiment", "--warmup-runs", "0", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (out / "logs" / "native-r1.log").exists() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -6,19 +6,22 @@ import datetime as dt
 import time
 
 import pytest
-
-from common import config, launcher, precision, workload
 from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 from test_failures import PROMPT, TORCHRUN, assert_nothing_left
 
+from common import config, launcher, precision, workload
 
-@pytest.mark.parametrize("module", ["native",
-                                    pytest.param("lightning_impl.fabric", marks=needs_lightning)])
+
+@pytest.mark.parametrize(
+    "module", ["native", pytest.param("lightning_impl.fabric", marks=needs_lightning)]
+)
 def test_no_barebones_is_refused_outside_the_trainer_with_one_line(module, tmp_path):
     proc = run_module(module, [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"{module}: error: --no-barebones applies to the Lightning"
-                                   " Trainer only (python -m lightning_impl); leave it out here")
+    assert proc.stderr.strip() == (
+        f"{module}: error: --no-barebones applies to the Lightning"
+        " Trainer only (python -m lightning_impl); leave it out here"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -43,10 +46,11 @@ def test_both_lightning_arms_get_ddpstrategy_with_natives_arguments(stream):
 
 def test_fabric_passes_the_trainers_strategy_arguments():
     """The DDPStrategy(...) call is the same text in both Lightning files, comments aside."""
+
     def strategy_call(path: str) -> str:
         text = (ROOT / path).read_text()
         start = text.index("strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(")
-        body = text[start:text.index("\n    )\n", start)]
+        body = text[start : text.index("\n    )\n", start)]
         return "\n".join(line for line in body.splitlines() if not line.strip().startswith("#"))
 
     assert strategy_call("lightning_impl/fabric.py") == strategy_call("lightning_impl/trainer.py")
@@ -54,17 +58,28 @@ def test_fabric_passes_the_trainers_strategy_arguments():
 
 @pytest.mark.slow
 @needs_lightning
-@pytest.mark.parametrize("rank,kind,expect", [
-    (1, "raise", "rank 1 failed: InjectedFault: injected failure at step 3"),
-    (0, "raise", "rank 0 failed: InjectedFault: injected failure at step 3"),  # the launching rank
-    (1, "kill", ""),
-])
+@pytest.mark.parametrize(
+    "rank,kind,expect",
+    [
+        (1, "raise", "rank 1 failed: InjectedFault: injected failure at step 3"),
+        (
+            0,
+            "raise",
+            "rank 0 failed: InjectedFault: injected failure at step 3",
+        ),  # the launching rank
+        (1, "kill", ""),
+    ],
+)
 def test_fabric_dying_rank_stops_all_ranks(rank, kind, expect, tmp_path):
     out = tmp_path / "r.json"
     started = time.monotonic()
     args = [*TINY, "--devices", "2", "--steps", "100", "--output", str(out)]
-    proc = run_module("lightning_impl.fabric", args, timeout=PROMPT,
-                      env=clean_env(DDPBENCH_FAULT=f"rank={rank},step=3,kind={kind}"))
+    proc = run_module(
+        "lightning_impl.fabric",
+        args,
+        timeout=PROMPT,
+        env=clean_env(DDPBENCH_FAULT=f"rank={rank},step=3,kind={kind}"),
+    )
     assert time.monotonic() - started < PROMPT
     assert proc.returncode != 0 and expect in proc.stderr and "Traceback" not in proc.stderr
     assert_nothing_left(out)
@@ -75,7 +90,12 @@ def test_fabric_dying_rank_stops_all_ranks(rank, kind, expect, tmp_path):
 def test_fabric_dying_rank_stops_all_ranks_under_torchrun(tmp_path):
     out = tmp_path / "r.json"
     args = [*TINY, "--devices", "2", "--steps", "100", "--output", str(out)]
-    proc = run_module("lightning_impl.fabric", args, timeout=PROMPT, launcher=TORCHRUN,
-                      env=clean_env(DDPBENCH_FAULT="rank=1,step=3,kind=raise"))
+    proc = run_module(
+        "lightning_impl.fabric",
+        args,
+        timeout=PROMPT,
+        launcher=TORCHRUN,
+        env=clean_env(DDPBENCH_FAULT="rank=1,step=3,kind=raise"),
+    )
     assert proc.returncode != 0 and "rank 1 failed: InjectedFault" in proc.stderr
     assert_nothing_left(out)

@@ -4,18 +4,35 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import clean_env, needs_lightning, run_module
 
 from benchmarks import trace_gaps
 from common.result import load_result
 
-from conftest import clean_env, needs_lightning, run_module
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+SMALL = [
+    "--devices",
+    "1",
+    "--batch-size-per-device",
+    "16",
+    "--image-size",
+    "128",
+    "--warmup-steps",
+    "3",
+    "--steps",
+    "5",
+    "--profile-steps",
+    "2",
+    "--channels-last",
+]
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
-SMALL = ["--devices", "1", "--batch-size-per-device", "16", "--image-size", "128", "--warmup-steps", "3",
-         "--steps", "5", "--profile-steps", "2", "--channels-last"]
 
-
-@pytest.mark.parametrize("module", ["native", pytest.param("lightning_impl", marks=needs_lightning)])
+@pytest.mark.parametrize(
+    "module", ["native", pytest.param("lightning_impl", marks=needs_lightning)]
+)
 def test_one_gpu_run_records_memory_precision_and_activity(module, tmp_path):
     out = tmp_path / "r.json"
     proc = run_module(module, [*SMALL, "--output", str(out)], env=clean_env(), timeout=600)
@@ -27,14 +44,19 @@ def test_one_gpu_run_records_memory_precision_and_activity(module, tmp_path):
     assert r.gpu_activity is not None and r.gpu_activity.kernels_per_step > 10
     assert 0 < r.gpu_activity.gpu_busy_fraction <= 1
     a = r.gpu_activity  # busy time (overlaps once) is at most the summed kernel time
-    assert 0 < a.gpu_busy_ms_per_step <= a.gpu_ms_per_step + 1e-6 and 0 < a.gpu_busy_share_of_timed_step <= 1
+    assert (
+        0 < a.gpu_busy_ms_per_step <= a.gpu_ms_per_step + 1e-6
+        and 0 < a.gpu_busy_share_of_timed_step <= 1
+    )
     assert r.parameters_synchronized and len(r.ranks[0].step_times_ms) == 5
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16"])
 def test_every_precision_runs_on_native(precision, tmp_path):
     out = tmp_path / "r.json"
-    proc = run_module("native", [*SMALL, "--precision", precision, "--output", str(out)], timeout=600)
+    proc = run_module(
+        "native", [*SMALL, "--precision", precision, "--output", str(out)], timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     r = load_result(out)
     assert r.precision.resolved == precision
@@ -47,29 +69,48 @@ def test_more_devices_than_gpus_is_refused(tmp_path):
     assert proc.returncode == 2 and "GPU(s) are visible on this node" in proc.stderr
 
 
-@pytest.mark.parametrize("module,stream", [
-    ("native", None), ("native", "side"),
-    pytest.param("lightning_impl", None, marks=needs_lightning),
-    pytest.param("lightning_impl", "current", marks=needs_lightning),
-])
+@pytest.mark.parametrize(
+    "module,stream",
+    [
+        ("native", None),
+        ("native", "side"),
+        pytest.param("lightning_impl", None, marks=needs_lightning),
+        pytest.param("lightning_impl", "current", marks=needs_lightning),
+    ],
+)
 def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
     import json
+
     trace = tmp_path / "trace.json"
     options = ["--trace", str(trace), *(["--ddp-stream", stream] if stream else [])]
     proc = run_module(module, [*SMALL, *options, "--output", str(tmp_path / "r.json")], timeout=600)
     assert proc.returncode == 0, proc.stderr
     activity = load_result(tmp_path / "r.json").gpu_activity  # GPU work only, no annotated ranges
-    assert 0 < activity.gpu_ms_per_step < activity.wall_ms_per_step and activity.gpu_busy_fraction < 1
+    assert (
+        0 < activity.gpu_ms_per_step < activity.wall_ms_per_step and activity.gpu_busy_fraction < 1
+    )
     events = json.loads(trace.read_text())["traceEvents"]
-    assert any(e.get("cat") == "kernel" for e in events) and any(e.get("cat") == "cpu_op" for e in events)
-    marks = sorted(e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
-    assert marks == ["ProfilerStep#8", "ProfilerStep#9"]  # 3 warm-up + 5 timed, then the 2 profiled steps
+    assert any(e.get("cat") == "kernel" for e in events) and any(
+        e.get("cat") == "cpu_op" for e in events
+    )
+    marks = sorted(
+        e["name"]
+        for e in events
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    )
+    assert marks == [
+        "ProfilerStep#8",
+        "ProfilerStep#9",
+    ]  # 3 warm-up + 5 timed, then the 2 profiled steps
     # and trace_gaps reads it: every microsecond of the GPU's window is busy, host late or queued
     s = trace_gaps.summarise(trace)
     assert s.steps == 2 and sum(s.kernels.values()) / s.steps > 10
-    assert s.busy_us + sum(s.host_late.values()) + s.queued_us == pytest.approx(s.window_us, rel=1e-6)
-    # Built on a side stream (Lightning's own way, or native with --ddp-stream side), DDP's AccumulateGrad
-    # nodes run there: the GPU work uses two streams; built on the current stream, one (one rank: no NCCL kernels).
+    assert s.busy_us + sum(s.host_late.values()) + s.queued_us == pytest.approx(
+        s.window_us, rel=1e-6
+    )
+    # Built on a side stream (Lightning's own way, or native with --ddp-stream side), DDP's
+    # AccumulateGrad nodes run there: the GPU work uses two streams; built on the current stream,
+    # one (one rank: no NCCL kernels).
     natural = "current" if module == "native" else "side"
     streams = {e["args"]["stream"] for e in events if e.get("cat") == "kernel"}
     assert len(streams) == (2 if (stream or natural) == "side" else 1), streams

@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT, TINY, lightning_installed, needs_lightning, run_module
 
 from benchmarks import host_profile
 from common.result import Result, load_result
-from conftest import ROOT, TINY, lightning_installed, needs_lightning, run_module
 
 pytestmark = pytest.mark.slow
 DELAY_US = 30_000  # 30 ms a step: a lower bound on every timed step time
@@ -34,8 +34,16 @@ def diagnosed(tmp_path_factory):
     """native with every CPU-capable diagnostic option at once (--trace needs a GPU)."""
     folder = tmp_path_factory.mktemp("diag")
     dump = folder / "native.pstats"
-    result = two_rank_run("native", folder, "--pyprofile", str(dump),
-                          "--host-delay-us", str(DELAY_US), "--ddp-stream", "side")
+    result = two_rank_run(
+        "native",
+        folder,
+        "--pyprofile",
+        str(dump),
+        "--host-delay-us",
+        str(DELAY_US),
+        "--ddp-stream",
+        "side",
+    )
     return result, dump
 
 
@@ -52,10 +60,16 @@ def lightning_diagnosed(tmp_path_factory):
 def test_diagnostic_options_are_recorded_in_config_and_diagnostics(diagnosed, plain):
     result, dump = diagnosed
     assert result.environment.diagnostics == {
-        "--pyprofile": str(dump), "--host-delay-us": str(DELAY_US), "--ddp-stream": "side"}
+        "--pyprofile": str(dump),
+        "--host-delay-us": str(DELAY_US),
+        "--ddp-stream": "side",
+    }
     config = result.config
     assert (config["pyprofile"], config["host_delay_us"], config["ddp_stream"]) == (
-        str(dump), DELAY_US, "side")
+        str(dump),
+        DELAY_US,
+        "side",
+    )
     assert plain.environment.diagnostics is None and plain.config["ddp_stream"] == "auto"
 
 
@@ -97,7 +111,15 @@ def test_comparison_names_lightning_code_per_step(diagnosed, lightning_diagnosed
     (_, native), (_, lightning) = diagnosed, lightning_diagnosed
     stats, steps = host_profile.load(str(lightning))
     assert steps == 3 and host_profile.by_group(stats, steps)["Lightning"][0] > 10
-    command = [sys.executable, "-m", "benchmarks.host_profile", str(native), str(lightning), "--top", "5"]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.host_profile",
+        str(native),
+        str(lightning),
+        "--top",
+        "5",
+    ]
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "| Lightning | 0 |" in out and "native: 3 steps, lightning: 3 steps" in out
     assert len([line for line in out.splitlines() if line.startswith("| `")]) == 5
@@ -105,6 +127,7 @@ def test_comparison_names_lightning_code_per_step(diagnosed, lightning_diagnosed
 
 def test_a_file_that_is_not_a_step_dump_is_refused(tmp_path):
     import cProfile
+
     dump = tmp_path / "other.pstats"
     cProfile.run("sum(range(10))", str(dump))
     with pytest.raises(SystemExit, match="no StepHooks.after_step calls"):
@@ -118,6 +141,7 @@ def test_host_delay_option_reaches_the_step_hooks():
 
     from common.config import BenchConfig
     from common.steps import StepHooks
+
     cfg = BenchConfig(accelerator="cpu", warmup_steps=1, steps=2, host_delay_us=20_000)  # 20 ms
     hooks = StepHooks(cfg, torch.device("cpu"), 0, print)
     for step in range(3):

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 16): values, resources, paths and launch variables refused before launch."""
+"""Hostile inputs: values, resources, paths and launch variables refused before launch."""
 
 from __future__ import annotations
 
@@ -17,23 +17,29 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.models import classification_models
 from common import config, launcher
+from common.models import classification_models
 from common.output import OutputError
 from common.result import load_result, write_result
 from compare.cli import main as compare_main
 
-from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
-
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 LIGHTNING = ROOT / "results" / "h200" / "precisions" / "lightning-bf16-r1.json"
-RUNNERS = ["native", pytest.param("lightning_impl", marks=needs_lightning),
-           pytest.param("lightning_impl.fabric", marks=needs_lightning)]
-FAST = settings(derandomize=True, max_examples=120, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+RUNNERS = [
+    "native",
+    pytest.param("lightning_impl", marks=needs_lightning),
+    pytest.param("lightning_impl.fabric", marks=needs_lightning),
+]
+FAST = settings(
+    derandomize=True,
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def refused(argv: list[str]) -> str:
@@ -48,10 +54,12 @@ def refused(argv: list[str]) -> str:
 
 # --- result paths -------------------------------------------------------------------------
 
+
 def test_device_nodes_are_refused_and_left_alone():
     before = os.stat("/dev/full")
     assert "is a character device, not a regular file" in refused(
-        ["--output", "/dev/full", "--overwrite-output"])
+        ["--output", "/dev/full", "--overwrite-output"]
+    )
     with pytest.raises(OutputError, match="is a character device"):
         write_result(load_result(REAL), Path("/dev/null"), overwrite=True)
     after = os.stat("/dev/full")
@@ -61,8 +69,11 @@ def test_device_nodes_are_refused_and_left_alone():
 def test_fifo_and_socket_are_refused(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    assert "is a FIFO (named pipe), not a regular file" in refused(["--output", str(fifo), "--overwrite-output"])
+    assert "is a FIFO (named pipe), not a regular file" in refused(
+        ["--output", str(fifo), "--overwrite-output"]
+    )
     import socket
+
     with tempfile.TemporaryDirectory(dir="/tmp") as short:
         sock_path = Path(short) / "s"
         with socket.socket(socket.AF_UNIX) as sock:
@@ -80,7 +91,9 @@ def test_symlinks_are_refused_never_followed_or_replaced(tmp_path, target):
     assert "is a symbolic link" in refused(["--output", str(link), "--overwrite-output"])
     with pytest.raises(OutputError, match="is a symbolic link"):
         write_result(load_result(REAL), link, overwrite=True)
-    assert link.is_symlink() and (real.read_text() == "precious" if target == "existing" else not real.exists())
+    assert link.is_symlink() and (
+        real.read_text() == "precious" if target == "existing" else not real.exists()
+    )
 
 
 def test_a_path_that_changes_during_the_run_is_checked_again(tmp_path):
@@ -89,17 +102,27 @@ def test_a_path_that_changes_during_the_run_is_checked_again(tmp_path):
     os.mkfifo(out)  # ... and a FIFO by the time the result is written
     with pytest.raises(OutputError, match="is a FIFO"):
         write_result(load_result(REAL), out, overwrite=True)
-    assert stat.S_ISFIFO(os.lstat(out).st_mode) and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+    assert stat.S_ISFIFO(os.lstat(out).st_mode) and [p.name for p in tmp_path.iterdir()] == [
+        "r.json"
+    ]
 
 
 # --- disk full ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("code,words", [(errno.ENOSPC, "no space left on the device (ENOSPC)"),
-                                        (errno.EDQUOT, "the disk quota is exceeded (EDQUOT)"),
-                                        (errno.EROFS, "the file system is read-only (EROFS)")])
-def test_disk_full_names_the_path_keeps_the_summary_and_leaves_nothing(tmp_path, monkeypatch, capsys,
-                                                                       code, words):
+
+@pytest.mark.parametrize(
+    "code,words",
+    [
+        (errno.ENOSPC, "no space left on the device (ENOSPC)"),
+        (errno.EDQUOT, "the disk quota is exceeded (EDQUOT)"),
+        (errno.EROFS, "the file system is read-only (EROFS)"),
+    ],
+)
+def test_disk_full_names_the_path_keeps_the_summary_and_leaves_nothing(
+    tmp_path, monkeypatch, capsys, code, words
+):
     from common.report import publish, rank_failed
+
     out = tmp_path / "r.json"
     cfg = config.parse(["--accelerator", "cpu", "--output", str(out)], "native")
 
@@ -119,7 +142,9 @@ def test_disk_full_names_the_path_keeps_the_summary_and_leaves_nothing(tmp_path,
 
 
 def test_compare_report_on_a_full_disk_is_one_line_and_nothing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full"))
+    )
     out = tmp_path / "report.md"
     assert compare_main([str(REAL), str(LIGHTNING), "--output", str(out)]) == 2
     err = capsys.readouterr().err
@@ -133,16 +158,23 @@ def test_compare_outputs_follow_the_same_path_policy(tmp_path, capsys, option):
     os.mkfifo(fifo)
     link = tmp_path / "link.png"
     link.symlink_to(tmp_path / "elsewhere.png")
-    for path, words in ((fifo, "is a FIFO"), (link, "is a symbolic link"), (Path("/dev/null"),
-                                                                              "character device" if option == "--output"
-                                                                              else "must end in")):
+    for path, words in (
+        (fifo, "is a FIFO"),
+        (link, "is a symbolic link"),
+        (Path("/dev/null"), "character device" if option == "--output" else "must end in"),
+    ):
         code = compare_main([str(REAL), str(LIGHTNING), option, str(path), "--overwrite-output"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and words in err, err
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink() and not (tmp_path / "elsewhere.png").exists()
+    assert (
+        stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        and link.is_symlink()
+        and not (tmp_path / "elsewhere.png").exists()
+    )
 
 
 # --- property-based: the shared parser ---------------------------------------------------
+
 
 def _value_for(action) -> st.SearchStrategy[str]:
     junk = st.text(max_size=8)
@@ -151,15 +183,24 @@ def _value_for(action) -> st.SearchStrategy[str]:
     if action.type is int:
         return st.integers(-3, 2**70).map(str) | st.sampled_from(["0", "1", "2", "1e3", "٣"]) | junk
     if action.type is float:
-        return (st.floats(allow_nan=True, allow_infinity=True).map(repr)
-                | st.sampled_from(["nan", "inf", "-inf", "1e999", "0", "1e-300", "0x10"]) | junk)
-    return st.sampled_from(["/dev/null", "/dev/full", "/tmp", "/nonexistent/r.json", "r\nx.json", ""]) | junk
+        return (
+            st.floats(allow_nan=True, allow_infinity=True).map(repr)
+            | st.sampled_from(["nan", "inf", "-inf", "1e999", "0", "1e-300", "0x10"])
+            | junk
+        )
+    return (
+        st.sampled_from(["/dev/null", "/dev/full", "/tmp", "/nonexistent/r.json", "r\nx.json", ""])
+        | junk
+    )
 
 
 PARSER = config.build_parser("test")
 # --verbose asks for a traceback with every error (that is its job), so it is left out here.
-OPTIONS = [a for a in PARSER._actions
-           if a.option_strings and not {"--help", "--verbose"} & set(a.option_strings)]
+OPTIONS = [
+    a
+    for a in PARSER._actions
+    if a.option_strings and not {"--help", "--verbose"} & set(a.option_strings)
+]
 
 
 @st.composite
@@ -185,7 +226,10 @@ def test_any_argv_parses_to_a_valid_config_or_exits_2_with_one_line(argv):
             cfg = config.parse(argv, "test")
         except SystemExit as exc:
             assert exc.code == 2, (argv, err.getvalue())
-            assert err.getvalue().count("\n") == 1 and err.getvalue().endswith("\n"), (argv, err.getvalue())
+            assert err.getvalue().count("\n") == 1 and err.getvalue().endswith("\n"), (
+                argv,
+                err.getvalue(),
+            )
             assert "Traceback" not in err.getvalue()
             return
     config.validate(cfg)
@@ -195,11 +239,17 @@ def test_any_argv_parses_to_a_valid_config_or_exits_2_with_one_line(argv):
 
 # --- property-based: compare's loader ---------------------------------------------------
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
-                    | st.text(max_size=10),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                 max_size=4),
-                    max_leaves=12)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 BASE = json.loads(REAL.read_text())
 
 
@@ -239,10 +289,18 @@ def test_any_json_loads_or_gives_one_line_never_a_traceback(doc):
 
 # --- end to end: refused before any rank starts, nothing written -------------------------
 
-SLURM_ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
-                  "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
-                  "SLURM_STEP_ID": "0", "SLURM_JOB_ID": "4321", "SLURM_JOB_NAME": "bench",
-                  "SLURM_NODELIST": "localhost"}
+SLURM_ONE_TASK = {
+    "SLURM_NTASKS": "1",
+    "SLURM_NTASKS_PER_NODE": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+    "SLURM_STEP_ID": "0",
+    "SLURM_JOB_ID": "4321",
+    "SLURM_JOB_NAME": "bench",
+    "SLURM_NODELIST": "localhost",
+}
 
 
 @pytest.mark.slow
@@ -252,26 +310,48 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
     """Every arm refuses the same inputs, with the same line (issue 26: SLURM_NODEID used to be
     a KeyError in Lightning's arms only)."""
     out = tmp_path / "r.json"
-    torchrun = {"TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2",
-                "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    torchrun = {
+        "TORCHELASTIC_RUN_ID": "x",
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+    }
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
         args, env, message = {
             "nan": ([*TINY, "--lr", "nan"], {}, "--lr must be a finite number, got nan"),
-            "cpus": ([*TINY, "--devices", str(launcher.available_cpus() + 1)], {},
-                     "--oversubscribe-cpus"),
-            "rank": ([*TINY, "--devices", "2"], {**torchrun, "RANK": "2", "LOCAL_RANK": "0"},
-                     "RANK=2 is outside 0..1"),
+            "cpus": (
+                [*TINY, "--devices", str(launcher.available_cpus() + 1)],
+                {},
+                "--oversubscribe-cpus",
+            ),
+            "rank": (
+                [*TINY, "--devices", "2"],
+                {**torchrun, "RANK": "2", "LOCAL_RANK": "0"},
+                "RANK=2 is outside 0..1",
+            ),
             "vit": ([*TINY, "--arch", "vit_b_16"], {}, "--arch vit_b_16 takes 224x224 images only"),
             "omp": (TINY, {"OMP_NUM_THREADS": "²"}, "OMP_NUM_THREADS='²' must be a whole number"),
-            "nodeid": (TINY, {k: v for k, v in SLURM_ONE_TASK.items() if k != "SLURM_NODEID"},
-                       "SLURM_NODEID is not set but SLURM_NTASKS is"),
-            "addr": ([*TINY, "--devices", "2"], {**torchrun, "MASTER_ADDR": "no-such-host.invalid"},
-                     "MASTER_ADDR='no-such-host.invalid' cannot be resolved"),
-            "port": (TINY, {**SLURM_ONE_TASK, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
-                     f"MASTER_PORT={port} is already in use on this host"),
+            "nodeid": (
+                TINY,
+                {k: v for k, v in SLURM_ONE_TASK.items() if k != "SLURM_NODEID"},
+                "SLURM_NODEID is not set but SLURM_NTASKS is",
+            ),
+            "addr": (
+                [*TINY, "--devices", "2"],
+                {**torchrun, "MASTER_ADDR": "no-such-host.invalid"},
+                "MASTER_ADDR='no-such-host.invalid' cannot be resolved",
+            ),
+            "port": (
+                TINY,
+                {**SLURM_ONE_TASK, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
+                f"MASTER_PORT={port} is already in use on this host",
+            ),
         }[case]
         proc = run_module(module, [*args, "--output", str(out)], timeout=120, env=clean_env(**env))
     assert proc.returncode == 2, proc.stderr
@@ -296,23 +376,39 @@ def no_sbatch_path(tmp_path_factory) -> str:
 
 
 def sweep(args: list[str], path: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([shutil.which("bash"), str(SWEEP), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60, env={"PATH": path, "HOME": str(cwd)}, check=False)
+    return subprocess.run(
+        [shutil.which("bash"), str(SWEEP), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": path, "HOME": str(cwd)},
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--gpus"], "--gpus needs a value (see --help)"),
-    (["--gpus", "1", "--mode"], "--mode needs a value"),
-    (["--gpus", "1", "--mode", "weak", "--outdir"], "--outdir needs a value"),
-    (["--gpus", "1", "--mode", "weak", "--sbatch"], "--sbatch needs a value"),
-    (["--gpus", "9" * 20, "--mode", "weak"], f"--gpus {'9' * 20}: use at most 1024"),
-    (["--shapes", f"{'9' * 19}x2", "--mode", "weak"], f"nodes {'9' * 19}: use at most 10000"),
-    (["--gpus", "1,2", "--mode", "strong", "--batch", "9" * 20], "--batch 9999"),
-    (["--gpus", "1", "--mode", "weak", "--repeats", "08x"], "--repeats 08x: use a whole number"),
-    (["--gpus", "1", "--mode", "weak", "--outdir="], "--outdir needs a folder"),
-    (["--gpus", "1", "--mode", "weak", "--outdir", "FILE"], "--outdir FILE is not a folder"),
-    (["--gpus", "1", "--mode", "weak", "--outdir", "FILE/sub"], "FILE/sub: FILE is not a folder"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--gpus"], "--gpus needs a value (see --help)"),
+        (["--gpus", "1", "--mode"], "--mode needs a value"),
+        (["--gpus", "1", "--mode", "weak", "--outdir"], "--outdir needs a value"),
+        (["--gpus", "1", "--mode", "weak", "--sbatch"], "--sbatch needs a value"),
+        (["--gpus", "9" * 20, "--mode", "weak"], f"--gpus {'9' * 20}: use at most 1024"),
+        (["--shapes", f"{'9' * 19}x2", "--mode", "weak"], f"nodes {'9' * 19}: use at most 10000"),
+        (["--gpus", "1,2", "--mode", "strong", "--batch", "9" * 20], "--batch 9999"),
+        (
+            ["--gpus", "1", "--mode", "weak", "--repeats", "08x"],
+            "--repeats 08x: use a whole number",
+        ),
+        (["--gpus", "1", "--mode", "weak", "--outdir="], "--outdir needs a folder"),
+        (["--gpus", "1", "--mode", "weak", "--outdir", "FILE"], "--outdir FILE is not a folder"),
+        (
+            ["--gpus", "1", "--mode", "weak", "--outdir", "FILE/sub"],
+            "FILE/sub: FILE is not a folder",
+        ),
+    ],
+)
 def test_sweep_mistakes_are_one_line_and_exit_2(args, message, tmp_path, no_sbatch_path):
     (tmp_path / "FILE").write_text("keep")
     proc = sweep(args, no_sbatch_path, tmp_path)
@@ -323,11 +419,45 @@ def test_sweep_mistakes_are_one_line_and_exit_2(args, message, tmp_path, no_sbat
     assert (tmp_path / "FILE").read_text() == "keep"
 
 
-SWEEP_OPTIONS = ["--gpus", "--mode", "--batch", "--shapes", "--nodes", "--repeats", "--warmup-runs",
-                 "--sbatch", "--outdir", "--cpu", "--wait", "--", "--bogus"]
-SWEEP_VALUES = (st.sampled_from(["1", "2", "1,2", "0", "-1", "08", "1x2", "2x2,1x1", "weak",
-                                 "strong", "9" * 20, "", "x", "FILE", "FILE/sub", "new"])
-                | st.integers(0, 2**70).map(str) | st.text(max_size=6))
+SWEEP_OPTIONS = [
+    "--gpus",
+    "--mode",
+    "--batch",
+    "--shapes",
+    "--nodes",
+    "--repeats",
+    "--warmup-runs",
+    "--sbatch",
+    "--outdir",
+    "--cpu",
+    "--wait",
+    "--",
+    "--bogus",
+]
+SWEEP_VALUES = (
+    st.sampled_from(
+        [
+            "1",
+            "2",
+            "1,2",
+            "0",
+            "-1",
+            "08",
+            "1x2",
+            "2x2,1x1",
+            "weak",
+            "strong",
+            "9" * 20,
+            "",
+            "x",
+            "FILE",
+            "FILE/sub",
+            "new",
+        ]
+    )
+    | st.integers(0, 2**70).map(str)
+    | st.text(max_size=6)
+)
 
 
 @settings(derandomize=True, max_examples=80, deadline=None)
@@ -347,20 +477,29 @@ def test_any_sweep_command_line_exits_2_with_one_line_before_submitting(no_sbatc
 
 # --- provenance: the digest names the tree it digested (issue 26, class 7) ----------------
 
+
 def test_source_digest_names_the_tree_and_digests_the_one_given(tmp_path):
     import sys
 
     from common.source import SOURCE_PACKAGES, source_digest
+
     copy = tmp_path / "other checkout"
     for package in SOURCE_PACKAGES:
-        shutil.copytree(ROOT / package, copy / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     (copy / "native" / "extra.py").write_text("# an edit in the other checkout\n")
 
     def digest(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "common", "source-digest", *args],
-                              cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
-                              check=False, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "common", "source-digest", *args],
+            cwd=tmp_path,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
 
     installed, other = digest(), digest(str(copy))
     assert installed.stdout == f"{source_digest(ROOT)}  {ROOT}\n"  # run elsewhere: says which tree
@@ -373,18 +512,33 @@ def test_source_digest_names_the_tree_and_digests_the_one_given(tmp_path):
 
 # --- what a rank would find, found by the parser (issue 26, class 5) -----------------------
 
-@pytest.mark.parametrize("argv,message", [
-    (["--arch", "vit_b_16", "--image-size", "64"], "--arch vit_b_16 takes 224x224 images only"),
-    (["--arch", "maxvit_t", "--image-size", "256"], "--arch maxvit_t takes 224x224 images only"),
-    (["--image-size", "2147483647"], "--image-size 2147483647 is too large; use at most 4096"),
-    (["--image-size", "4097"], "--image-size 4097 is too large; use at most 4096"),
-    (["--arch", "googlenet"], "--arch googlenet returns auxiliary classifier outputs while"),
-    (["--arch", "inception_v3", "--image-size", "299"], "--arch inception_v3 returns auxiliary"),
-    (["--arch", "alexnet", "--image-size", "62"], "--image-size 62 is too small for alexnet"),
-    (["--image-size", "32", "--batch-size-per-device", "1"],
-     "--image-size 32 with one image per device is too small for resnet50"),
-    (["--image-size", "48", "--global-batch-size", "2", "--devices", "2"], "with one image per"),
-])
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--arch", "vit_b_16", "--image-size", "64"], "--arch vit_b_16 takes 224x224 images only"),
+        (
+            ["--arch", "maxvit_t", "--image-size", "256"],
+            "--arch maxvit_t takes 224x224 images only",
+        ),
+        (["--image-size", "2147483647"], "--image-size 2147483647 is too large; use at most 4096"),
+        (["--image-size", "4097"], "--image-size 4097 is too large; use at most 4096"),
+        (["--arch", "googlenet"], "--arch googlenet returns auxiliary classifier outputs while"),
+        (
+            ["--arch", "inception_v3", "--image-size", "299"],
+            "--arch inception_v3 returns auxiliary",
+        ),
+        (["--arch", "alexnet", "--image-size", "62"], "--image-size 62 is too small for alexnet"),
+        (
+            ["--image-size", "32", "--batch-size-per-device", "1"],
+            "--image-size 32 with one image per device is too small for resnet50",
+        ),
+        (
+            ["--image-size", "48", "--global-batch-size", "2", "--devices", "2"],
+            "with one image per",
+        ),
+    ],
+)
 def test_an_architecture_that_cannot_take_the_images_is_refused_by_the_parser(argv, message):
     assert message in refused(argv)
 
@@ -396,6 +550,7 @@ def _trains_on_meta(arch: str, size: int, batch: int) -> bool | None:
     """Whether one training forward pass works (None: the model cannot be built on meta)."""
     import torch
     import torchvision
+
     try:
         with torch.device("meta"):
             model = torchvision.models.get_model(arch, weights=None, num_classes=10)
@@ -415,14 +570,21 @@ def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_res
     """The parser's rules against each model's forward pass on the meta device (no memory):
     everything accepted trains; what is refused fails, except where a rule is conservative."""
     import warnings
+
     warnings.simplefilter("ignore")  # torchvision's FutureWarnings about GoogLeNet's init
     for batch in (1, 2):
         for size in (31, 32, 33, 62, 63, 64, 65, 96, 223, 224, 225):
             verdict = _trains_on_meta(arch, size, batch)
             if verdict is None:
                 pytest.skip(f"{arch} cannot be built on the meta device")
-            argv = ["--arch", arch, "--image-size", str(size),
-                    "--batch-size-per-device", str(batch)]
+            argv = [
+                "--arch",
+                arch,
+                "--image-size",
+                str(size),
+                "--batch-size-per-device",
+                str(batch),
+            ]
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
                 try:
@@ -433,32 +595,59 @@ def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_res
             if accepted:
                 assert verdict, argv  # never a size that fails inside the ranks
             elif verdict:  # refused though it trains: only where a rule is conservative
-                conservative = (size < config.MIN_IMAGE_SIZE
-                                or (batch == 1 and ONE_IMAGE in err.getvalue())
-                                or (arch == "maxvit_t" and size == 223))  # stem rounds to 112
+                conservative = (
+                    size < config.MIN_IMAGE_SIZE
+                    or (batch == 1 and ONE_IMAGE in err.getvalue())
+                    or (arch == "maxvit_t" and size == 223)
+                )  # stem rounds to 112
                 assert conservative, (argv, err.getvalue())
 
 
-@pytest.mark.parametrize("variable,value,message", [
-    ("SLURM_CPUS_PER_TASK", "abc", "SLURM_CPUS_PER_TASK='abc' is not a whole number"),
-    ("SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK=0 must be 1 or more"),
-    ("SLURM_NNODES", "x", "SLURM_NNODES='x' is not a whole number"),
-    ("SLURM_NTASKS_PER_NODE", "٣", "tasks are spread unevenly over the nodes (٣)"),
-])
-def test_experiment_under_srun_names_a_bad_slurm_variable_before_any_run(variable, value, message,
-                                                                         tmp_path):
+@pytest.mark.parametrize(
+    "variable,value,message",
+    [
+        ("SLURM_CPUS_PER_TASK", "abc", "SLURM_CPUS_PER_TASK='abc' is not a whole number"),
+        ("SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK=0 must be 1 or more"),
+        ("SLURM_NNODES", "x", "SLURM_NNODES='x' is not a whole number"),
+        ("SLURM_NTASKS_PER_NODE", "٣", "tasks are spread unevenly over the nodes (٣)"),
+    ],
+)
+def test_experiment_under_srun_names_a_bad_slurm_variable_before_any_run(
+    variable, value, message, tmp_path
+):
     """python -m experiment --launch srun reads these for every run: checked before the first."""
     import sys
+
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "srun").write_text("#!/bin/sh\nexit 99\n")
     (bin_ / "srun").chmod(0o755)
-    slurm = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
-             variable: value}
+    slurm = {
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_NNODES": "1",
+        variable: value,
+    }
     env = clean_env(PATH=f"{bin_}:{os.environ['PATH']}", **slurm)
     out = tmp_path / "exp"
-    proc = subprocess.run([sys.executable, "-m", "experiment", "--launch", "srun", "--repeats", "1",
-                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiment",
+            "--launch",
+            "srun",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr and not out.exists()

@@ -21,9 +21,18 @@ def static(config_: config.BenchConfig, env: dict[str, str]) -> None:
     launcher.validate(config_, launcher.detect(env), env, rendezvous=False)
 
 
-SRUN_TASK = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1", "SLURM_PROCID": "1",
-             "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_STEP_ID": "0", "SLURM_JOB_ID": "4321",
-             "SLURM_JOB_NAME": "bench", "SLURM_NODELIST": "gpu[003-004]"}
+SRUN_TASK = {
+    "SLURM_NTASKS": "2",
+    "SLURM_NTASKS_PER_NODE": "2",
+    "SLURM_NNODES": "1",
+    "SLURM_PROCID": "1",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "0",
+    "SLURM_STEP_ID": "0",
+    "SLURM_JOB_ID": "4321",
+    "SLURM_JOB_NAME": "bench",
+    "SLURM_NODELIST": "gpu[003-004]",
+}
 
 
 def test_slurm_task_is_detected_with_its_rank_and_first_host():
@@ -38,8 +47,16 @@ def test_master_port_from_environment_wins():
     assert launcher.detect({**SRUN_TASK, "MASTER_PORT": "29400"}).master_port == 29400
 
 
-@pytest.mark.parametrize("nodelist,first", [("node1", "node1"), ("a,b,c", "a"), ("gpu[7]", "gpu7"),
-                                            ("gpu[003-004,007],x1", "gpu003"), ("h0 h1", "h0")])
+@pytest.mark.parametrize(
+    "nodelist,first",
+    [
+        ("node1", "node1"),
+        ("a,b,c", "a"),
+        ("gpu[7]", "gpu7"),
+        ("gpu[003-004,007],x1", "gpu003"),
+        ("h0 h1", "h0"),
+    ],
+)
 def test_first_host_of_a_nodelist(nodelist, first):
     assert launcher.first_host(nodelist) == first
 
@@ -49,8 +66,15 @@ def test_interactive_job_named_bash_is_not_slurm_as_in_lightning():
 
 
 def test_torchrun_wins_over_slurm():
-    env = {**SRUN_TASK, "TORCHELASTIC_RUN_ID": "x", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    env = {
+        **SRUN_TASK,
+        "TORCHELASTIC_RUN_ID": "x",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+    }
     assert launcher.detect(env).kind == "torchrun"
 
 
@@ -60,7 +84,9 @@ def test_plain_python_is_the_self_launching_parent():
 
 
 def test_slurm_tasks_per_node_must_equal_devices():
-    with pytest.raises(UsageError, match=r"Slurm runs 2 tasks per node .* but --devices is 1; set --devices 2"):
+    with pytest.raises(
+        UsageError, match=r"Slurm runs 2 tasks per node .* but --devices is 1; set --devices 2"
+    ):
         static(cfg("--devices", "1"), SRUN_TASK)
 
 
@@ -71,7 +97,10 @@ def test_slurm_nodes_must_equal_num_nodes():
 
 
 def test_batch_script_without_srun_is_refused_instead_of_hanging():
-    env = {k: v for k, v in SRUN_TASK.items() if k != "SLURM_STEP_ID"} | {"SLURM_PROCID": "0", "SLURM_LOCALID": "0"}
+    env = {k: v for k, v in SRUN_TASK.items() if k != "SLURM_STEP_ID"} | {
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+    }
     with pytest.raises(UsageError, match=r"not started by srun; start it with `srun python -m"):
         static(cfg("--devices", "2"), env)
 
@@ -81,9 +110,18 @@ def test_matching_slurm_task_passes():
 
 
 def test_torchrun_world_size_must_match_devices_times_nodes():
-    env = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
-    with pytest.raises(UsageError, match=r"torchrun started WORLD_SIZE=4 processes but --devices 2 x --num-nodes 1"):
+    env = {
+        "TORCHELASTIC_RUN_ID": "x",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "4",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+    }
+    with pytest.raises(
+        UsageError, match=r"torchrun started WORLD_SIZE=4 processes but --devices 2 x --num-nodes 1"
+    ):
         static(cfg("--devices", "2"), env)
 
 
@@ -98,26 +136,45 @@ def test_incomplete_launcher_environment_is_named():
         launcher.detect(env)
 
 
-TORCHRUN = {"TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+TORCHRUN = {
+    "TORCHELASTIC_RUN_ID": "x",
+    "RANK": "1",
+    "LOCAL_RANK": "1",
+    "WORLD_SIZE": "2",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+}
 
 
 def test_matching_torchrun_rank_passes():
     static(cfg("--devices", "2"), TORCHRUN)
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"RANK": "2"}, r"RANK=2 is outside 0..1 \(WORLD_SIZE=2\); a rank outside the world would wait"),
-    ({"RANK": "-1"}, r"RANK=-1 is outside 0..1"),
-    ({"LOCAL_RANK": "-1"}, r"LOCAL_RANK=-1 is outside 0..1 \(LOCAL_WORLD_SIZE=2\)"),
-    ({"LOCAL_RANK": "2", "RANK": "1"}, r"LOCAL_RANK=2 is outside 0..1"),
-    ({"RANK": "0"}, r"RANK=0 does not match GROUP_RANK=0 x LOCAL_WORLD_SIZE=2 \+ LOCAL_RANK=1 = 1"),
-    ({"GROUP_RANK": "1"}, r"GROUP_RANK=1 is outside 0..0 \(--num-nodes=1\)"),
-    ({"MASTER_PORT": "99999"}, r"MASTER_PORT='99999' is not a TCP port; use a number in 1..65535"),
-    ({"MASTER_PORT": "0"}, r"MASTER_PORT='0' is not a TCP port"),
-    ({"MASTER_PORT": "1_0"}, r"MASTER_PORT='1_0' is not a whole number"),
-    ({"MASTER_ADDR": ""}, r"MASTER_ADDR='' is not a host name"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (
+            {"RANK": "2"},
+            r"RANK=2 is outside 0..1 \(WORLD_SIZE=2\); a rank outside the world would wait",
+        ),
+        ({"RANK": "-1"}, r"RANK=-1 is outside 0..1"),
+        ({"LOCAL_RANK": "-1"}, r"LOCAL_RANK=-1 is outside 0..1 \(LOCAL_WORLD_SIZE=2\)"),
+        ({"LOCAL_RANK": "2", "RANK": "1"}, r"LOCAL_RANK=2 is outside 0..1"),
+        (
+            {"RANK": "0"},
+            r"RANK=0 does not match GROUP_RANK=0 x LOCAL_WORLD_SIZE=2 \+ LOCAL_RANK=1 = 1",
+        ),
+        ({"GROUP_RANK": "1"}, r"GROUP_RANK=1 is outside 0..0 \(--num-nodes=1\)"),
+        (
+            {"MASTER_PORT": "99999"},
+            r"MASTER_PORT='99999' is not a TCP port; use a number in 1..65535",
+        ),
+        ({"MASTER_PORT": "0"}, r"MASTER_PORT='0' is not a TCP port"),
+        ({"MASTER_PORT": "1_0"}, r"MASTER_PORT='1_0' is not a whole number"),
+        ({"MASTER_ADDR": ""}, r"MASTER_ADDR='' is not a host name"),
+    ],
+)
 def test_torchrun_variables_out_of_range_are_refused(change, message):
     env = {**TORCHRUN, **change}
     with pytest.raises(UsageError, match=message):
@@ -128,16 +185,21 @@ def test_second_node_rank_must_follow_torchruns_numbering():
     env = {**TORCHRUN, "WORLD_SIZE": "4", "GROUP_RANK": "1", "RANK": "3"}
     static(cfg("--devices", "2", "--num-nodes", "2"), env)
     env["RANK"] = "1"
-    with pytest.raises(UsageError, match=r"RANK=1 does not match GROUP_RANK=1 x LOCAL_WORLD_SIZE=2"):
+    with pytest.raises(
+        UsageError, match=r"RANK=1 does not match GROUP_RANK=1 x LOCAL_WORLD_SIZE=2"
+    ):
         static(cfg("--devices", "2", "--num-nodes", "2"), env)
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"SLURM_PROCID": "2"}, r"SLURM_PROCID=2 is outside 0..1 \(SLURM_NTASKS=2\)"),
-    ({"SLURM_LOCALID": "-1"}, r"SLURM_LOCALID=-1 is outside 0..1"),
-    ({"SLURM_NODEID": "1"}, r"SLURM_NODEID=1 is outside 0..0 \(--num-nodes=1\)"),
-    ({"MASTER_PORT": "70000"}, r"MASTER_PORT='70000' is not a TCP port"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"SLURM_PROCID": "2"}, r"SLURM_PROCID=2 is outside 0..1 \(SLURM_NTASKS=2\)"),
+        ({"SLURM_LOCALID": "-1"}, r"SLURM_LOCALID=-1 is outside 0..1"),
+        ({"SLURM_NODEID": "1"}, r"SLURM_NODEID=1 is outside 0..0 \(--num-nodes=1\)"),
+        ({"MASTER_PORT": "70000"}, r"MASTER_PORT='70000' is not a TCP port"),
+    ],
+)
 def test_slurm_variables_out_of_range_are_refused(change, message):
     env = {**SRUN_TASK, **change}
     with pytest.raises(UsageError, match=message):
@@ -149,11 +211,17 @@ def test_slurm_derived_port_is_lightnings_and_always_a_port():
         assert launcher.detect({**SRUN_TASK, "SLURM_JOB_ID": job_id}).master_port == port
 
 
-@pytest.mark.parametrize("env,message", [
-    ({"LOCAL_RANK": "0"}, r"LOCAL_RANK=0 is set but neither torchrun nor srun started this process"),
-    ({"NODE_RANK": "3"}, r"NODE_RANK=3 is outside 0..0"),
-    ({"MASTER_PORT": "65536"}, r"MASTER_PORT='65536' is not a TCP port"),
-])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        (
+            {"LOCAL_RANK": "0"},
+            r"LOCAL_RANK=0 is set but neither torchrun nor srun started this process",
+        ),
+        ({"NODE_RANK": "3"}, r"NODE_RANK=3 is outside 0..0"),
+        ({"MASTER_PORT": "65536"}, r"MASTER_PORT='65536' is not a TCP port"),
+    ],
+)
 def test_stray_launcher_variables_in_a_plain_start_are_refused(env, message):
     """Lightning reads these in a plain start (and would wait for peers); both runners refuse."""
     with pytest.raises(UsageError, match=message):
@@ -161,17 +229,25 @@ def test_stray_launcher_variables_in_a_plain_start_are_refused(env, message):
 
 
 def test_lightnings_own_children_pass_the_plain_checks():
-    env = {"LOCAL_RANK": "1", "NODE_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": "12910"}
+    env = {
+        "LOCAL_RANK": "1",
+        "NODE_RANK": "0",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "12910",
+    }
     static(cfg("--devices", "2"), env)
 
 
 def test_cpu_ranks_beyond_the_affinity_are_refused_unless_forced(monkeypatch):
     monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda pid: {0, 1})
     static(cfg("--devices", "2"), {})
-    with pytest.raises(UsageError, match=r"--devices 3 runs 3 ranks on this node but this process may use 2"
-                                         r" CPU\(s\) \(its CPU affinity\); use --devices 2 or fewer, or add"
-                                         r" --oversubscribe-cpus"):
+    with pytest.raises(
+        UsageError,
+        match=r"--devices 3 runs 3 ranks on this node but this process may use 2"
+        r" CPU\(s\) \(its CPU affinity\); use --devices 2 or fewer, or add"
+        r" --oversubscribe-cpus",
+    ):
         static(cfg("--devices", "3"), {})
     static(cfg("--devices", "3", "--oversubscribe-cpus"), {})
 
@@ -182,41 +258,65 @@ def test_cpu_ranks_under_srun_are_bounded_by_the_jobs_cpus_on_the_node(monkeypat
     env = {**SRUN_TASK, "SLURM_CPUS_ON_NODE": "2"}
     static(cfg("--devices", "2"), env)
     env = {**SRUN_TASK, "SLURM_CPUS_ON_NODE": "1"}
-    with pytest.raises(UsageError, match=r"the job has 1 CPU\(s\) on this node \(SLURM_CPUS_ON_NODE\);"
-                                         r" ask for more CPUs \(--cpus-per-task\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"the job has 1 CPU\(s\) on this node \(SLURM_CPUS_ON_NODE\);"
+        r" ask for more CPUs \(--cpus-per-task\)",
+    ):
         static(cfg("--devices", "2"), env)
 
 
 # --- every variable parsed strictly, named in the one line (issue 26, class 4) ------------
+
 
 def check(env: dict[str, str], *argv: str) -> None:
     """detect + validate, without the rendezvous probe."""
     static(cfg("--devices", "2", *argv), env)
 
 
-PLAIN_LIGHTNING_CHILD = {"LOCAL_RANK": "1", "NODE_RANK": "0", "WORLD_SIZE": "2",
-                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "12910"}
+PLAIN_LIGHTNING_CHILD = {
+    "LOCAL_RANK": "1",
+    "NODE_RANK": "0",
+    "WORLD_SIZE": "2",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "12910",
+}
 
 
-@pytest.mark.parametrize("base,change,message", [
-    ({}, {"OMP_NUM_THREADS": "²"}, r"OMP_NUM_THREADS='²' must be a whole number of threads"),
-    ({}, {"OMP_NUM_THREADS": "٣"}, r"OMP_NUM_THREADS='٣' must be a whole number of threads"),
-    ({}, {"OMP_NUM_THREADS": " 1"}, r"OMP_NUM_THREADS=' 1' must be a whole number of threads"),
-    ({}, {"OMP_NUM_THREADS": "0"}, r"OMP_NUM_THREADS='0' must be a whole number of threads, from"),
-    ({}, {"OMP_NUM_THREADS": "9" * 30}, r"OMP_NUM_THREADS='9+' must be a whole number"),
-    ({}, {"OMP_NUM_THREADS": "100000"}, r"OMP_NUM_THREADS='100000' must .* node's \d+ CPUs"),
-    ({}, {"STANDALONE_PORT": "x"}, r"STANDALONE_PORT='x' is not a whole number"),
-    ({}, {"MASTER_ADDR": "a b"}, r"MASTER_ADDR='a b' is not a host name"),
-    (SRUN_TASK, {"SLURM_NNODES": "x"}, r"SLURM_NNODES='x' is not a whole number"),
-    (SRUN_TASK, {"SLURM_NTASKS": "2 "}, r"SLURM_NTASKS='2 ' is not a whole number"),
-    (SRUN_TASK, {"SLURM_PROCID": "1_0"}, r"SLURM_PROCID='1_0' is not a whole number"),
-    (SRUN_TASK, {"SLURM_NODELIST": ""}, r"SLURM_NODELIST='' is not a Slurm node list"),
-    (SRUN_TASK, {"SLURM_NODELIST": "gpu[003"}, r"SLURM_NODELIST='gpu\[003' is not a Slurm node"),
-    (SRUN_TASK, {"SLURM_JOB_ID": "job_x"}, r"SLURM_JOB_ID='job_x' is not a Slurm job id"),
-    (SRUN_TASK, {"SLURM_CPUS_ON_NODE": "abc"}, r"SLURM_CPUS_ON_NODE='abc' is not a whole number"),
-    (SRUN_TASK, {"MASTER_ADDR": ""}, r"MASTER_ADDR='' is not a host name"),
-    (PLAIN_LIGHTNING_CHILD, {"NODE_RANK": "-0x1"}, r"NODE_RANK='-0x1' is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "base,change,message",
+    [
+        ({}, {"OMP_NUM_THREADS": "²"}, r"OMP_NUM_THREADS='²' must be a whole number of threads"),
+        ({}, {"OMP_NUM_THREADS": "٣"}, r"OMP_NUM_THREADS='٣' must be a whole number of threads"),
+        ({}, {"OMP_NUM_THREADS": " 1"}, r"OMP_NUM_THREADS=' 1' must be a whole number of threads"),
+        (
+            {},
+            {"OMP_NUM_THREADS": "0"},
+            r"OMP_NUM_THREADS='0' must be a whole number of threads, from",
+        ),
+        ({}, {"OMP_NUM_THREADS": "9" * 30}, r"OMP_NUM_THREADS='9+' must be a whole number"),
+        ({}, {"OMP_NUM_THREADS": "100000"}, r"OMP_NUM_THREADS='100000' must .* node's \d+ CPUs"),
+        ({}, {"STANDALONE_PORT": "x"}, r"STANDALONE_PORT='x' is not a whole number"),
+        ({}, {"MASTER_ADDR": "a b"}, r"MASTER_ADDR='a b' is not a host name"),
+        (SRUN_TASK, {"SLURM_NNODES": "x"}, r"SLURM_NNODES='x' is not a whole number"),
+        (SRUN_TASK, {"SLURM_NTASKS": "2 "}, r"SLURM_NTASKS='2 ' is not a whole number"),
+        (SRUN_TASK, {"SLURM_PROCID": "1_0"}, r"SLURM_PROCID='1_0' is not a whole number"),
+        (SRUN_TASK, {"SLURM_NODELIST": ""}, r"SLURM_NODELIST='' is not a Slurm node list"),
+        (
+            SRUN_TASK,
+            {"SLURM_NODELIST": "gpu[003"},
+            r"SLURM_NODELIST='gpu\[003' is not a Slurm node",
+        ),
+        (SRUN_TASK, {"SLURM_JOB_ID": "job_x"}, r"SLURM_JOB_ID='job_x' is not a Slurm job id"),
+        (
+            SRUN_TASK,
+            {"SLURM_CPUS_ON_NODE": "abc"},
+            r"SLURM_CPUS_ON_NODE='abc' is not a whole number",
+        ),
+        (SRUN_TASK, {"MASTER_ADDR": ""}, r"MASTER_ADDR='' is not a host name"),
+        (PLAIN_LIGHTNING_CHILD, {"NODE_RANK": "-0x1"}, r"NODE_RANK='-0x1' is not a whole number"),
+    ],
+)
 def test_malformed_variables_are_refused_by_name(base, change, message):
     with pytest.raises(UsageError, match=message):
         check({**base, **change})
@@ -245,12 +345,25 @@ def test_plain_start_port_follows_lightnings_rule():
     assert 1024 <= launcher.detect({}).master_port <= 65535  # a free port, not a fixed one
 
 
-LIGHTNING_INT_NAMES = ["SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
-                       "SLURM_NTASKS_PER_NODE", "SLURM_NNODES", "SLURM_CPUS_ON_NODE", "MASTER_PORT",
-                       "SLURM_JOB_ID", "SLURM_NODELIST", "MASTER_ADDR", "OMP_NUM_THREADS"]
-ENV_TEXT = (st.text(max_size=8) | st.integers(-5, 2**70).map(str)
-            | st.sampled_from(["", " ", "0", "1", "2", "²", "٣", "1_0", "+1", "gpu[1-2]",
-                               "h0 h1"]))
+LIGHTNING_INT_NAMES = [
+    "SLURM_NTASKS",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_NNODES",
+    "SLURM_CPUS_ON_NODE",
+    "MASTER_PORT",
+    "SLURM_JOB_ID",
+    "SLURM_NODELIST",
+    "MASTER_ADDR",
+    "OMP_NUM_THREADS",
+]
+ENV_TEXT = (
+    st.text(max_size=8)
+    | st.integers(-5, 2**70).map(str)
+    | st.sampled_from(["", " ", "0", "1", "2", "²", "٣", "1_0", "+1", "gpu[1-2]", "h0 h1"])
+)
 
 
 @settings(derandomize=True, max_examples=300, deadline=None)
@@ -272,6 +385,7 @@ def test_any_launcher_value_passes_or_is_refused_by_name_in_one_line(name, value
 
 # --- the rendezvous: resolved, and refused at once when it cannot succeed ------------------
 
+
 def listening() -> socket.socket:
     """A socket listening on a free local port."""
     s = socket.socket()
@@ -286,21 +400,37 @@ def rendezvous(env: dict[str, str], *argv: str) -> None:
 
 def test_unresolvable_master_addr_is_refused():
     for rank in ("0", "1"):
-        env = {**SRUN_TASK, "SLURM_PROCID": rank, "SLURM_LOCALID": rank,
-               "MASTER_ADDR": "no-such-host.invalid", "MASTER_PORT": "29999"}
-        with pytest.raises(UsageError, match=r"MASTER_ADDR='no-such-host.invalid' cannot be"
-                                             r" resolved"):
+        env = {
+            **SRUN_TASK,
+            "SLURM_PROCID": rank,
+            "SLURM_LOCALID": rank,
+            "MASTER_ADDR": "no-such-host.invalid",
+            "MASTER_PORT": "29999",
+        }
+        with pytest.raises(
+            UsageError,
+            match=r"MASTER_ADDR='no-such-host.invalid' cannot be"
+            r" resolved",
+        ):
             rendezvous(env)
-    with pytest.raises(UsageError, match=r"rank 0's host 'gpu003' \(the first of SLURM_NODELIST\)"
-                                         r" cannot be resolved"):
+    with pytest.raises(
+        UsageError,
+        match=r"rank 0's host 'gpu003' \(the first of SLURM_NODELIST\)"
+        r" cannot be resolved",
+    ):
         rendezvous(SRUN_TASK)
 
 
 def test_rank_zero_refuses_a_port_in_use_and_an_address_not_its_own():
     with listening() as busy:
         port = str(busy.getsockname()[1])
-        env = {**SRUN_TASK, "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": port}
+        env = {
+            **SRUN_TASK,
+            "SLURM_PROCID": "0",
+            "SLURM_LOCALID": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+        }
         with pytest.raises(UsageError, match=rf"MASTER_PORT={port} is already in use on this host"):
             rendezvous(env)
         with pytest.raises(UsageError, match=rf"MASTER_PORT={port} is already in use"):
@@ -317,11 +447,19 @@ def test_other_ranks_refuse_when_nothing_listens_and_join_when_something_does():
         port = str(rank0.getsockname()[1])
         env = {**SRUN_TASK, "MASTER_ADDR": "localhost", "MASTER_PORT": port}
         rendezvous(env)
-        torchrun = {**TORCHRUN, "MASTER_PORT": port, "RANK": "0", "LOCAL_RANK": "0",
-                    "TORCHELASTIC_USE_AGENT_STORE": "True"}
+        torchrun = {
+            **TORCHRUN,
+            "MASTER_PORT": port,
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+        }
         rendezvous(torchrun)  # torchrun's agent hosts the store: rank 0 joins it too
-    with pytest.raises(UsageError, match=rf"nothing listens at MASTER_ADDR='localhost' port {port}"
-                                         r" after 1 s"):
+    with pytest.raises(
+        UsageError,
+        match=rf"nothing listens at MASTER_ADDR='localhost' port {port}"
+        r" after 1 s",
+    ):
         rendezvous(env)
 
 

@@ -1,4 +1,4 @@
-"""The lesson page: built from the runner files, current, complete, inert, and right in a browser."""
+"""The lesson page: built from the runner files, current, complete, inert, right in a browser."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 
-import browser as browser_module
 import pytest
-from browser import browser  # noqa: F401  (the fixture)
 from conftest import ROOT, clean_env
 from test_teaching import responsibility_rows
 
+import browser as browser_module
+from browser import browser  # noqa: F401  (the fixture)
 from lesson.page import render, responsibilities
-from lesson.source import RUNNER_FILES, parse, read_runners, runner_path
+from lesson.source import RUNNER_FILES, parse, read_runners
 
 PAGE = ROOT / "docs" / "lesson.html"
 
@@ -58,8 +58,9 @@ def tags_of(text: str) -> Tags:
 
 
 def test_the_committed_page_is_current():
-    assert PAGE.read_text(encoding="utf-8") == render(read_runners(ROOT)), \
+    assert PAGE.read_text(encoding="utf-8") == render(read_runners(ROOT)), (
         "regenerate it: python -m lesson (or make lesson)"
+    )
 
 
 def test_rows_are_the_readme_tables_responsibilities_found_in_every_file():
@@ -76,9 +77,12 @@ def test_every_line_of_each_runner_file_is_on_the_page_exactly_once():
 
 def test_native_notes_are_annotations_not_comment_text():
     runners = read_runners(ROOT)
-    written = sum(1 for r in runners for tok in tokenize.generate_tokens(
-        io.StringIO((ROOT / r.path).read_text()).readline)
-        if tok.type == tokenize.COMMENT and tok.string.startswith("# native:"))
+    written = sum(
+        1
+        for r in runners
+        for tok in tokenize.generate_tokens(io.StringIO((ROOT / r.path).read_text()).readline)
+        if tok.type == tokenize.COMMENT and tok.string.startswith("# native:")
+    )
     page = tags_of(render(runners))
     notes = [attrs for tag, attrs in page.tags if attrs.get("class") == "note"]
     assert written > 10 and len(notes) == written + 1  # + the legend's example
@@ -116,7 +120,7 @@ def test_the_page_loads_nothing_from_anywhere():
     assert "url(" not in style and "@import" not in style and "@font-face" not in style
 
 
-SPANS = '''def f(cfg):
+SPANS = """def f(cfg):
     # DDP: one -- ends at a blank line
     a = 1
 
@@ -131,7 +135,7 @@ SPANS = '''def f(cfg):
     # native: stands alone
     # DDP: four -- at the end
     return a + b + c + d
-'''
+"""
 
 
 def test_a_mark_stands_over_its_code_and_a_note_over_the_line_below():
@@ -140,15 +144,24 @@ def test_a_mark_stands_over_its_code_and_a_note_over_the_line_below():
     assert [line.code.strip() for line in spans["one"].body] == ["a = 1"]
     assert [line.code.strip() for line in spans["two"].body] == ["if cfg:", "b = 2"]
     assert spans["two"].body[1].notes[0].text == "the code right below"
-    assert [(line.code, [n.text for n in line.notes]) for line in spans["three"].body] == \
-        [("    d = 4", []), ("", ["stands alone"])]
+    assert [(line.code, [n.text for n in line.notes]) for line in spans["three"].body] == [
+        ("    d = 4", []),
+        ("", ["stands alone"]),
+    ]
     assert spans["four"].where == "f" and spans["four"].says == "at the end"
     assert runner.covered_lines() == list(range(1, runner.line_count + 1))
 
 
 def run_lesson(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lesson", *args], check=False, cwd=ROOT,
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "lesson", *args],
+        check=False,
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_command_writes_a_new_page_and_refuses_an_existing_one(tmp_path):
@@ -199,8 +212,11 @@ def test_the_lesson_page_in_a_browser(browser):  # noqa: F811
         cells = rows[0].find_elements("css selector", ".cell")
         assert [c.get_attribute("data-runner") for c in cells] == labels, mark
         for cell in cells:
-            code = [line.text for line in cell.find_elements("css selector", ".l:not(.ctx)")
-                    if line.is_displayed()]
+            code = [
+                line.text
+                for line in cell.find_elements("css selector", ".l:not(.ctx)")
+                if line.is_displayed()
+            ]
             assert any(text.split(maxsplit=1)[1:] for text in code), (mark, cell.text)
         tops = {round(c.location["y"]) for c in cells}
         lefts = [c.location["x"] for c in cells]
@@ -216,8 +232,7 @@ def test_the_lesson_page_in_a_browser(browser):  # noqa: F811
 def test_the_folded_rest_opens_and_the_page_prints(browser):  # noqa: F811
     browser.open(PAGE)
     folds = browser.find_all("details.fold")
-    assert folds and not any(f.find_element("css selector", ".code").is_displayed()
-                             for f in folds)
+    assert folds and not any(f.find_element("css selector", ".code").is_displayed() for f in folds)
     folds[0].find_element("css selector", "summary").click()
     assert folds[0].find_element("css selector", ".code").is_displayed()
     pdf = browser.pdf("lesson")

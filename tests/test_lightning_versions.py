@@ -33,18 +33,23 @@ def test_an_older_release_is_refused_unless_asked_for_as_a_version_arm(monkeypat
 def test_a_release_older_than_any_tried_is_refused_even_when_asked_for(monkeypatch):
     monkeypatch.setenv(compat.ALLOW_OLD_ENV, "1")
     assert compat.version_problem(fake("2.2.5")).startswith(
-        "Lightning 2.2.5 is older than 2.4.0, the oldest release the runners were run under")
+        "Lightning 2.2.5 is older than 2.4.0, the oldest release the runners were run under"
+    )
 
 
-@pytest.mark.parametrize(("version", "trainer", "world", "sync", "cache"), [
-    ("2.5.1", True, 2, False, True),    # before the SIGTERM broadcast; Trainer caches casts
-    ("2.5.1", False, 2, False, False),  # Fabric's arm passes native's cache setting
-    ("2.5.5", True, 2, True, False),
-    ("2.5.5", True, 1, False, False),
-    ("2.6.2+git35e56ef", True, 2, True, False),
-])
-def test_the_result_records_each_releases_per_step_behaviour(monkeypatch, version, trainer, world,
-                                                             sync, cache):
+@pytest.mark.parametrize(
+    ("version", "trainer", "world", "sync", "cache"),
+    [
+        ("2.5.1", True, 2, False, True),  # before the SIGTERM broadcast; Trainer caches casts
+        ("2.5.1", False, 2, False, False),  # Fabric's arm passes native's cache setting
+        ("2.5.5", True, 2, True, False),
+        ("2.5.5", True, 1, False, False),
+        ("2.6.2+git35e56ef", True, 2, True, False),
+    ],
+)
+def test_the_result_records_each_releases_per_step_behaviour(
+    monkeypatch, version, trainer, world, sync, cache
+):
     monkeypatch.setitem(sys.modules, "lightning", fake(version))
     facts = compat.lightning_facts(world, trainer=trainer)
     assert facts["version"] == version

@@ -35,10 +35,14 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] 
     info = f"{name}-{version}.dist-info"
     files = {
         f"{name}/__init__.py": f"__version__ = {version!r}\n",
-        f"{info}/METADATA": "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-                                     *(f"Requires-Dist: {r}\n" for r in requires)]),
+        f"{info}/METADATA": "".join(
+            [
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+                *(f"Requires-Dist: {r}\n" for r in requires),
+            ]
+        ),
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
+        "Tag: py3-none-any\n",
     }
     record = []
     for path, text in files.items():
@@ -78,22 +82,42 @@ def base(tmp_path_factory, wheels) -> Path:
     """A venv with pip, torch 9.9.0 (a stand-in) and shadowme 1.0: what an env reuses."""
     venv = tmp_path_factory.mktemp("base") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=environ())
-    subprocess.run([str(python_of(venv)), "-m", "pip", "install", "-q", "--no-index",
-                    "--find-links", str(wheels), "torch==9.9.0", "shadowme==1.0"],
-                   check=True, env=environ())
+    subprocess.run(
+        [
+            str(python_of(venv)),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "torch==9.9.0",
+            "shadowme==1.0",
+        ],
+        check=True,
+        env=environ(),
+    )
     return python_of(venv)
 
 
 def make_env(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], check=False,
-                          capture_output=True, text=True, env=environ(), timeout=300)
+    return subprocess.run(
+        [sys.executable, str(TOOL), *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=environ(),
+        timeout=300,
+    )
 
 
 def imported(python: Path, module: str) -> tuple[str, str]:
     """(version, file) of `module` as `python` imports it."""
     code = f"import {module} as m; print(m.__version__); print(m.__file__)"
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
-                          env=environ())
+    done = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, env=environ()
+    )
     version, file = done.stdout.split()
     return version, file
 
@@ -130,9 +154,11 @@ def test_a_spec_that_is_not_there_is_refused_and_leaves_nothing(tmp_path, base, 
     dest = tmp_path / "env"
     done = make_env(dest, "--base-python", base, "--wheels", wheels, "nosuchpackage==1.0")
     assert done.returncode == 2, done.stderr
-    assert done.stderr == ("make_env: error: nosuchpackage==1.0 failed to install: ERROR: No"
-                           " matching distribution found for nosuchpackage==1.0 (--verbose shows"
-                           " pip's output)\n")
+    assert done.stderr == (
+        "make_env: error: nosuchpackage==1.0 failed to install: ERROR: No"
+        " matching distribution found for nosuchpackage==1.0 (--verbose shows"
+        " pip's output)\n"
+    )
     assert not dest.exists()
 
 
@@ -153,27 +179,32 @@ def test_an_unusable_base_interpreter_is_refused(tmp_path, wheels, problem):
     elif problem == "not python":
         python, reason = Path("/bin/true"), "cannot run it as Python 3"
     else:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True
+        )
         python, reason = python_of(tmp_path / "bare"), "it has no torch"
     done = make_env(tmp_path / "env", "--base-python", python, "--wheels", wheels, "tinyapp==1.0")
     assert done.returncode == 2 and done.stderr.startswith(
-        f"make_env: error: --base-python {python}: {reason}"), done.stderr
+        f"make_env: error: --base-python {python}: {reason}"
+    ), done.stderr
     assert not (tmp_path / "env").exists()
 
 
 def test_a_missing_wheel_folder_is_refused(tmp_path):
-    done = make_env(tmp_path / "env", "--base-python", sys.executable, "--wheels",
-                    tmp_path / "none", "x")
+    done = make_env(
+        tmp_path / "env", "--base-python", sys.executable, "--wheels", tmp_path / "none", "x"
+    )
     expected = f"make_env: error: --wheels {tmp_path / 'none'}: no such folder\n"
     assert (done.returncode, done.stderr) == (2, expected)
 
 
 def test_pips_telling_error_line_is_the_one_reported():
     tool = load_tool()
-    output = ("ERROR: Ignored the following yanked versions: 1.0\n"
-              "ERROR: Cannot install a==1 because these package versions have conflicts.\n"
-              "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io\n")
+    output = (
+        "ERROR: Ignored the following yanked versions: 1.0\n"
+        "ERROR: Cannot install a==1 because these package versions have conflicts.\n"
+        "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io\n"
+    )
     assert tool.pip_error(output).startswith("ERROR: Cannot install a==1")
     assert tool.is_family("nvidia-cudnn-cu13") and tool.is_family("Triton")
     assert not tool.is_family("torchmetrics")
@@ -192,9 +223,13 @@ def test_a_lightning_release_from_pypi_runs_on_this_interpreters_torch(tmp_path)
     if importlib.util.find_spec("torch") is None or not pypi_reachable():
         pytest.skip("needs torch here and pypi.org")
     dest = tmp_path / "env"
-    done = subprocess.run([sys.executable, str(TOOL), str(dest), "--base-python", sys.executable,
-                           "lightning==2.5.5"], check=False, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(TOOL), str(dest), "--base-python", sys.executable, "lightning==2.5.5"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "lightning: 2.5.5 from the env" in done.stdout
     assert "torch:" in done.stdout and "from the base" in done.stdout

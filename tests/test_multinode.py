@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -18,13 +17,23 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from common.result import load_result
 from conftest import clean_env, needs_lightning
 
+from common.result import load_result
+
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--accelerator", "cpu", "--image-size", "64", "--batch-size-per-device", "2",
-        "--warmup-steps", "1", "--steps", "2"]
+TINY = [
+    "--accelerator",
+    "cpu",
+    "--image-size",
+    "64",
+    "--batch-size-per-device",
+    "2",
+    "--warmup-steps",
+    "1",
+    "--steps",
+    "2",
+]
 # pair.sbatch and sweep.sh derive the accelerator and the batch from the job: the rest only.
 SCRIPT_TINY = ["--image-size", "64", "--warmup-steps", "1", "--steps", "2"]
 ARMS = {"native": "native", "lightning": "lightning_impl", "fabric": "lightning_impl.fabric"}
@@ -32,8 +41,10 @@ HAS_FABRIC = (ROOT / "lightning_impl" / "fabric.py").exists()
 ARM_PARAMS = [
     pytest.param("native"),
     pytest.param("lightning", marks=needs_lightning),
-    pytest.param("fabric", marks=[needs_lightning,
-                                  pytest.mark.skipif(not HAS_FABRIC, reason="no Fabric arm yet")]),
+    pytest.param(
+        "fabric",
+        marks=[needs_lightning, pytest.mark.skipif(not HAS_FABRIC, reason="no Fabric arm yet")],
+    ),
 ]
 pytestmark = pytest.mark.multinode
 
@@ -43,9 +54,13 @@ def cluster() -> None:
     """The local two-node Slurm, started if needed (idempotent); skip without root."""
     if os.geteuid() != 0:
         pytest.skip("the local Slurm (tools/slurm-local.sh) needs root")
-    proc = subprocess.run([str(ROOT / "tools" / "slurm-local.sh"), "start"],
-                          env={**os.environ, "SLURM_LOCAL_NODES": "2"},
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(ROOT / "tools" / "slurm-local.sh"), "start"],
+        env={**os.environ, "SLURM_LOCAL_NODES": "2"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -54,8 +69,9 @@ def srun(args: list[str], timeout: float = 240, **env: str) -> subprocess.Comple
     name = f"pytest-{uuid.uuid4().hex[:8]}"
     cmd = ["srun", f"--job-name={name}", "--time=5", *args]
     try:
-        return subprocess.run(cmd, cwd=ROOT, env=clean_env(**env), capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            cmd, cwd=ROOT, env=clean_env(**env), capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         subprocess.run(["scancel", f"--name={name}"], timeout=30, check=False)
         pytest.fail(f"srun did not end within {timeout:.0f} s: {cmd}")
@@ -64,8 +80,22 @@ def srun(args: list[str], timeout: float = 240, **env: str) -> subprocess.Comple
 @pytest.mark.parametrize("arm", ARM_PARAMS)
 def test_two_nodes_two_tasks_each_place_ranks_by_node(cluster, tmp_path, arm):
     out = tmp_path / "result.json"
-    proc = srun(["-N2", "--ntasks-per-node=2", sys.executable, "-m", ARMS[arm], "--devices", "2",
-                 "--num-nodes", "2", *TINY, "--output", str(out)])
+    proc = srun(
+        [
+            "-N2",
+            "--ntasks-per-node=2",
+            sys.executable,
+            "-m",
+            ARMS[arm],
+            "--devices",
+            "2",
+            "--num-nodes",
+            "2",
+            *TINY,
+            "--output",
+            str(out),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     result = load_result(out)
     assert result.world_size == 4 and len(result.ranks) == 4
@@ -79,16 +109,25 @@ def test_two_nodes_two_tasks_each_place_ranks_by_node(cluster, tmp_path, arm):
 
 
 @pytest.mark.parametrize("arm", ARM_PARAMS)
-@pytest.mark.parametrize(("shape", "options", "message"), [
-    (["-N2", "--ntasks-per-node=2"], ["--devices", "2", "--num-nodes", "1"],
-     "Slurm allocated 2 nodes"),
-    (["-n3", "-N2"], ["--devices", "2", "--num-nodes", "2"], "Slurm started 3 tasks"),
-])
-def test_job_shape_mismatch_across_nodes_exits_2_on_every_node(cluster, tmp_path, arm, shape,
-                                                                options, message):
+@pytest.mark.parametrize(
+    ("shape", "options", "message"),
+    [
+        (
+            ["-N2", "--ntasks-per-node=2"],
+            ["--devices", "2", "--num-nodes", "1"],
+            "Slurm allocated 2 nodes",
+        ),
+        (["-n3", "-N2"], ["--devices", "2", "--num-nodes", "2"], "Slurm started 3 tasks"),
+    ],
+)
+def test_job_shape_mismatch_across_nodes_exits_2_on_every_node(
+    cluster, tmp_path, arm, shape, options, message
+):
     out = tmp_path / "result.json"
-    proc = srun([*shape, sys.executable, "-m", ARMS[arm], *options, *TINY, "--output", str(out)],
-                timeout=120)
+    proc = srun(
+        [*shape, sys.executable, "-m", ARMS[arm], *options, *TINY, "--output", str(out)],
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("srun:")]
     ntasks = 3 if "-n3" in shape else 4
@@ -116,12 +155,33 @@ def test_a_node_killed_mid_run_ends_the_whole_job_without_a_result(cluster, tmp_
     out = tmp_path / "result.json"
     name = f"pytest-{uuid.uuid4().hex[:8]}"
     # A bare srun (no --kill-on-bad-exit): the surviving ranks must end by themselves.
-    cmd = ["srun", f"--job-name={name}", "--time=5", "-N2", "--ntasks-per-node=2",
-           sys.executable, "-m", ARMS[arm], "--devices", "2", "--num-nodes", "2", *TINY[:-1],
-           "200", "--output", str(out)]
+    cmd = [
+        "srun",
+        f"--job-name={name}",
+        "--time=5",
+        "-N2",
+        "--ntasks-per-node=2",
+        sys.executable,
+        "-m",
+        ARMS[arm],
+        "--devices",
+        "2",
+        "--num-nodes",
+        "2",
+        *TINY[:-1],
+        "200",
+        "--output",
+        str(out),
+    ]
     # Rank 2 (the first rank of node n2) dies at step 3, as a node would.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=clean_env(DDPBENCH_FAULT="rank=2,step=3,kind=kill"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=clean_env(DDPBENCH_FAULT="rank=2,step=3,kind=kill"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # Well under the 300 s collective timeout: the ranks must not wait for it.
         _, err = proc.communicate(timeout=150)
@@ -140,8 +200,9 @@ def sbatch_wait(args: list[str], env: dict[str, str], timeout: float) -> int:
     name = f"pytest-{uuid.uuid4().hex[:8]}"
     cmd = ["sbatch", "--wait", f"--job-name={name}", "--time=10", *args]
     try:
-        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout).returncode
+        return subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        ).returncode
     except subprocess.TimeoutExpired:
         subprocess.run(["scancel", f"--name={name}"], timeout=30, check=False)
         pytest.fail(f"sbatch did not end within {timeout:.0f} s: {cmd}")
@@ -149,11 +210,26 @@ def sbatch_wait(args: list[str], env: dict[str, str], timeout: float) -> int:
 
 def test_pair_job_across_two_nodes(cluster, tmp_path):
     outdir = tmp_path / "pair"
-    env = clean_env(ACCELERATOR="cpu", REPEATS="1", WARMUP_RUNS="0", BATCH_SIZE="2", OUTDIR=str(outdir),
-                    PYTHON=sys.executable)
-    status = sbatch_wait(["--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=0",
-                          f"--output={tmp_path / 'job.out'}", str(ROOT / "slurm" / "pair.sbatch"),
-                          *SCRIPT_TINY], env, timeout=400)
+    env = clean_env(
+        ACCELERATOR="cpu",
+        REPEATS="1",
+        WARMUP_RUNS="0",
+        BATCH_SIZE="2",
+        OUTDIR=str(outdir),
+        PYTHON=sys.executable,
+    )
+    status = sbatch_wait(
+        [
+            "--nodes=2",
+            "--ntasks-per-node=2",
+            "--gpus-per-node=0",
+            f"--output={tmp_path / 'job.out'}",
+            str(ROOT / "slurm" / "pair.sbatch"),
+            *SCRIPT_TINY,
+        ],
+        env,
+        timeout=400,
+    )
     assert status == 0, (tmp_path / "job.out").read_text()
     for impl in ("native", "lightning"):
         result = load_result(outdir / "results" / f"{impl}-r1.json")
@@ -164,16 +240,39 @@ def test_pair_job_across_two_nodes(cluster, tmp_path):
 
 def test_sweep_over_one_and_two_nodes_reports_scaling_to_world_size_4(cluster, tmp_path):
     outdir = tmp_path / "sweep"
-    cmd = [str(ROOT / "slurm" / "sweep.sh"), "--shapes", "1x1,1x2,2x2", "--mode", "weak",
-           "--batch", "2", "--cpu", "--repeats", "1", "--warmup-runs", "0", "--wait", "--sbatch=--time=10",
-           "--outdir", str(outdir), "--", *SCRIPT_TINY]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=clean_env(SWEEP_POLL_SECONDS="1", PYTHON=sys.executable),
-                          capture_output=True, text=True, timeout=900)
+    cmd = [
+        str(ROOT / "slurm" / "sweep.sh"),
+        "--shapes",
+        "1x1,1x2,2x2",
+        "--mode",
+        "weak",
+        "--batch",
+        "2",
+        "--cpu",
+        "--repeats",
+        "1",
+        "--warmup-runs",
+        "0",
+        "--wait",
+        "--sbatch=--time=10",
+        "--outdir",
+        str(outdir),
+        "--",
+        *SCRIPT_TINY,
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=tmp_path,
+        env=clean_env(SWEEP_POLL_SECONDS="1", PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     four = load_result(outdir / "nodes-2-devices-2" / "results" / "native-r1.json")
     assert four.world_size == 4 and four.environment.hostnames == ["n1", "n1", "n2", "n2"]
     report = (outdir / "report.txt").read_text()
-    scaling = report[report.index("Scaling"):]
+    scaling = report[report.index("Scaling") :]
     for impl in ("native", "lightning"):
         for world in (1, 2, 4):
             assert re.search(rf"^\s+{impl}\s+{world}\s", scaling, flags=re.M), scaling
@@ -182,6 +281,7 @@ def test_sweep_over_one_and_two_nodes_reports_scaling_to_world_size_4(cluster, t
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -193,12 +293,42 @@ def test_torchrun_two_agents_c10d_rendezvous(tmp_path, arm):
     port, run_id = free_port(), uuid.uuid4().hex[:8]
     agents = []
     for node in (0, 1):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank",
-               str(node), "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-               f"127.0.0.1:{port}", "--rdzv-id", run_id, "-m", ARMS[arm], "--devices", "2",
-               "--num-nodes", "2", *TINY, "--output", str(out)]
-        agents.append(subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node),
+            "--nproc-per-node",
+            "2",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--rdzv-id",
+            run_id,
+            "-m",
+            ARMS[arm],
+            "--devices",
+            "2",
+            "--num-nodes",
+            "2",
+            *TINY,
+            "--output",
+            str(out),
+        ]
+        agents.append(
+            subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=clean_env(),
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        )
     try:
         logs = [a.communicate(timeout=300)[0] for a in agents]
     finally:

@@ -16,7 +16,9 @@ def test_new_leaves_a_file_that_appeared_while_it_wrote_and_writes_nothing(tmp_p
         tmp.write_text("ours")
         path.write_text("theirs")  # another process took the name meanwhile
 
-    with pytest.raises(OutputError, match=r"--pyprofile .*(already exists|appeared while this ran)"):
+    with pytest.raises(
+        OutputError, match=r"--pyprofile .*(already exists|appeared while this ran)"
+    ):
         write_atomically(path, fill, mode="new", option="--pyprofile")
     assert path.read_text() == "theirs" and list(tmp_path.iterdir()) == [path]
 
@@ -42,6 +44,9 @@ def test_every_mode_refuses_a_symbolic_link(tmp_path, mode):
 
 def test_the_temp_file_keeps_the_suffix_for_writers_that_read_it(tmp_path):
     seen = []
-    write_atomically(tmp_path / "trace.json.gz", lambda tmp: (seen.append(tmp.name),
-                                                               tmp.write_bytes(b"x")), mode="new")
+    write_atomically(
+        tmp_path / "trace.json.gz",
+        lambda tmp: (seen.append(tmp.name), tmp.write_bytes(b"x")),
+        mode="new",
+    )
     assert seen[0].endswith(".gz") and (tmp_path / "trace.json.gz").read_bytes() == b"x"

@@ -1,4 +1,4 @@
-"""The result schema: round trip, published schema, rejection of malformed files, no-clobber writes."""
+"""The result schema: round trip, published schema, malformed files rejected, no-clobber writes."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from common.output import OutputError
 from common.result import Result, ResultError, load_result, write_result
-
-from conftest import ROOT
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
 ORIGINAL = ROOT / "tests" / "data" / "original" / "native-h200-b256.json"
@@ -30,9 +29,18 @@ def test_a_real_result_round_trips(tmp_path):
 
 def test_published_schema_matches_the_code():
     published = json.loads((ROOT / "schema" / "result.schema.json").read_text())
-    fresh = json.loads(subprocess.run([sys.executable, "-m", "common", "schema"], cwd=ROOT, capture_output=True,
-                                      text=True, check=True).stdout)
-    assert published == fresh, "regenerate with: python -m common schema > schema/result.schema.json"
+    fresh = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "common", "schema"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert published == fresh, (
+        "regenerate with: python -m common schema > schema/result.schema.json"
+    )
 
 
 def test_original_scripts_flat_results_load():
@@ -40,14 +48,17 @@ def test_original_scripts_flat_results_load():
     assert original.implementation == "native" and original.images_per_second > 2000
 
 
-@pytest.mark.parametrize("mutate,message", [
-    (lambda d: d.pop("images_per_second"), r"field images_per_second: Field required"),
-    (lambda d: d.update(world_size="two"), r"field world_size"),
-    (lambda d: d.update(schema_version=99), r"schema_version 99 is not supported"),
-    (lambda d: d["ranks"][0].update(step_times_ms=[]), r"field ranks.0.step_times_ms"),
-    (lambda d: d.update(implementation="deepspeed"), r"field implementation"),
-    (lambda d: d.update(surprise=1), r"field surprise: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda d: d.pop("images_per_second"), r"field images_per_second: Field required"),
+        (lambda d: d.update(world_size="two"), r"field world_size"),
+        (lambda d: d.update(schema_version=99), r"schema_version 99 is not supported"),
+        (lambda d: d["ranks"][0].update(step_times_ms=[]), r"field ranks.0.step_times_ms"),
+        (lambda d: d.update(implementation="deepspeed"), r"field implementation"),
+        (lambda d: d.update(surprise=1), r"field surprise: Extra inputs are not permitted"),
+    ],
+)
 def test_malformed_results_name_file_and_field(tmp_path, mutate, message):
     data = real()
     mutate(data)
@@ -57,8 +68,14 @@ def test_malformed_results_name_file_and_field(tmp_path, mutate, message):
         load_result(path)
 
 
-@pytest.mark.parametrize("text,message", [("{\"schema_version\": 1, ", "not valid JSON"), ("[1, 2]", "expected a JSON object"),
-                                          ('{"elapsed_seconds": NaN}', "not valid JSON")])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('{"schema_version": 1, ', "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"elapsed_seconds": NaN}', "not valid JSON"),
+    ],
+)
 def test_unreadable_json_is_named(tmp_path, text, message):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -77,10 +94,18 @@ def test_write_never_replaces_an_existing_file_without_overwrite(tmp_path):
     assert load_result(path).implementation == "native"
 
 
-@pytest.mark.parametrize("mode, noted", [("default", False), ("reduce-overhead", True), ("max-autotune", True),
-                                         ("max-autotune-no-cudagraphs", False)])
+@pytest.mark.parametrize(
+    "mode, noted",
+    [
+        ("default", False),
+        ("reduce-overhead", True),
+        ("max-autotune", True),
+        ("max-autotune-no-cudagraphs", False),
+    ],
+)
 def test_summary_says_when_peak_allocated_leaves_out_cuda_graph_memory(mode, noted, capsys):
     from common.report import print_summary
+
     data = real()
     data["config"].update(compile=True, compile_mode=mode)
     print_summary(Result.model_validate(data), None, "title")
@@ -90,12 +115,19 @@ def test_summary_says_when_peak_allocated_leaves_out_cuda_graph_memory(mode, not
 
 def test_summary_gives_the_gpu_busy_share_of_the_timed_step(capsys):
     from common.report import print_summary
+
     data = real()
     median = data["step_time_ms"]["median"]
-    data["gpu_activity"] = {"profiled_steps": 5, "gpu_busy_fraction": 0.5, "kernels_per_step": 1300.0,
-                            "gpu_ms_per_step": 0.95 * median, "wall_ms_per_step": 2 * median,
-                            "gpu_busy_ms_per_step": 0.95 * median, "gpu_busy_share_of_timed_step": 0.95,
-                            "host_bound": False}
+    data["gpu_activity"] = {
+        "profiled_steps": 5,
+        "gpu_busy_fraction": 0.5,
+        "kernels_per_step": 1300.0,
+        "gpu_ms_per_step": 0.95 * median,
+        "wall_ms_per_step": 2 * median,
+        "gpu_busy_ms_per_step": 0.95 * median,
+        "gpu_busy_share_of_timed_step": 0.95,
+        "host_bound": False,
+    }
     print_summary(Result.model_validate(data), None, "title")
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "GPU busy" in ln)
     assert "95.0% of the timed step (GPU-bound;" in line and "1300 kernels/step" in line

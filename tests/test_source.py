@@ -20,10 +20,14 @@ def copy_tree(dst):
 def test_a_copy_without_git_has_the_same_digest_and_any_edit_changes_it(tmp_path):
     copy = copy_tree(tmp_path / "copy")
     assert source_digest(copy) == source_digest(ROOT)
-    (copy / "native" / "benchmark.py").write_text((copy / "native" / "benchmark.py").read_text() + "\n")
+    (copy / "native" / "benchmark.py").write_text(
+        (copy / "native" / "benchmark.py").read_text() + "\n"
+    )
     edited = source_digest(copy)
     assert edited != source_digest(ROOT)
-    (copy / "native" / "benchmark.py").rename(copy / "native" / "renamed.py")  # same bytes, new path
+    (copy / "native" / "benchmark.py").rename(
+        copy / "native" / "renamed.py"
+    )  # same bytes, new path
     assert source_digest(copy) not in (edited, source_digest(ROOT))
 
 
@@ -36,9 +40,20 @@ def test_files_outside_the_runner_packages_and_caches_do_not_count(tmp_path):
 
 
 def test_the_command_prints_it():
-    proc = subprocess.run([sys.executable, "-m", "common", "source-digest"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.strip() == source_digest(ROOT)
-    wrong = subprocess.run([sys.executable, "-m", "common", "nope"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "common", "source-digest"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # `DIGEST  PATH`, as sha256sum prints (common/__main__.py)
+    assert proc.returncode == 0 and proc.stdout == f"{source_digest(ROOT)}  {ROOT}\n"
+    wrong = subprocess.run(
+        [sys.executable, "-m", "common", "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert wrong.returncode == 2 and "source-digest" in wrong.stderr

@@ -20,26 +20,34 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 from compare import stats
+from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 MAX_BLOCKS = 40
 N0 = stats.FIRST_STAGE_BLOCKS
 GAPS = np.where(np.arange(MAX_BLOCKS) % 2 == 0, 1, -1)  # ABBA: the arm second in odd blocks
 # (noise, target half-width pp, true overhead %, run failure probability, drift %/block)
-CONDITIONS = ([(k, target, truth, fail, 0.0) for k, target, truth, fail in itertools.product(
-    ("normal", "t3", "spikes"), (1.0, 0.6, 0.4), (0.0, 2.0), (0.0, 0.15))]
-    + [("normal", target, truth, fail, drift) for target, truth, fail, drift in
-       itertools.product((1.0, 0.6), (0.0, 2.0), (0.1, 0.3), (0.2, 1.0))])
+CONDITIONS = [
+    (k, target, truth, fail, 0.0)
+    for k, target, truth, fail in itertools.product(
+        ("normal", "t3", "spikes"), (1.0, 0.6, 0.4), (0.0, 2.0), (0.0, 0.15)
+    )
+] + [
+    ("normal", target, truth, fail, drift)
+    for target, truth, fail, drift in itertools.product(
+        (1.0, 0.6), (0.0, 2.0), (0.1, 0.3), (0.2, 1.0)
+    )
+]
 
 
 def _name(c: tuple) -> str:
     return f"{c[0]}-target{c[1]}-true{c[2]:g}-fail{c[3]}-drift{c[4]}"
 
 
-def draws(seed: int, kind: str, truth: float, fail: float, drift: float, reps: int = REPS
-          ) -> tuple[np.ndarray, np.ndarray]:
+def draws(
+    seed: int, kind: str, truth: float, fail: float, drift: float, reps: int = REPS
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-block log ratios (reps, MAX_BLOCKS) and which blocks are complete."""
     rng = np.random.default_rng(seed)
     base_slot, arm_slot = slots("ABBA", MAX_BLOCKS)
@@ -50,8 +58,9 @@ def draws(seed: int, kind: str, truth: float, fail: float, drift: float, reps: i
     return arm - base, complete
 
 
-def stein_experiment(ratios: np.ndarray, complete: np.ndarray, rule: stats.StoppingRule
-                     ) -> tuple[stats.ArmInterval, int]:
+def stein_experiment(
+    ratios: np.ndarray, complete: np.ndarray, rule: stats.StoppingRule
+) -> tuple[stats.ArmInterval, int]:
     """One experiment under the rule: (final interval, blocks started)."""
     done = ratios[complete].tolist()
     gaps = GAPS[complete].tolist()
@@ -79,9 +88,13 @@ def measure(c: tuple) -> tuple[float, float, float, float, float]:
         assert len(refused) <= 0.05 * REPS  # failures left blocks of one order only: rare
         ivs = [iv for iv in ivs if iv.verdict_possible]
         cover = float(np.mean([iv.ci_low <= truth <= iv.ci_high for iv in ivs]))
-        _cache[c] = (cover, sum(iv.significant for iv in ivs) / len(out),
-                     float(np.mean([s for _, s in out])),
-                     float(np.mean([s == MAX_BLOCKS for _, s in out])), len(refused) / len(out))
+        _cache[c] = (
+            cover,
+            sum(iv.significant for iv in ivs) / len(out),
+            float(np.mean([s for _, s in out])),
+            float(np.mean([s == MAX_BLOCKS for _, s in out])),
+            len(refused) / len(out),
+        )
     return _cache[c]
 
 
@@ -137,8 +150,9 @@ def test_failed_runs_do_not_count_and_the_loop_decision_matches() -> None:
                 ms = base_ms * math.exp(ratios[e, block - 1]) if arm == "fabric" else base_ms
                 if ok or (arm == "native" and rng.random() < 0.5):  # a failed run: no point
                     points.append(stats.RunPoint(arm, ms, block, position))
-            decision = stats.stopping_decision(points, "native", ["fabric"], rule, block,
-                                               MAX_BLOCKS)
+            decision = stats.stopping_decision(
+                points, "native", ["fabric"], rule, block, MAX_BLOCKS
+            )
             if decision.stop:
                 break
         _, started = stein_experiment(ratios[e], complete[e], rule)
@@ -160,11 +174,14 @@ def test_every_arm_needs_its_own_blocks() -> None:
     rng = np.random.default_rng(5)
     points = []
     for block in range(1, 4):
-        points += [stats.RunPoint("native", 100.0, block, 1),
-                   stats.RunPoint("fabric", 100.0 * math.exp(rng.normal(0, 0.001)), block, 2)]
+        points += [
+            stats.RunPoint("native", 100.0, block, 1),
+            stats.RunPoint("fabric", 100.0 * math.exp(rng.normal(0, 0.001)), block, 2),
+        ]
         if block < 3:  # lightning's third run failed
-            points.append(stats.RunPoint("lightning", 100.0 * math.exp(rng.normal(0, 0.02)),
-                                         block, 3))
+            points.append(
+                stats.RunPoint("lightning", 100.0 * math.exp(rng.normal(0, 0.02)), block, 3)
+            )
     d = stats.stopping_decision(points, "native", ["fabric", "lightning"], rule, 3, 10)
     assert d.action == "continue" and d.complete_blocks == {"fabric": 3, "lightning": 2}
     assert d.needed["fabric"] == 3 and d.needed["lightning"] is None
@@ -184,14 +201,20 @@ def test_the_rule_round_trips_through_the_manifest() -> None:
 
 
 def table() -> list[str]:
-    lines = [(f"{'condition':40s} {'coverage':>8s} {'A/A':>6s} {'MC SE':>6s} {'blocks':>6s}"
-              f" {'at max':>6s} {'refused':>7s}")]
+    lines = [
+        (
+            f"{'condition':40s} {'coverage':>8s} {'A/A':>6s} {'MC SE':>6s} {'blocks':>6s}"
+            f" {'at max':>6s} {'refused':>7s}"
+        )
+    ]
     for c in CONDITIONS:
         cover, verdict, blocks, at_max, refused = measure(c)
         aa = f"{verdict:.4f}" if c[2] == 0.0 else "-"
         se = math.sqrt(cover * (1 - cover) / REPS)
-        lines.append(f"{_name(c):40s} {cover:8.4f} {aa:>6s} {se:6.4f} {blocks:6.1f}"
-                     f" {at_max:6.3f} {refused:7.4f}")
+        lines.append(
+            f"{_name(c):40s} {cover:8.4f} {aa:>6s} {se:6.4f} {blocks:6.1f}"
+            f" {at_max:6.3f} {refused:7.4f}"
+        )
     return lines
 
 

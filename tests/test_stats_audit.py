@@ -10,16 +10,25 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import (AA_BOUND, REPS, OldInterval, lower_bound, old_run_level, paired, simulate,
-                       welch)
 
 from compare import stats
+from stats_sim import (
+    AA_BOUND,
+    REPS,
+    OldInterval,
+    lower_bound,
+    old_run_level,
+    paired,
+    simulate,
+    welch,
+)
 
 
 def _old(sim) -> list[OldInterval]:
     """The previous method (Welch-Satterthwaite over runs, blocks ignored) on the same draws."""
-    return [old_run_level(np.exp(b).tolist(), np.exp(a).tolist())
-            for b, a in zip(sim.base, sim.arm)]
+    return [
+        old_run_level(np.exp(b).tolist(), np.exp(a).tolist()) for b, a in zip(sim.base, sim.arm)
+    ]
 
 
 def test_audit_interleaving_thrown_away_abba_drift_is_now_paired_out() -> None:
@@ -64,18 +73,24 @@ def test_audit_unequal_counts_a_to_a() -> None:
 def test_audit_identical_files_give_no_verdict() -> None:
     """Audit: two copies each of one native and one Lightning result gave 'lightning is 1.54%
     slower (95% CI 1.54..1.54%)'. Now: no verdict, naming the duplicated runs."""
-    runs = [stats.RunPoint("native", 31.25, name="native-a.json"),
-            stats.RunPoint("native", 31.25, name="native-b.json"),
-            stats.RunPoint("lightning", 31.73125, name="lightning-a.json"),
-            stats.RunPoint("lightning", 31.73125, name="lightning-b.json")]
+    runs = [
+        stats.RunPoint("native", 31.25, name="native-a.json"),
+        stats.RunPoint("native", 31.25, name="native-b.json"),
+        stats.RunPoint("lightning", 31.73125, name="lightning-a.json"),
+        stats.RunPoint("lightning", 31.73125, name="lightning-b.json"),
+    ]
     iv = stats.compare_arms(runs, "lightning", "native")
     assert not iv.verdict_possible and not iv.significant and iv.min_detectable_percent is None
     assert "native-a.json = native-b.json" in (iv.no_verdict_reason or "")
     assert "lightning-a.json = lightning-b.json" in (iv.no_verdict_reason or "")
     assert "no verdict" in stats.interval_line("lightning", "native", iv)
     # the same copies in a manifest's blocks
-    blocks = [stats.RunPoint(p.arm, p.ms, block=1 + i % 2, position=1 + (p.arm == "lightning"),
-                             name=p.name) for i, p in enumerate(runs)]
+    blocks = [
+        stats.RunPoint(
+            p.arm, p.ms, block=1 + i % 2, position=1 + (p.arm == "lightning"), name=p.name
+        )
+        for i, p in enumerate(runs)
+    ]
     assert not stats.compare_arms(blocks, "lightning", "native").verdict_possible
 
 
@@ -102,16 +117,26 @@ def test_audit_min_run_percent_is_a_labelled_descriptive_ratio() -> None:
     assert value is None and "unequal run counts" in why
     # the bias it is labelled with: true +2%, arm 3x noisier, 5 runs a side
     sim = simulate(2530, 5, 2.0, arm_scale=3.0)
-    bias = np.mean([stats.fastest_run_ratio(np.exp(b).tolist(), np.exp(a).tolist())[0] - 2.0
-                    for b, a in zip(sim.base, sim.arm)])
+    bias = np.mean(
+        [
+            stats.fastest_run_ratio(np.exp(b).tolist(), np.exp(a).tolist())[0] - 2.0
+            for b, a in zip(sim.base, sim.arm)
+        ]
+    )
     assert bias < -0.5  # the fastest of noisier runs is faster: it reads low
 
 
 def test_unknown_start_times_warn_and_keep_the_verdict() -> None:
     rng = np.random.default_rng(3)
-    runs = [stats.RunPoint(arm, 100.0 * (1.03 if arm == "fabric" else 1.0)
-                           * math.exp(rng.normal(0, 0.002)), name=f"{arm}{k}")
-            for k in range(5) for arm in ("native", "fabric")]
+    runs = [
+        stats.RunPoint(
+            arm,
+            100.0 * (1.03 if arm == "fabric" else 1.0) * math.exp(rng.normal(0, 0.002)),
+            name=f"{arm}{k}",
+        )
+        for k in range(5)
+        for arm in ("native", "fabric")
+    ]
     iv = stats.compare_arms(runs, "fabric", "native")
     assert iv.significant and iv.method == stats.METHOD_WELCH
     assert any("start times unknown" in w for w in iv.warnings)
@@ -125,16 +150,20 @@ def test_dropped_blocks_are_named() -> None:
         for position, arm in enumerate(order, 1):
             if (block, arm) in ((2, "fabric"), (5, "native")):
                 continue  # these runs failed
-            runs.append(stats.RunPoint(arm, 100.0 * math.exp(rng.normal(0, 0.003)), block,
-                                       position))
+            runs.append(
+                stats.RunPoint(arm, 100.0 * math.exp(rng.normal(0, 0.003)), block, position)
+            )
     iv = stats.compare_arms(runs, "fabric", "native")
     assert iv.dropped_blocks == (2, 5) and iv.blocks == 4 and iv.df == 3
     assert any("block(s) 2, 5 dropped" in w for w in iv.warnings)
 
 
 def test_the_interval_needs_two_blocks() -> None:
-    runs = [stats.RunPoint("native", 100.0, 1, 1), stats.RunPoint("fabric", 101.0, 1, 2),
-            stats.RunPoint("native", 100.5, 2, 2)]
+    runs = [
+        stats.RunPoint("native", 100.0, 1, 1),
+        stats.RunPoint("fabric", 101.0, 1, 2),
+        stats.RunPoint("native", 100.5, 2, 2),
+    ]
     iv = stats.compare_arms(runs, "fabric", "native")
     assert not iv.verdict_possible and "needs 2" in (iv.no_verdict_reason or "")
 
@@ -146,12 +175,20 @@ def test_interleaving_statistic() -> None:
     assert stats.interleaving([0, None], [1, 2]).interleaved is None
 
 
-@pytest.mark.parametrize(("medians", "halves", "settled", "why"), [
-    ([105.0, 101.0, 100.5], [(104, 106), (100.5, 101.5), (100.2, 100.8)], True, "settled after 3"),
-    ([105.0, 101.0], [(104, 106), (100.5, 101.5)], False, "moved -3.8%"),
-    ([101.0, 100.5], [(100.5, 101.5), (98.0, 103.0)], False, "warm-up run 2 drifted +5.1%"),
-    ([100.0], [(100.0, 100.0)], False, "settling needs 2"),
-])
+@pytest.mark.parametrize(
+    ("medians", "halves", "settled", "why"),
+    [
+        (
+            [105.0, 101.0, 100.5],
+            [(104, 106), (100.5, 101.5), (100.2, 100.8)],
+            True,
+            "settled after 3",
+        ),
+        ([105.0, 101.0], [(104, 106), (100.5, 101.5)], False, "moved -3.8%"),
+        ([101.0, 100.5], [(100.5, 101.5), (98.0, 103.0)], False, "warm-up run 2 drifted +5.1%"),
+        ([100.0], [(100.0, 100.0)], False, "settling needs 2"),
+    ],
+)
 def test_host_settled(medians, halves, settled, why) -> None:
     s = stats.host_settled(medians, halves)
     assert s.settled is settled and why in s.reason and s.runs == len(medians)
@@ -182,7 +219,8 @@ def _abba(blocks: int, seed: int, fail: tuple[tuple[int, str], ...] = ()) -> lis
 
 def test_compare_arms_with_a_recorded_rule_gives_steins_interval() -> None:
     rule = stats.StoppingRule.from_manifest(
-        {"rule": "stein-two-stage", "first_stage_blocks": 5, "target_half_width": 0.5})
+        {"rule": "stein-two-stage", "first_stage_blocks": 5, "target_half_width": 0.5}
+    )
     runs = _abba(12, 6)
     iv = stats.compare_arms(runs, "fabric", "native", rule)
     assert iv.method == stats.METHOD_STEIN and iv.df == 4 and iv.blocks == 12

@@ -17,33 +17,40 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import REPS, lower_bound, simulate
 
 from compare import stats
+from stats_sim import REPS, lower_bound, simulate
 
 # (method, noise, arm noise scale, baseline runs, arm runs)
-DESIGNS = ([("paired", k, 1.0, n, n) for k in ("normal", "t3", "spikes") for n in (3, 5, 10)]
-           + [("welch", k, 1.0, n, n) for k in ("normal", "t3") for n in (3, 5, 10)]
-           + [("welch", "normal", 3.0, 10, 3), ("welch", "normal", 1.0, 3, 10)])
-HIDDEN = [("paired", "normal", 1.0, 2, 2), ("welch", "normal", 1.0, 2, 2),
-          ("welch", "normal", 3.0, 10, 2)]
+DESIGNS = (
+    [("paired", k, 1.0, n, n) for k in ("normal", "t3", "spikes") for n in (3, 5, 10)]
+    + [("welch", k, 1.0, n, n) for k in ("normal", "t3") for n in (3, 5, 10)]
+    + [("welch", "normal", 3.0, 10, 3), ("welch", "normal", 1.0, 3, 10)]
+)
+HIDDEN = [
+    ("paired", "normal", 1.0, 2, 2),
+    ("welch", "normal", 1.0, 2, 2),
+    ("welch", "normal", 3.0, 10, 2),
+]
 
 
 def _name(d: tuple) -> str:
     return f"{d[0]}-{d[1]}-x{d[2]:g}-{d[3]}v{d[4]}"
 
 
-def intervals(design: tuple, seed: int, shift: np.ndarray | float = 0.0
-              ) -> list[stats.ArmInterval]:
+def intervals(design: tuple, seed: int, shift: np.ndarray | float = 0.0) -> list[stats.ArmInterval]:
     """REPS experiments of the design, the arm slowed by `shift` (percent, one per experiment)."""
     method, kind, scale, nb, na = design
     sim = simulate(seed, nb, 0.0, kind, scale, arm_runs=na)
-    arm = sim.arm + np.log1p(np.broadcast_to(np.asarray(shift, dtype=float), (REPS,)) / 100)[
-        :, None]
+    arm = (
+        sim.arm + np.log1p(np.broadcast_to(np.asarray(shift, dtype=float), (REPS,)) / 100)[:, None]
+    )
     if method == "paired":
         return [stats.paired_log_interval(row.tolist()) for row in arm - sim.base]
-    return [stats.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
-            for b, a in zip(sim.base, arm)]
+    return [
+        stats.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
+        for b, a in zip(sim.base, arm)
+    ]
 
 
 _cache: dict[tuple, tuple[float, float, float]] = {}
@@ -59,8 +66,11 @@ def measure(design: tuple) -> tuple[float, float, float]:
         each = intervals(design, seed + 1, reported)
         median = float(np.median(reported))
         at_median = intervals(design, seed + 2, median)
-        _cache[design] = (float(np.mean([iv.ci_low > 0 for iv in each])),
-                          float(np.mean([iv.ci_low > 0 for iv in at_median])), median)
+        _cache[design] = (
+            float(np.mean([iv.ci_low > 0 for iv in each])),
+            float(np.mean([iv.ci_low > 0 for iv in at_median])),
+            median,
+        )
     return _cache[design]
 
 
@@ -69,15 +79,17 @@ def test_a_true_overhead_of_the_reported_size_is_detected(design: tuple) -> None
     each, at_median, _ = measure(design)
     for rate in (each, at_median):
         assert lower_bound(rate, REPS) >= 0.75, (
-            f"verdict rate {rate:.4f} (MC SE {math.sqrt(rate * (1 - rate) / REPS):.4f})")
+            f"verdict rate {rate:.4f} (MC SE {math.sqrt(rate * (1 - rate) / REPS):.4f})"
+        )
 
 
 @pytest.mark.parametrize("design", HIDDEN, ids=_name)
 def test_no_detectable_size_below_the_minimum_df(design: tuple) -> None:
     ivs = intervals(design, 2390)[:50]
     assert all(iv.verdict_possible and iv.min_detectable_percent is None for iv in ivs)
-    assert all("not shown below 2 degrees of freedom" in (iv.min_detectable_note or "")
-               for iv in ivs)
+    assert all(
+        "not shown below 2 degrees of freedom" in (iv.min_detectable_note or "") for iv in ivs
+    )
     line = stats.interval_line("fabric", "native", ivs[0])
     assert "smallest detectable not shown" in line
 
@@ -94,8 +106,10 @@ def table() -> list[str]:
     lines = [f"{'design':28s} {'at each':>8s} {'at median':>9s} {'MC SE':>6s} {'median %':>8s}"]
     for d in DESIGNS:
         each, at_median, median = measure(d)
-        lines.append(f"{_name(d):28s} {each:8.4f} {at_median:9.4f}"
-                     f" {math.sqrt(each * (1 - each) / REPS):6.4f} {median:8.3f}")
+        lines.append(
+            f"{_name(d):28s} {each:8.4f} {at_median:9.4f}"
+            f" {math.sqrt(each * (1 - each) / REPS):6.4f} {median:8.3f}"
+        )
     return lines
 
 
@@ -112,11 +126,18 @@ def test_steins_reported_size_is_detected_by_a_fresh_stein_experiment(kind: str)
 
     rule = stats.StoppingRule(target_half_width=0.6)
     ratios, complete = draws(2450, kind, 0.0, 0.1, 0.0)
-    reported = np.array([stein_experiment(r, k, rule)[0].min_detectable_percent or np.nan
-                         for r, k in zip(ratios, complete)])
+    reported = np.array(
+        [
+            stein_experiment(r, k, rule)[0].min_detectable_percent or np.nan
+            for r, k in zip(ratios, complete)
+        ]
+    )
     assert np.mean(np.isnan(reported)) < 0.01  # none only where failures left one order
     fresh, complete = draws(2451, kind, 0.0, 0.1, 0.0)
     fresh = fresh + np.log1p(np.nan_to_num(reported, nan=np.nanmedian(reported)) / 100)[:, None]
-    rate = float(np.mean([(stein_experiment(r, k, rule)[0].ci_low or 0.0) > 0
-                          for r, k in zip(fresh, complete)]))
+    rate = float(
+        np.mean(
+            [(stein_experiment(r, k, rule)[0].ci_low or 0.0) > 0 for r, k in zip(fresh, complete)]
+        )
+    )
     assert lower_bound(rate, REPS) >= 0.75, f"verdict rate {rate:.4f}"

@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 import pytest
-from stats_sim import AA_BOUND, REPS, lower_bound, paired, rates, simulate, welch
 
 from compare import stats
+from stats_sim import AA_BOUND, REPS, lower_bound, paired, rates, simulate, welch
 
 RUNS = (2, 3, 5, 10)
 TRUTHS = (0.0, 2.0)
@@ -31,22 +31,36 @@ KINDS = ("normal", "t3", "spikes")
 SUBSET = 200  # experiments that also go through stats.compare_arms
 
 # (method, noise, arm noise scale, drift %/block, order, baseline runs, arm runs, truth %)
-PAIRED = ([("paired", "normal", 1.0, d, "ABBA", n, n, t)
-           for d, n, t in itertools.product((0.2, 1.0), RUNS, TRUTHS)]
-          + [("paired", k, s, 0.0, "ABBA", n, n, t)
-             for k, s, n, t in itertools.product(KINDS, (1.0, 3.0), RUNS, TRUTHS)])
-WELCH = ([("welch", "normal", 1.0, d, o, n, n, t)
-          for o, d, n, t in itertools.product(("ABBA", "ABAB"), (0.2, 1.0), RUNS, TRUTHS)]
-         + [("welch", k, s, 0.0, "ABBA", n, n, t)
-            for k, s, n, t in itertools.product(KINDS, (1.0, 3.0), RUNS, TRUTHS)]
-         # unequal counts, the smaller side 3x noisier (arm_scale is the arm's relative noise)
-         + [("welch", k, s, 0.0, "ABBA", nb, na, t)
-            for k, (nb, na, s), t in itertools.product(
-                KINDS, ((10, 2, 3.0), (2, 10, 1 / 3), (10, 3, 3.0)), TRUTHS)])
+PAIRED = [
+    ("paired", "normal", 1.0, d, "ABBA", n, n, t)
+    for d, n, t in itertools.product((0.2, 1.0), RUNS, TRUTHS)
+] + [
+    ("paired", k, s, 0.0, "ABBA", n, n, t)
+    for k, s, n, t in itertools.product(KINDS, (1.0, 3.0), RUNS, TRUTHS)
+]
+WELCH = (
+    [
+        ("welch", "normal", 1.0, d, o, n, n, t)
+        for o, d, n, t in itertools.product(("ABBA", "ABAB"), (0.2, 1.0), RUNS, TRUTHS)
+    ]
+    + [
+        ("welch", k, s, 0.0, "ABBA", n, n, t)
+        for k, s, n, t in itertools.product(KINDS, (1.0, 3.0), RUNS, TRUTHS)
+    ]
+    # unequal counts, the smaller side 3x noisier (arm_scale is the arm's relative noise)
+    + [
+        ("welch", k, s, 0.0, "ABBA", nb, na, t)
+        for k, (nb, na, s), t in itertools.product(
+            KINDS, ((10, 2, 3.0), (2, 10, 1 / 3), (10, 3, 3.0)), TRUTHS
+        )
+    ]
+)
 # Blocks dropped by failed runs (30% of runs fail): the complete blocks' orders can be left
 # unbalanced, which blocks_log_interval adjusts for (or refuses, when one order is left).
-DROPPED = [("paired-fail", "normal", 1.0, d, "ABBA", n, n, t)
-           for d, n, t in itertools.product((0.2, 1.0), (5, 10, 20), TRUTHS)]
+DROPPED = [
+    ("paired-fail", "normal", 1.0, d, "ABBA", n, n, t)
+    for d, n, t in itertools.product((0.2, 1.0), (5, 10, 20), TRUTHS)
+]
 CONDITIONS = PAIRED + WELCH + DROPPED
 FAIL = 0.3
 
@@ -103,7 +117,8 @@ def test_coverage_and_a_to_a_wherever_a_verdict_is_given(condition: tuple) -> No
     else:  # every one of these conditions can be held: an interval each time
         assert given == 1.0
     assert lower_bound(cover, n) >= 0.93, (
-        f"coverage {cover:.4f} (MC SE {math.sqrt(cover * (1 - cover) / n):.4f}) under 0.93")
+        f"coverage {cover:.4f} (MC SE {math.sqrt(cover * (1 - cover) / n):.4f}) under 0.93"
+    )
     if condition[-1] == 0.0:
         assert verdict <= AA_BOUND, f"A/A verdict rate {verdict:.4f} over {AA_BOUND:.4f}"
 
@@ -115,9 +130,12 @@ def test_pooled_a_to_a_rate_is_at_most_five_percent() -> None:
     assert pooled <= 0.05 + 3 * se, f"pooled A/A {pooled:.4f} (SE {se:.4f})"
 
 
-@pytest.mark.parametrize("condition", [c for c in PAIRED if c[3] == 1.0 and c[-1] == 2.0]
-                         + [c for c in WELCH if c[0] == "welch" and c[4] == "ABAB"
-                            and c[-1] == 2.0][:4], ids=_name)
+@pytest.mark.parametrize(
+    "condition",
+    [c for c in PAIRED if c[3] == 1.0 and c[-1] == 2.0]
+    + [c for c in WELCH if c[0] == "welch" and c[4] == "ABAB" and c[-1] == 2.0][:4],
+    ids=_name,
+)
 def test_compare_arms_gives_the_cores_interval(condition: tuple) -> None:
     """The entry compare calls: a manifest in ABBA order is paired by block; a manifest whose
     blocks all ran the baseline first falls back to the run-level interval, with a warning."""
@@ -126,8 +144,9 @@ def test_compare_arms_gives_the_cores_interval(condition: tuple) -> None:
     for e in range(SUBSET):
         iv = stats.compare_arms(sim.points(e), "fabric", "native")
         assert (iv.ci_low, iv.ci_high) == pytest.approx((cores[e].ci_low, cores[e].ci_high))
-        assert iv.method == (stats.METHOD_BLOCKS if condition[0] == "paired"
-                             else stats.METHOD_WELCH)
+        assert iv.method == (
+            stats.METHOD_BLOCKS if condition[0] == "paired" else stats.METHOD_WELCH
+        )
         if condition[4] == "ABAB":
             assert any("orders are unbalanced" in w for w in iv.warnings)
 
@@ -157,8 +176,10 @@ def table() -> list[str]:
     for c in CONDITIONS:
         cover, verdict, given, n = measure(c)
         aa = f"{verdict:.4f}" if c[-1] == 0.0 else "-"
-        lines.append(f"{_name(c):55s} {cover:8.4f} {aa:>6s}"
-                     f" {math.sqrt(cover * (1 - cover) / n):6.4f} {given:8.4f}")
+        lines.append(
+            f"{_name(c):55s} {cover:8.4f} {aa:>6s}"
+            f" {math.sqrt(cover * (1 - cover) / n):6.4f} {given:8.4f}"
+        )
     return lines
 
 

@@ -1,4 +1,4 @@
-"""The teaching side: identical CLIs, the README's responsibility table matches the `# DDP:` marks."""
+"""Teaching: identical CLIs; the README's responsibility table matches the `# DDP:` marks."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, clean_env, needs_lightning, run_module
 
 TABLE_HEADING = "## Who does what: the DDP responsibilities"
 
 
-RUNNERS = {"native": "native.benchmark", "fabric": "lightning_impl.fabric",
-           "lightning": "lightning_impl.trainer"}
+RUNNERS = {
+    "native": "native.benchmark",
+    "fabric": "lightning_impl.fabric",
+    "lightning": "lightning_impl.trainer",
+}
 PROGRAMS = {"native": "native", "fabric": "lightning_impl.fabric", "lightning": "lightning_impl"}
 LIGHTNING_SIDES = [pytest.param(side, marks=needs_lightning) for side in ("fabric", "lightning")]
 WIDTH = 100  # `diff -y -W 210` shows two 100-column files whole
@@ -50,8 +52,17 @@ def resolve(module: str, dotted: str):
 
 def test_the_table_names_every_responsibility():
     marks = {row[0] for row in responsibility_rows()}
-    assert marks == {"process launch", "process group", "device placement", "model wrapper", "data per rank",
-                     "mixed precision", "backward and optimizer step", "timing and reporting", "teardown"}
+    assert marks == {
+        "process launch",
+        "process group",
+        "device placement",
+        "model wrapper",
+        "data per rank",
+        "mixed precision",
+        "backward and optimizer step",
+        "timing and reporting",
+        "teardown",
+    }
 
 
 def test_the_readme_says_how_to_read_the_diff():
@@ -65,7 +76,9 @@ def test_each_named_function_exists_and_carries_its_mark(side):
     for row in responsibility_rows():
         mark, name = row[0], row[column]
         fn = resolve(RUNNERS[side], name)
-        assert f"# DDP: {mark}" in inspect.getsource(fn), f"{RUNNERS[side]}.{name} lacks '# DDP: {mark}'"
+        assert f"# DDP: {mark}" in inspect.getsource(fn), (
+            f"{RUNNERS[side]}.{name} lacks '# DDP: {mark}'"
+        )
 
 
 @pytest.mark.parametrize("side", ["native", *LIGHTNING_SIDES])
@@ -83,11 +96,22 @@ def test_all_runners_have_the_same_help_but_the_program_name():
         assert helps[side] == helps["native"].replace("usage: native", f"usage: {prog}"), side
 
 
-@pytest.mark.parametrize("path", ["native/benchmark.py", "native/launch.py", "lightning_impl/trainer.py",
-                                  "lightning_impl/fabric.py", "lightning_impl/workarounds.py",
-                                  "lightning_impl/services.py", "lightning_impl/compat.py"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "native/benchmark.py",
+        "native/launch.py",
+        "lightning_impl/trainer.py",
+        "lightning_impl/fabric.py",
+        "lightning_impl/workarounds.py",
+        "lightning_impl/services.py",
+        "lightning_impl/compat.py",
+    ],
+)
 def test_runner_lines_fit_one_pane_of_a_side_by_side_diff(path):
-    wide = [n for n, line in enumerate((ROOT / path).read_text().splitlines(), 1) if len(line) > WIDTH]
+    wide = [
+        n for n, line in enumerate((ROOT / path).read_text().splitlines(), 1) if len(line) > WIDTH
+    ]
     assert wide == [], f"{path}: lines wider than {WIDTH} columns: {wide}"
 
 
@@ -104,11 +128,16 @@ def changed_code_blocks(side: str) -> list[list[str]]:
     other = source_path(RUNNERS[side]).read_text().splitlines()
     body = next(n for n, line in enumerate(other) if line.startswith("from __future__"))
     blocks = []
-    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, native, other, autojunk=False).get_opcodes():
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(
+        None, native, other, autojunk=False
+    ).get_opcodes():
         if tag in ("replace", "insert") and j2 > body:
-            block = other[max(j1 - 1, body):j2]  # the line before may say what the block replaces
-            code = [line for line in other[max(j1, body):j2] if line.strip()
-                    and not line.lstrip().startswith(('"""', "def ", "class "))]
+            block = other[max(j1 - 1, body) : j2]  # the line before may say what the block replaces
+            code = [
+                line
+                for line in other[max(j1, body) : j2]
+                if line.strip() and not line.lstrip().startswith(('"""', "def ", "class "))
+            ]
             if code:
                 blocks.append(block)
     return blocks
@@ -116,15 +145,23 @@ def changed_code_blocks(side: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("side", ["fabric", "lightning"])
 def test_each_changed_line_says_what_it_replaces(side):
-    silent = [block for block in changed_code_blocks(side)
-              if not any("native" in line or "# DDP:" in line or "--no-barebones" in line for line in block)]
+    silent = [
+        block
+        for block in changed_code_blocks(side)
+        if not any(
+            "native" in line or "# DDP:" in line or "--no-barebones" in line for line in block
+        )
+    ]
     assert silent == [], f"{side}: blocks that do not say what they replace: {silent}"
 
 
 def top_level_functions(module: str) -> list[str]:
     """Functions defined in `module`, in source order."""
-    return [name for name, obj in vars(importlib.import_module(module)).items()
-            if inspect.isfunction(obj) and obj.__module__ == module]
+    return [
+        name
+        for name, obj in vars(importlib.import_module(module)).items()
+        if inspect.isfunction(obj) and obj.__module__ == module
+    ]
 
 
 @needs_lightning
@@ -139,22 +176,33 @@ def test_top_level_functions_line_up_for_diff_and_shared_names_do_the_same_job()
 
 @pytest.mark.parametrize("prog", ["lightning_impl", "lightning_impl.fabric"])
 def test_lightning_missing_exits_2_with_the_install_hint(prog):
-    blocker = ("import sys, runpy\n"
-               "class Block:\n"
-               "    def find_spec(self, name, path=None, target=None):\n"
-               "        if name == 'lightning' or name.startswith('lightning.'):\n"
-               "            raise ImportError('blocked for the test')\n"
-               "sys.meta_path.insert(0, Block())\n"
-               f"sys.argv = ['{prog}', '--accelerator', 'cpu']\n"
-               f"runpy.run_module('{prog}', run_name='__main__')\n")
-    proc = subprocess.run([sys.executable, "-c", blocker], cwd=ROOT, env=clean_env(), capture_output=True,
-                          text=True, timeout=120)
+    blocker = (
+        "import sys, runpy\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'lightning' or name.startswith('lightning.'):\n"
+        "            raise ImportError('blocked for the test')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"sys.argv = ['{prog}', '--accelerator', 'cpu']\n"
+        f"runpy.run_module('{prog}', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", blocker],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"{prog}: error: Lightning is not installed; install the extra:"
-                                   " pip install '.[lightning]'")
+    assert proc.stderr.strip() == (
+        f"{prog}: error: Lightning is not installed; install the extra: pip install '.[lightning]'"
+    )
 
 
 def test_common_native_and_compare_never_import_lightning():
-    code = ("import sys, common.report, common.launcher, native.benchmark, compare.cli\n"
-            "assert not [m for m in sys.modules if m == 'lightning' or m.startswith('lightning.')]\n")
+    code = (
+        "import sys, common.report, common.launcher, native.benchmark, compare.cli\n"
+        "assert not [m for m in sys.modules if m == 'lightning' or m.startswith('lightning.')]\n"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), check=True, timeout=120)

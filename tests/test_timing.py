@@ -46,7 +46,9 @@ def test_zero_warmup_still_times_every_step(clock):
     timer = StepTimer(warmup_steps=0, steps=2, device=torch.device("cpu"))
     drive(timer, clock, 2, lambda s: 0.25)
     t = timer.summary()
-    assert t.step_times_ms == pytest.approx([250.0, 250.0]) and t.first_step_seconds == pytest.approx(0.25)
+    assert t.step_times_ms == pytest.approx(
+        [250.0, 250.0]
+    ) and t.first_step_seconds == pytest.approx(0.25)
 
 
 def test_summary_refuses_an_incomplete_run(clock):
@@ -89,8 +91,12 @@ def test_host_bound_is_judged_against_the_timed_step_not_the_slower_profiled_one
     # busy 20 ms in 30 ms of profiled wall (67%), i.e. 10 ms a step; kernels sum to 21 ms
     a = probe.summary(timed_median_ms=10.5)
     assert a["gpu_busy_fraction"] == pytest.approx(20 / 30)
-    assert a["gpu_busy_ms_per_step"] == pytest.approx(10.0) and a["gpu_ms_per_step"] == pytest.approx(10.5)
-    assert a["gpu_busy_share_of_timed_step"] == pytest.approx(10 / 10.5) and a["host_bound"] is False
+    assert a["gpu_busy_ms_per_step"] == pytest.approx(10.0) and a[
+        "gpu_ms_per_step"
+    ] == pytest.approx(10.5)
+    assert (
+        a["gpu_busy_share_of_timed_step"] == pytest.approx(10 / 10.5) and a["host_bound"] is False
+    )
     slow = probe.summary(timed_median_ms=12.5)  # the timed step itself had 2.5 ms of GPU idle
     assert slow["gpu_busy_share_of_timed_step"] == pytest.approx(0.8) and slow["host_bound"] is True
     assert probe.summary(timed_median_ms=9.0)["gpu_busy_share_of_timed_step"] == 1.0  # at most 1

@@ -1,4 +1,4 @@
-"""benchmarks.trace_gaps: GPU idle time split into host-late and queued gaps, on a hand-made trace."""
+"""benchmarks.trace_gaps: GPU idle time split into host-late and queued gaps, on a made-up trace."""
 
 from __future__ import annotations
 
@@ -8,14 +8,22 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 from benchmarks import trace_gaps
 
 
 def x(cat, name, ts, dur, tid=1, corr=None):
-    event = {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": {}}
+    event = {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "ts": ts,
+        "dur": dur,
+        "pid": 1,
+        "tid": tid,
+        "args": {},
+    }
     if corr is not None:
         event["args"]["correlation"] = corr
     return event
@@ -65,7 +73,10 @@ def test_idle_is_split_into_host_late_and_queued(tmp_path):
     assert s.host_late_ops == {"Outer > aten::b": pytest.approx(20), "(python)": pytest.approx(10)}
     assert s.queued_us == pytest.approx(2 + 5 + 2)
     assert s.busy_us + sum(s.host_late.values()) + s.queued_us == pytest.approx(s.window_us)
-    assert s.runtime["cudaLaunchKernel"] == (4, pytest.approx(4)) and s.runtime["cudaStreamSynchronize"][0] == 1
+    assert (
+        s.runtime["cudaLaunchKernel"] == (4, pytest.approx(4))
+        and s.runtime["cudaStreamSynchronize"][0] == 1
+    )
     assert s.largest[0] == (pytest.approx(22), "k1", "k2", "Outer > aten::b")
 
 
@@ -81,8 +92,13 @@ def test_two_traces_report_the_kernels_that_differ(tmp_path):
     b = tmp_path / "lightning.trace.json.gz"
     with gzip.open(b, "wt") as f:
         json.dump(trace_events(extra_kernel=True), f)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.trace_gaps", str(a), str(b)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.trace_gaps", str(a), str(b)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "| native | lightning |" in proc.stdout
     assert "| k5 | +0.5 |" in proc.stdout  # one extra kernel over two steps
@@ -91,19 +107,29 @@ def test_two_traces_report_the_kernels_that_differ(tmp_path):
 
 def test_a_file_that_is_not_a_trace_is_refused_in_one_line(tmp_path):
     bad = write(tmp_path / "r.json", {"implementation": "native"})
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.trace_gaps", str(bad)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.trace_gaps", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "is it a --trace file" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_work_is_split_by_stream_and_the_busiest_streams_gaps_are_sized(tmp_path):
     data = trace_events()
-    data["traceEvents"].append({**kernel("side", 12, 10, 99), "tid": 20})  # a side stream, inside k1
+    data["traceEvents"].append(
+        {**kernel("side", 12, 10, 99), "tid": 20}
+    )  # a side stream, inside k1
     s = trace_gaps.summarise(write(tmp_path / "t.json", data))
     assert s.main_stream == 7 and s.stream_us == {7: pytest.approx(61), 20: pytest.approx(10)}
     # stream 7: k1 [10,30] k2 [52,70] k3 [75,90] k4 [102,110]: gaps of 22, 5 and 12 us
-    assert s.main_gaps == {"under 2 us": (0, 0.0), "2-20 us": (2, pytest.approx(17)),
-                           "20 us or more": (1, pytest.approx(22))}
+    assert s.main_gaps == {
+        "under 2 us": (0, 0.0),
+        "2-20 us": (2, pytest.approx(17)),
+        "20 us or more": (1, pytest.approx(22)),
+    }
     text = trace_gaps.report([tmp_path / "t.json"], [s], top=5)
     assert "| GPU work summed over streams | 0.04 |" in text and "| 2-20 us | 0.009 (1) |" in text

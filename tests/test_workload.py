@@ -12,7 +12,9 @@ from common.checks import parameter_digest
 
 
 def small(*argv: str) -> config.BenchConfig:
-    return config.parse(["--accelerator", "cpu", "--image-size", "32", "--arch", "resnet18", *argv], prog="test")
+    return config.parse(
+        ["--accelerator", "cpu", "--image-size", "32", "--arch", "resnet18", *argv], prog="test"
+    )
 
 
 def test_same_seed_and_rank_give_the_same_batch():
@@ -37,9 +39,14 @@ def test_labels_lie_in_the_class_range_and_images_have_the_configured_shape():
 
 
 def test_model_init_depends_only_on_the_seed():
-    assert parameter_digest(workload.build_model(small())).sha256 == parameter_digest(workload.build_model(small())).sha256
-    assert parameter_digest(workload.build_model(small())).sha256 != \
-        parameter_digest(workload.build_model(small("--seed", "1"))).sha256
+    assert (
+        parameter_digest(workload.build_model(small())).sha256
+        == parameter_digest(workload.build_model(small())).sha256
+    )
+    assert (
+        parameter_digest(workload.build_model(small())).sha256
+        != parameter_digest(workload.build_model(small("--seed", "1"))).sha256
+    )
 
 
 def test_channels_last_changes_layout_not_values():
@@ -50,21 +57,38 @@ def test_channels_last_changes_layout_not_values():
 
 
 def test_ddp_kwargs_are_what_both_runners_pass():
-    kwargs = workload.ddp_kwargs(small("--bucket-cap-mb", "50", "--static-graph", "--no-broadcast-buffers"))
-    assert kwargs == {"bucket_cap_mb": 50.0, "gradient_as_bucket_view": True, "static_graph": True,
-                      "find_unused_parameters": False, "broadcast_buffers": False}
+    kwargs = workload.ddp_kwargs(
+        small("--bucket-cap-mb", "50", "--static-graph", "--no-broadcast-buffers")
+    )
+    assert kwargs == {
+        "bucket_cap_mb": 50.0,
+        "gradient_as_bucket_view": True,
+        "static_graph": True,
+        "find_unused_parameters": False,
+        "broadcast_buffers": False,
+    }
 
 
 def test_sgd_kernel_choice_reaches_the_optimizer():
     model = torch.nn.Linear(2, 2)
-    opt = workload.build_optimizer(small("--sgd-impl", "for-loop", "--weight-decay", "0.01"), model.parameters())
+    opt = workload.build_optimizer(
+        small("--sgd-impl", "for-loop", "--weight-decay", "0.01"), model.parameters()
+    )
     group = opt.param_groups[0]
-    assert (group["lr"], group["momentum"], group["weight_decay"], group["foreach"]) == (0.1, 0.9, 0.01, False)
+    assert (group["lr"], group["momentum"], group["weight_decay"], group["foreach"]) == (
+        0.1,
+        0.9,
+        0.01,
+        False,
+    )
 
 
 def test_ddp_stream_is_each_runners_own_unless_the_option_says_otherwise():
     auto = small()
-    assert workload.ddp_stream(auto, "current") == "current" and workload.ddp_stream(auto, "side") == "side"
+    assert (
+        workload.ddp_stream(auto, "current") == "current"
+        and workload.ddp_stream(auto, "side") == "side"
+    )
     assert workload.ddp_stream(small("--ddp-stream", "side"), "current") == "side"
     assert workload.ddp_stream(small("--ddp-stream", "current"), "side") == "current"
 

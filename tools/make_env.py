@@ -82,15 +82,26 @@ def is_family(name: str) -> bool:
 
 def build_parser() -> OneLineParser:
     """The command's options."""
-    p = OneLineParser(prog=PROG, allow_abbrev=False,
-                      description="Make a venv that installs SPECs (pip requirement specifiers or"
-                                  " wheel files) and reuses the base interpreter's torch.")
+    p = OneLineParser(
+        prog=PROG,
+        allow_abbrev=False,
+        description="Make a venv that installs SPECs (pip requirement specifiers or"
+        " wheel files) and reuses the base interpreter's torch.",
+    )
     p.add_argument("dest", type=Path, metavar="DEST", help="the env's folder; must not exist")
     p.add_argument("specs", nargs="+", metavar="SPEC", help="e.g. lightning==2.5.5, or a .whl")
-    p.add_argument("--base-python", required=True, metavar="PY",
-                   help="the interpreter whose torch (and other packages) the env sees")
-    p.add_argument("--wheels", type=Path, metavar="DIR",
-                   help="install from the wheels in DIR and the base's packages only (no network)")
+    p.add_argument(
+        "--base-python",
+        required=True,
+        metavar="PY",
+        help="the interpreter whose torch (and other packages) the env sees",
+    )
+    p.add_argument(
+        "--wheels",
+        type=Path,
+        metavar="DIR",
+        help="install from the wheels in DIR and the base's packages only (no network)",
+    )
     p.add_argument("--verbose", action="store_true", help="show pip's output")
     return p
 
@@ -133,8 +144,7 @@ def run_json(command: list[str]) -> dict:
 
 def run_quietly(command: list[str]) -> subprocess.CompletedProcess[str]:
     """Run a command in clean_environ(), its output captured; the caller checks the status."""
-    return subprocess.run(command, check=False, capture_output=True, text=True,
-                          env=clean_environ())
+    return subprocess.run(command, check=False, capture_output=True, text=True, env=clean_environ())
 
 
 def last_line(text: str) -> str:
@@ -164,30 +174,46 @@ def make_venv(dest: Path, base: Base) -> Path:
     return site_dir
 
 
-def pip_install(dest: Path, base: Base, specs: list[str], wheels: Path | None,
-                verbose: bool) -> None:
+def pip_install(
+    dest: Path, base: Base, specs: list[str], wheels: Path | None, verbose: bool
+) -> None:
     """pip install the specs into the env with torch's family pinned; UsageError on failure."""
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "base-torch.txt"
         constraints.write_text("".join(f"{k}=={v}\n" for k, v in sorted(base.pinned.items())))
-        command = [str(env_python(dest)), "-m", "pip", "install", "--no-input",
-                   "--no-warn-script-location", "-c", str(constraints)]
+        command = [
+            str(env_python(dest)),
+            "-m",
+            "pip",
+            "install",
+            "--no-input",
+            "--no-warn-script-location",
+            "-c",
+            str(constraints),
+        ]
         if wheels is not None:
             command += ["--no-index", "--find-links", str(wheels)]
-        done = subprocess.run([*command, *specs], check=False, env=clean_environ(), text=True,
-                              stdout=None if verbose else subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            [*command, *specs],
+            check=False,
+            env=clean_environ(),
+            text=True,
+            stdout=None if verbose else subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
     if done.returncode != 0:
         reason = pip_error(done.stdout or "") or f"pip exit status {done.returncode}"
-        raise UsageError(f"{' '.join(specs)} failed to install: {reason.strip()}"
-                         " (--verbose shows pip's output)")
+        raise UsageError(
+            f"{' '.join(specs)} failed to install: {reason.strip()} (--verbose shows pip's output)"
+        )
 
 
 def pip_error(output: str) -> str | None:
     """pip's most telling ERROR line: the last, less its generic closing lines."""
     generic = ("ERROR: Ignored the following", "ERROR: ResolutionImpossible")
-    errors = [ln for ln in output.splitlines()
-              if ln.startswith("ERROR:") and not ln.startswith(generic)]
+    errors = [
+        ln for ln in output.splitlines() if ln.startswith("ERROR:") and not ln.startswith(generic)
+    ]
     return errors[-1] if errors else (output.strip().splitlines() or [None])[-1]
 
 
@@ -195,16 +221,19 @@ def installed(site_dir: Path) -> dict[str, str]:
     """The distributions installed into the env itself (not those it sees in the base)."""
     import importlib.metadata
 
-    return {d.metadata["Name"]: d.version
-            for d in importlib.metadata.distributions(path=[str(site_dir)])}
+    return {
+        d.metadata["Name"]: d.version
+        for d in importlib.metadata.distributions(path=[str(site_dir)])
+    }
 
 
 def check_env(dest: Path, site_dir: Path, base: Base) -> dict:
     """What the env imports; UsageError when torch is not the base's, or was installed here."""
     own = installed(site_dir)
     if family := sorted(k for k in own if is_family(k)):
-        raise UsageError(f"the specs installed {', '.join(family)} into the env;"
-                         " it must reuse the base's torch")
+        raise UsageError(
+            f"the specs installed {', '.join(family)} into the env; it must reuse the base's torch"
+        )
     facts = run_json([str(env_python(dest)), "-c", ENV_PROBE])
     torch = facts["modules"].get("torch")
     if torch is None or inside(torch["file"], dest):
@@ -228,16 +257,20 @@ def summary(dest: Path, base: Base, facts: dict) -> str:
     lines = [f"{PROG}: {dest} ready (python {facts['python']}, base {base.python})"]
     for name in ("lightning", "torch"):
         module = facts["modules"].get(name)
-        text = "not installed" if module is None else \
-            f"{module['version']} from the {origin(module['file'], dest)} ({module['file']})"
+        text = (
+            "not installed"
+            if module is None
+            else f"{module['version']} from the {origin(module['file'], dest)} ({module['file']})"
+        )
         lines.append(f"  {name}: {text}")
     own = ", ".join(f"{k} {v}" for k, v in sorted(facts["installed"].items())) or "nothing"
     lines.append(f"  installed into the env: {own}")
     return "\n".join(lines)
 
 
-def make_env(dest: Path, base: Base, specs: list[str], wheels: Path | None,
-             verbose: bool = False) -> dict:
+def make_env(
+    dest: Path, base: Base, specs: list[str], wheels: Path | None, verbose: bool = False
+) -> dict:
     """Build the env at dest (which must not exist); on any failure remove it again."""
     try:
         dest.mkdir(parents=True)
@@ -249,9 +282,13 @@ def make_env(dest: Path, base: Base, specs: list[str], wheels: Path | None,
         site_dir = make_venv(dest, base)
         pip_install(dest, base, specs, wheels, verbose)
         facts = check_env(dest, site_dir, base)
-        record = {"base_python": str(base.python), "specs": specs,
-                  "wheels": None if wheels is None else str(wheels.resolve()),
-                  "pinned_from_base": base.pinned, **facts}
+        record = {
+            "base_python": str(base.python),
+            "specs": specs,
+            "wheels": None if wheels is None else str(wheels.resolve()),
+            "pinned_from_base": base.pinned,
+            **facts,
+        }
         (dest / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
         return facts
     except BaseException:
