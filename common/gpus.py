@@ -34,9 +34,13 @@ def cuda_capabilities() -> list[tuple[int, int]] | None:
 
     Asked once per process, in a child process (`_query` there), under this environment."""
     try:
-        done = subprocess.run([sys.executable, "-c", "from common.gpus import _query; _query()"],
-                              capture_output=True, text=True, timeout=120,
-                              cwd=Path(__file__).resolve().parents[1])
+        done = subprocess.run(
+            [sys.executable, "-c", "from common.gpus import _query; _query()"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[1],
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
