@@ -56,6 +56,9 @@ _MEDIAN_OF_RUNS = (
     "images_per_second",
     "warmup_seconds",
     "first_step_seconds",
+    "run_seconds",
+    "imports_seconds",
+    "timed_share",
 )
 _MAX_OF_RUNS = ("peak_allocated_gib", "peak_reserved_gib")
 # Original-script results record one wall-clock mean per run and no step times: a comparison

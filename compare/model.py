@@ -300,6 +300,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
             "images_per_second": r.images_per_second,
             "warmup_seconds": r.warmup_seconds,
             "first_step_seconds": r.first_step_seconds,
+            **_time_split(r),
             "peak_allocated_gib": r.peak_allocated_gib,
             "peak_reserved_gib": r.peak_reserved_gib,
             "parameters_synchronized": r.parameters_synchronized,
@@ -335,6 +336,20 @@ def _host_ms(r: Result) -> float | None:
     return sum(ranks) / len(ranks)  # type: ignore[arg-type]
 
 
+def _time_split(r: Result) -> dict[str, float | None]:
+    """Where rank 0's wall time went (older results: None): the run's seconds as its phases add
+    up (launch to result), the imports among them, and the share that was timed steps."""
+    phases = r.phase_seconds
+    if phases is None:
+        return {"run_seconds": None, "imports_seconds": None, "timed_share": None}
+    total = sum(v for v in phases.model_dump().values() if v is not None)
+    return {
+        "run_seconds": total,
+        "imports_seconds": phases.imports,
+        "timed_share": phases.timed / total if total > 0 else None,
+    }
+
+
 def _original_fields(r: OriginalResult) -> dict[str, Any]:
     """The same for an original script's result: one wall-clock interval is all it timed."""
     fixed = {**ORIGINAL_FIXED, "arch": _arch_of(r.model), "image_size": _image_size_of(r.data)}
@@ -353,6 +368,9 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
             "images_per_second": r.images_per_second,
             "warmup_seconds": None,
             "first_step_seconds": None,
+            "run_seconds": None,
+            "imports_seconds": None,
+            "timed_share": None,
             "peak_allocated_gib": r.peak_allocated_gib,
             "peak_reserved_gib": r.peak_reserved_gib,
             "parameters_synchronized": r.parameters_synchronized,

@@ -42,6 +42,9 @@ SPEED_COLUMNS = (
 COST_COLUMNS = (
     ("arm", "arm", ""),
     ("world_size", "GPUs", "d"),
+    ("run_seconds", "run s ↓", ".1f"),
+    ("imports_seconds", "imports s ↓", ".2f"),
+    ("timed_share", "timed % of run ↑", ".0%"),
     ("warmup_seconds", "warm-up s ↓", ".2f"),
     ("first_step_seconds", "first step s ↓", ".3f"),
     ("peak_allocated_gib", "peak alloc GiB ↓", ".2f"),

@@ -166,3 +166,24 @@ def test_the_html_report_renders_in_a_real_browser(browser, tmp_path):  # noqa: 
     assert browser.find_all("table")
     assert browser.console_errors() == []
     browser.screenshot("compare-report", full_page=True)
+
+
+def test_the_report_shows_where_each_arms_wall_time_went():
+    """Issue 22: per arm, the run's seconds (its phases added up), the imports among them and
+    the share that was timed, as medians over the arm's runs (results/h200, phase_seconds)."""
+    import json
+    import statistics
+
+    folder = ROOT / "results" / "h200" / "overhead" / "gpu-bound-2.5-minutes"
+    runs, baseline = load([folder])
+    rows = {row["arm"]: row for row in analyse_runs(runs, baseline).table}
+    for arm in ("native", "lightning"):
+        phases = [json.loads(r.path.read_text())["phase_seconds"] for r in runs if r.label == arm]
+        totals = [sum(v for v in p.values() if v is not None) for p in phases]
+        assert rows[arm]["run_seconds"] == statistics.median(totals)
+        assert rows[arm]["imports_seconds"] == statistics.median(p["imports"] for p in phases)
+        shares = [p["timed"] / t for p, t in zip(phases, totals)]
+        assert rows[arm]["timed_share"] == statistics.median(shares)
+        assert 0 < rows[arm]["timed_share"] < 0.5  # imports and warm-up dominate these runs
+    proc = _compare(str(folder))
+    assert "timed % of run" in proc.stdout and "imports s" in proc.stdout

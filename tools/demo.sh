@@ -11,11 +11,11 @@ PY=${PY:-.venv/bin/python}
 out=out/demo-$(date -u +%Y%m%d-%H%M%S)
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)")
 if (( gpus > 0 )); then
-  plan=(--target-half-width 0.5 --budget-minutes 5)
+  plan=(--target-half-width 0.5 --settle-minutes 2 --budget-minutes 5)
   args=(--devices "$gpus" --batch-size-per-device 256 --precision bf16 --channels-last)
 else
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-  plan=(--repeats 5)
+  plan=(--repeats 4 --settle-minutes 0)  # a shared 2-core host never settles to 1.5%
   args=(--accelerator cpu --devices 2 --image-size 64 --batch-size-per-device 4 --warmup-steps 2 --steps 5)
 fi
 echo "demo: ${gpus} GPU(s); results in $out"
