@@ -9,7 +9,7 @@
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 out=out/demo-$(date -u +%Y%m%d-%H%M%S)
-gpus=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)")
+gpus=$("$PY" -c "from common.gpus import cuda_capabilities as c; print(len(c() or []))")  # no torch
 if (( gpus > 0 )); then
   plan=(--target-half-width 0.5 --settle-minutes 2 --budget-minutes 5)
   args=(--devices "$gpus" --batch-size-per-device 256 --precision bf16 --channels-last)
