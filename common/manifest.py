@@ -76,7 +76,7 @@ class ManifestRun(_Strict):
 
 
 class ManifestSettling(_Strict):
-    """How the experiment waited for a settled host before its counted runs (issue 21 item 5):
+    """How the experiment waited for a settled host before its counted runs:
     uncounted warm-up runs of the baseline until compare.stats.host_settled, within a bound."""
 
     settled: bool

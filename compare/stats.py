@@ -9,7 +9,7 @@
 The unit of evidence is a run: each run (a fresh process) contributes one number, the median
 of its per-step pace. Runs of one runner differ from each other far more than steps within a
 run do, so an interval over steps measures step jitter, not the uncertainty of an overhead.
-compare_arms picks the strongest method the records allow (issue 21): paired by block when a
+compare_arms picks the strongest method the records allow: paired by block when a
 manifest records blocks and positions, Stein's two-stage interval when the experiment stopped
 by that rule, else Welch's interval with Hsu's df over runs, refused when the start times show
 the arms were not interleaved. tests/test_stats_*.py prove them by simulation.
@@ -192,7 +192,7 @@ def scaling_points(world_sizes: Sequence[int], throughputs: Sequence[float]) -> 
 
 
 # =============================================================================================
-# Issue 21: block-aware intervals, a valid adaptive rule, an honest smallest detectable size,
+# block-aware intervals, a valid adaptive rule, an honest smallest detectable size,
 # the fastest-run ratio, degenerate inputs and host settling. Pure functions (numpy, math);
 # the simulations that prove them are tests/test_stats_*.py.
 #

@@ -20,7 +20,7 @@ B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
 # The original workload (32/GPU, NCHW) timed over 300 steps: over the default 50 (under a second)
 # host interference moved one arm's run medians by 11-32% (results/h200/overhead/original-defaults).
 LONG = ("--warmup-steps", "50", "--steps", "300")
-# Issue 21 item 7: one experiment on a freshly started H200 answers the original workload's
+# one experiment on a freshly started H200 answers the original workload's
 # questions within about 9 minutes (run it with --target-half-width 1.5 --settle-minutes 3
 # --budget-minutes 9; docs/experiments.md). 200 timed steps: runs of 15-20 s, so the warm-up
 # round, settling and 5+ ABBA blocks of four arms fit; the block pairing absorbs slow drift.

@@ -38,9 +38,9 @@ from experiment import launch
 from experiment.arms import Arm
 
 PROG = "experiment"
-# Settling (issue 21 item 5): after the --warmup-runs rounds, more uncounted runs of the baseline
+# Settling: after the --warmup-runs rounds, more uncounted runs of the baseline
 # until compare.stats.host_settled, for at most this many minutes of warm-up in all.
-SETTLE_MINUTES = 8.0
+SETTLE_MINUTES = 3.0
 TERMINATE_GRACE_S = 30  # SIGTERM, then this long, then SIGKILL
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 PLACEHOLDERS = ("out", "label", "repeat", "run")

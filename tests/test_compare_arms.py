@@ -92,7 +92,7 @@ def test_failed_runs_of_a_manifest_are_left_out(tmp_path: Path, capsys) -> None:
         failed="lightning",
     )
     [o] = _json(capsys, str(folder))["overhead"]
-    # issue 21: paired by block, so the block whose lightning run failed is dropped and said
+    # paired by block, so the block whose lightning run failed is dropped and said
     assert (o["arm_runs"], o["baseline_runs"], o["blocks"]) == (2, 2, 2)
     assert len(o["dropped_blocks"]) == 1 and o["method"] == stats.METHOD_BLOCKS
     assert "2 runs a side" in o["verdict"]

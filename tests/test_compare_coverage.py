@@ -125,7 +125,7 @@ def test_the_pooled_a_to_a_verdict_rate_is_at_most_five_percent(results) -> None
 @pytest.mark.parametrize("runs", [3, 10])
 def test_smallest_detectable_effect_is_detected_at_least_75_percent_of_the_time(runs: int) -> None:
     # Power check of min_detectable_percent at a true overhead equal to the median reported
-    # detectable effect. Issue 21 item 3 changed the promise: it claimed 80% and gave 56-76%;
+    # detectable effect. The promise changed: it claimed 80% and gave 56-76%;
     # now it is calibrated (90% under normal noise) so that at least 75% get a verdict.
     probe = simulate(7, runs, 0.005, 0.0, experiments=400)
     mde = float(np.median([iv.min_detectable_percent for iv in probe]))
@@ -178,7 +178,7 @@ def adaptive(
 
 @pytest.mark.parametrize(("run_sd", "target"), [(0.005, 1.2), (0.15, 20.0)])
 def test_adaptive_stopping_keeps_the_fixed_designs_guarantees(run_sd: float, target: float) -> None:
-    # Issue 21 item 2 changed the rule: "stop once the half-width reaches the target" (from 2
+    # This version changed the rule: "stop once the half-width reaches the target" (from 2
     # or 5 runs a side) under-covered (0.92-0.94, A/A verdicts up to 8.5%). Stein's two-stage
     # rule decides the blocks from the first stage's variance alone, so its interval keeps 95%
     # on these step-level runs too (1000 experiments: MC SE about 0.7 points).

@@ -42,7 +42,7 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
         < text.index("Overhead: arm vs")
     )
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
-    # issue 21: the sentence says why there is no verdict (stats.interval_line)
+    # the sentence says why there is no verdict (stats.interval_line)
     assert "2 GPU(s): lightning vs native: point estimate +" in text
     assert "no verdict: the interval needs at least 2 runs a side" in text
     assert text.index("Overhead: arm vs") < text.index(
@@ -55,7 +55,7 @@ def test_json_parses_with_runs_pairs_overhead_scaling_and_warnings(
 ) -> None:
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
     assert {"runs", "pairs", "overhead", "host", "scaling", "warnings"} <= report.keys()
-    # issue 21: runs_needed and min_percent gave way to the reason, blocks, df, fastest-run %
+    # runs_needed and min_percent gave way to the reason, blocks, df, fastest-run %
     assert {
         "world_size",
         "arm",

@@ -1,4 +1,4 @@
-"""compare's host cost per step (issue 21 item 6): each arm's host CPU ms per timed step with an
+"""compare's host cost per step: each arm's host CPU ms per timed step with an
 interval over runs, the arms' difference by the same method as the step time, and whether extra
 host work reaches the step time (the GPU's busy share). Results without the field show '-'."""
 

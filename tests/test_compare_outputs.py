@@ -169,7 +169,7 @@ def test_the_html_report_renders_in_a_real_browser(browser, tmp_path):  # noqa: 
 
 
 def test_the_report_shows_where_each_arms_wall_time_went():
-    """Issue 22: per arm, the run's seconds (its phases added up), the imports among them and
+    """per arm, the run's seconds (its phases added up), the imports among them and
     the share that was timed, as medians over the arm's runs (results/h200, phase_seconds)."""
     import json
     import statistics

@@ -76,7 +76,7 @@ def test_repeats_are_one_row_and_give_a_run_level_verdict(
     ]
     assert len(report["runs"]) == 6
     [overhead] = report["overhead"]
-    # issue 21: Hsu's df (min runs a side - 1) keeps coverage with unequal counts and noise
+    # Hsu's df (min runs a side - 1) keeps coverage with unequal counts and noise
     assert overhead["method"] == stats.METHOD_WELCH
     assert overhead["estimator"] == "geometric mean of per-run median steps"
     assert overhead["arm_runs"] == overhead["baseline_runs"] == 3
@@ -109,7 +109,7 @@ def test_two_runs_a_side_are_the_fewest_that_give_an_interval(
         overhead["verdict_possible"]
         and overhead["ci_low"] < overhead["percent"] < overhead["ci_high"]
     )
-    # issue 21 item 3: at 1 degree of freedom no honest smallest detectable size exists
+    # at 1 degree of freedom no honest smallest detectable size exists
     assert overhead["min_detectable_percent"] is None
     assert "not shown below 2 degrees of freedom" in overhead["min_detectable_note"]
 

@@ -1,4 +1,4 @@
-"""What compare reads (issue 26, classes 2 and 8): regular files only, bounded, inside the folder,
+"""What compare reads: regular files only, bounded, inside the folder,
 strict JSON, never its own outputs, duplicates named and given no verdict."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _files(
 
 
 def test_run_level_interval_is_welch_on_log_medians() -> None:
-    # issue 21: Hsu's df = min(runs a side) - 1 replaces Welch-Satterthwaite's (which let
+    # Hsu's df = min(runs a side) - 1 replaces Welch-Satterthwaite's (which let
     # unequal counts and noise inflate A/A verdicts); the detectable size is calibrated to
     # stats.DETECTABLE_FACTOR at that df, and the fastest-run ratio is stats.fastest_run_ratio
     base, arm = [100.0, 102.0, 98.0], [110.0, 112.0, 108.0]
@@ -92,20 +92,20 @@ def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
 
 
 def test_identical_runs_give_no_verdict_not_a_zero_width_interval() -> None:
-    # issue 21 item 4: a zero-width interval was a certain verdict from no information
+    # a zero-width interval was a certain verdict from no information
     iv = stats.compare_arms(_files([100.0, 100.0], [100.0, 100.0]), "lightning", "native")
     assert not iv.verdict_possible and not iv.significant
     assert "exactly equal step times" in (iv.no_verdict_reason or "")
 
 
 def test_run_level_interval_needs_positive_numbers_on_both_sides() -> None:
-    # issue 21: refused with the reason (naming the runs) instead of an exception
+    # refused with the reason (naming the runs) instead of an exception
     iv = stats.compare_arms(_files([0.0, 1.0], [1.0, 1.5]), "lightning", "native")
     assert not iv.verdict_possible and "positive and finite (n0)" in (iv.no_verdict_reason or "")
 
 
 def test_adaptive_rule_waits_for_the_first_stage_and_the_target() -> None:
-    # issue 21 item 2: Stein's two-stage rule replaces "stop once the half-width is small"
+    # Stein's two-stage rule replaces "stop once the half-width is small"
     rule = stats.StoppingRule(target_half_width=1.0)
     points = []
     for block in range(1, 6):

@@ -50,7 +50,7 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     proc = experiment(["--repeats", "3", "--out", str(out), "--", "--steps", "5"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     order = (tmp_path / "order").read_text().split()
-    # one warm-up run per arm by default, then (issue 21 item 5) the baseline's warm-up runs
+    # one warm-up run per arm by default, then the baseline's warm-up runs
     # until the host has settled: the fake runner's runs agree, so one more, native-w2
     assert order == [
         "native-w1",
@@ -231,7 +231,7 @@ def test_an_existing_folder_is_refused_and_left_alone(tmp_path):
 
 
 def test_adaptive_mode_stops_at_the_first_stage_once_the_target_is_met(tmp_path):
-    # issue 21 item 2: Stein's two-stage rule; a wide target needs no more than the first stage
+    # Stein's two-stage rule; a wide target needs no more than the first stage
     out = tmp_path / "exp"
     proc = experiment(
         [

@@ -1,4 +1,4 @@
-"""Arms with their own interpreter (issue 25) and --arms hardening (issue 26 class 3).
+"""Arms with their own interpreter and --arms hardening.
 
 Interpreters here are shell wrappers around this Python: one that cannot see the suite
 (`-I`), one that sees a stand-in `lightning` package of a given version. No torch, no Lightning.

@@ -1,4 +1,4 @@
-"""The experiment's own inputs and its runs' lifetimes (issue 26, classes 1 and 3): checked before
+"""The experiment's own inputs and its runs' lifetimes: checked before
 the first run with one line and nothing left behind; a run's whole process group stopped; no
 result beside a run recorded as failed; one folder, one experiment."""
 

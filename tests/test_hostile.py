@@ -307,8 +307,7 @@ SLURM_ONE_TASK = {
 @pytest.mark.parametrize("module", RUNNERS)
 @pytest.mark.parametrize("case", ["nan", "cpus", "rank", "vit", "omp", "nodeid", "addr", "port"])
 def test_refused_before_any_rank_starts(module, case, tmp_path):
-    """Every arm refuses the same inputs, with the same line (issue 26: SLURM_NODEID used to be
-    a KeyError in Lightning's arms only)."""
+    """Every arm refuses the same inputs, with the same line ."""
     out = tmp_path / "r.json"
     torchrun = {
         "TORCHELASTIC_RUN_ID": "x",
@@ -361,7 +360,7 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-# --- slurm/sweep.sh: every mistake one line, exit 2, nothing made (issue 26, class 6) -----
+# --- slurm/sweep.sh: every mistake one line, exit 2, nothing made -----
 
 SWEEP = ROOT / "slurm" / "sweep.sh"
 
@@ -475,7 +474,7 @@ def test_any_sweep_command_line_exits_2_with_one_line_before_submitting(no_sbatc
         assert sorted(p.name for p in cwd.iterdir()) == ["FILE"], argv
 
 
-# --- provenance: the digest names the tree it digested (issue 26, class 7) ----------------
+# --- provenance: the digest names the tree it digested ----------------
 
 
 def test_source_digest_names_the_tree_and_digests_the_one_given(tmp_path):
@@ -510,7 +509,7 @@ def test_source_digest_names_the_tree_and_digests_the_one_given(tmp_path):
     assert f"{tmp_path} is not a checkout of this suite" in refused.stderr
 
 
-# --- what a rank would find, found by the parser (issue 26, class 5) -----------------------
+# --- what a rank would find, found by the parser -----------------------
 
 
 @pytest.mark.parametrize(

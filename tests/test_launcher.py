@@ -266,7 +266,7 @@ def test_cpu_ranks_under_srun_are_bounded_by_the_jobs_cpus_on_the_node(monkeypat
         static(cfg("--devices", "2"), env)
 
 
-# --- every variable parsed strictly, named in the one line (issue 26, class 4) ------------
+# --- every variable parsed strictly, named in the one line ------------
 
 
 def check(env: dict[str, str], *argv: str) -> None:

@@ -1,4 +1,4 @@
-"""Adaptive stopping (issue 21 item 2): Stein's two-stage rule, proven by simulation.
+"""Adaptive stopping: Stein's two-stage rule, proven by simulation.
 
 Each experiment adds ABBA blocks (one run of each arm) up to MAX_BLOCKS; a run fails with
 probability `fail`, which leaves its block incomplete. After each block the rule decides from

@@ -1,4 +1,4 @@
-"""An honest smallest detectable overhead (issue 21 item 3), proven by simulation.
+"""An honest smallest detectable overhead, proven by simulation.
 
 For each design, REPS = 4000 seeded experiments report min_detectable_percent (the cores of
 tests/stats_sim.py); then, for each experiment i, a fresh experiment is run at a true overhead

@@ -1,4 +1,4 @@
-"""The fixed-design intervals of issue 21 item 1, proven by simulation (tests/stats_sim.py).
+"""The fixed-design intervals, proven by simulation (tests/stats_sim.py).
 
 Every condition runs REPS = 4000 seeded experiments through the real functions: the cores
 (stats.paired_log_interval, stats.welch_hsu_interval) on all of them, and the entry compare
