@@ -8,7 +8,8 @@ the ranks they start inherit it. Under torchrun the launcher is the rank's paren
 On Linux a rank asks the kernel for SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG);
 elsewhere a daemon thread checks the parent once a second.
 Either way a rank whose launcher is already gone when it starts exits at once. Without this a
-rank whose launcher was killed runs on beside the next run and writes its result later. No torch: this runs before the heavy imports where it can.
+rank whose launcher was killed runs on beside the next run and writes its result later.
+No torch: this runs before the heavy imports where it can.
 """
 
 from __future__ import annotations

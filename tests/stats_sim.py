@@ -162,7 +162,8 @@ def welch(sim: Sim) -> list[stats.ArmInterval]:
 
 @dataclass(frozen=True)
 class OldInterval:
-    """What compare reported before the block-aware methods: Welch-Satterthwaite over runs, blocks ignored."""
+    """What compare reported before the block-aware methods: Welch-Satterthwaite over runs,
+    blocks ignored."""
 
     percent: float
     ci_low: float
