@@ -1,8 +1,8 @@
 """The audited failures of the old run-level method, each a test that now passes, and the
 degenerate inputs, the fastest-run ratio, interleaving reasons and host settling. The simulation
 tests' details are in tests/test_stats_intervals.py, _adaptive.py and _detectable.py; here each
-audited claim is re-run on its own numbers with REPS = 4000 experiments where it is a rate (MC SE of a
-rate p: sqrt(p(1-p)/4000), at most 0.8 points)."""
+audited claim is re-run on its own numbers with REPS = 4000 experiments where it is a rate (MC
+SE of a rate p: sqrt(p(1-p)/4000), at most 0.8 points)."""
 
 from __future__ import annotations
 
