@@ -38,7 +38,8 @@ def test_files_outside_the_runner_packages_and_caches_do_not_count(tmp_path):
 def test_the_command_prints_it():
     proc = subprocess.run([sys.executable, "-m", "common", "source-digest"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.strip() == source_digest(ROOT)
+    # `DIGEST  PATH`, as sha256sum prints (fdc4108: it names the tree it digested)
+    assert proc.returncode == 0 and proc.stdout == f"{source_digest(ROOT)}  {ROOT}\n"
     wrong = subprocess.run([sys.executable, "-m", "common", "nope"], cwd=ROOT, capture_output=True, text=True,
                            timeout=60)
     assert wrong.returncode == 2 and "source-digest" in wrong.stderr
