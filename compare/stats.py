@@ -628,35 +628,20 @@ def blocks_log_interval(
     m = math.fsum(log_ratios) / n if n else math.nan
     balance = _one_sample_balance_t(gaps) if gaps is not None and n >= 2 else 0.0
     fit = _position_fit(log_ratios, gaps) if balance > BALANCE_MAX_T else None  # type: ignore
+
+    def no_verdict(reason: str) -> ArmInterval:
+        return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
+                           no_verdict_reason=reason, confidence=confidence)  # fmt: skip
+
     if balance > BALANCE_MAX_T and fit is None:
         shown = ", ".join(f"{g:+d}" for g in gaps)  # type: ignore[union-attr]
-        return ArmInterval(
-            method,
-            _pct(m),
-            None,
-            None,
-            None,
-            n,
-            n,
-            blocks=n,
-            no_verdict_reason=f"the blocks' orders are unbalanced ({arm}'s"
-            f" position minus {baseline}'s: {shown}): drift within a block would"
-            " be confounded with the difference (ABBA order balances it)",
-            confidence=confidence,
+        return no_verdict(
+            f"the blocks' orders are unbalanced ({arm}'s position minus {baseline}'s: {shown}):"
+            " drift within a block would be confounded with the difference (ABBA order balances"
+            " it)"
         )
     if n < 2:
-        return ArmInterval(
-            method,
-            _pct(m),
-            None,
-            None,
-            None,
-            n,
-            n,
-            blocks=n,
-            no_verdict_reason=f"{n} complete block(s): the interval needs 2",
-            confidence=confidence,
-        )
+        return no_verdict(f"{n} complete block(s): the interval needs 2")
     sd = math.sqrt(math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1))
     estimate, scale, df = m, 1.0 / math.sqrt(n), float(n - 1)
     extra: dict[str, object] = {"blocks": n}
