@@ -224,7 +224,7 @@ def with_envs(arms: list[Arm], envs: Path | None, base: str, plan: str) -> list[
     found = []
     for arm in arms:
         if arm.env is not None and envs is not None:
-            python = envs / arm.env.name / "bin" / "python"
+            python = envs.absolute() / arm.env.name / "bin" / "python"
             if not python.exists():
                 raise UsageError(
                     f"--envs {envs}: no environment {arm.env.name} ({python} is missing);"
