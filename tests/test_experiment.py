@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, TINY, clean_env, needs_lightning
 
 from experiment import plans
-from experiment.run import expand
+from experiment.run import SETTLE_MINUTES, expand
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 
@@ -90,7 +90,10 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     ]
     settling = m["settling"]
     assert settling["settled"] and (settling["runs"], settling["extra_runs"]) == (2, 1)
-    assert settling["max_minutes"] == 8 and "settled after 2 warm-up run(s)" in settling["reason"]
+    assert (
+        settling["max_minutes"] == SETTLE_MINUTES
+        and "settled after 2 warm-up run(s)" in settling["reason"]
+    )
     assert m["stopping"] == {
         "rule": None,
         "first_stage_blocks": None,

@@ -114,7 +114,7 @@ def slurm_cluster() -> None:
 @pytest.mark.slurm
 def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
     outdir = tmp_path / "pair"
-    # No settling (on by default since 67e19d7, up to 8 min of baseline warm-up runs until the
+    # No settling (on by default since 67e19d7, up to 3 min of baseline warm-up runs until the
     # host settles; tests/test_experiment.py tests it): exactly one warm-up run per arm here.
     env = clean_env(
         ACCELERATOR="cpu",
