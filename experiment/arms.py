@@ -14,15 +14,16 @@ torch nor lightning. An arm with an interpreter and no LABEL= is labelled RUNNER
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from common.errors import UsageError, one_line
+from experiment.together import CannotStart, run_together
 
 # runner -> (module, options the runner itself adds).
 ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -35,6 +36,7 @@ DEFAULT_ARMS = ("native", "lightning")
 # A label names files (results/<label>-r<k>.json): safe file-name text, no markup, no spaces.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 PROBE_TIMEOUT_S = 120
+PROBE_FACTS = ("found", "lightning", "problem", "torch")
 MAKE_ENV = "tools/make_env.py"
 WHEELS = ".whl/lightning"  # where the GPU machine keeps the Lightning wheels (docs/versions.md)
 
@@ -238,44 +240,57 @@ def with_envs(arms: list[Arm], envs: Path | None, base: str, plan: str) -> list[
 PROBED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Probe] = {}
 
 
-def probe(python: str, runner: str, env: dict[str, str]) -> Probe:
-    """Run the PROBE under python with the runs' environment; UsageError when it cannot run."""
-    where = f"--arms: {runner}@{one_line(python)}"
-    path = Path(python)
-    if not path.is_file():
-        raise UsageError(f"{where}: no such interpreter")
-    if not os.access(path, os.X_OK):
-        raise UsageError(f"{where}: the interpreter is not executable")
+def probe_all(pythons: list[tuple[str, str]], env: dict[str, str]) -> list[Probe]:
+    """Run the PROBE under each (python, runner) with the runs' environment, side by side;
+    UsageError for the first that cannot run."""
+    commands: list[tuple[list[str], dict[str, str]]] = []
+    for python, runner in pythons:
+        where = f"--arms: {runner}@{one_line(python)}"
+        path = Path(python)
+        if not path.is_file():
+            raise UsageError(f"{where}: no such interpreter")
+        if not os.access(path, os.X_OK):
+            raise UsageError(f"{where}: the interpreter is not executable")
+        commands.append(([python, "-c", PROBE, ARMS[runner][0]], env))
     try:
-        done = subprocess.run(
-            [python, "-c", PROBE, ARMS[runner][0]],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-        facts = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        finished = run_together(commands, PROBE_TIMEOUT_S, merge_stderr=False)
+    except CannotStart as failed:
+        raise UsageError(_cannot_run(*pythons[failed.index])) from None
+    probes = []
+    for (python, runner), done in zip(pythons, finished, strict=True):
         facts = None
-    if not isinstance(facts, dict):
-        raise UsageError(f"{where}: cannot run it as Python 3")
-    return Probe(**{k: facts.get(k) for k in ("found", "lightning", "problem", "torch")})
+        if done.returncode == 0:
+            with contextlib.suppress(json.JSONDecodeError, IndexError):
+                facts = json.loads(done.output.strip().splitlines()[-1])
+        if not isinstance(facts, dict):
+            raise UsageError(_cannot_run(python, runner))
+        probes.append(Probe(**{k: facts.get(k) for k in PROBE_FACTS}))
+    return probes
+
+
+def _cannot_run(python: str, runner: str) -> str:
+    return f"--arms: {runner}@{one_line(python)}: cannot run it as Python 3"
 
 
 def check_arms(arms: list[Arm], env: dict[str, str]) -> list[Arm]:
     """Probe every arm's own interpreter (env: the runs' environment) and name the unnamed:
     UsageError, one line, for an interpreter that is missing, cannot import the runner, has a
     Lightning the runner refuses, or not the Lightning its env was made for."""
+
+    def key(arm: Arm) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        return (str(arm.python), ARMS[arm.runner][0], tuple(sorted(env.items())))
+
+    todo: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
+    for arm in arms:  # a plan's variants share their interpreters: each is probed once
+        if arm.python is not None and key(arm) not in PROBED:
+            todo.setdefault(key(arm), (arm.python, arm.runner))
+    PROBED.update(zip(todo, probe_all(list(todo.values()), env), strict=True))
     stems = []
     for arm in arms:
         stems.append(arm.runner)
         if arm.python is None:
             continue
-        key = (arm.python, ARMS[arm.runner][0], tuple(sorted(env.items())))
-        if key not in PROBED:  # a plan's variants share their interpreters
-            PROBED[key] = probe(arm.python, arm.runner, env)
-        found = PROBED[key]
+        found = PROBED[key(arm)]
         where = f"--arms: {arm.label or arm.runner}@{one_line(arm.python)}"
         if not found.found:
             raise UsageError(f"{where}: cannot import the runner ({ARMS[arm.runner][0]})")

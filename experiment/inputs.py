@@ -12,12 +12,9 @@ which launches nothing. Imports neither torch nor lightning.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +24,7 @@ from common import config
 from common.errors import UsageError, one_line
 from common.manifest import MANIFEST
 from experiment import launch
+from experiment.together import CannotStart, run_together
 
 if TYPE_CHECKING:
     from experiment.run import Settings
@@ -107,10 +105,15 @@ def check_python(python: str, option: str = "--python") -> None:
 def check_runners(settings: Sequence[Settings]) -> None:
     """Each distinct runner (interpreter, arm argv, options) once in its check-only mode, as the
     first run of the experiment would start it: UsageError with the runner's own line when it
-    would refuse. Per-run paths point into a scratch folder, removed afterwards."""
+    would refuse (the first such arm in order). The checks run side by side (one at a time
+    under srun: job steps would queue for the allocation); per-run paths point into a scratch
+    folder, removed afterwards."""
     from experiment.run import expand  # the run's own placeholder expansion
 
     done: set[tuple[str, ...]] = set()
+    labels: list[str] = []
+    commands: list[tuple[list[str], dict[str, str]]] = []
+    under_srun = False
     with tempfile.TemporaryDirectory(prefix="experiment-check-") as scratch:
         for s in settings:
             extra = launch.srun_options(s.options) if s.launch == "srun" else []
@@ -125,45 +128,32 @@ def check_runners(settings: Sequence[Settings]) -> None:
                     value = opt.partition("=")[2] if opt.startswith("-") else opt
                     if value.startswith(scratch + os.sep):
                         Path(value).parent.mkdir(parents=True, exist_ok=True)
-                output = Path(scratch) / "results" / f"{arm.label}-check.json"
+                output = Path(scratch) / "results" / f"{arm.label}-{len(labels)}-check.json"
                 output.parent.mkdir(exist_ok=True)
                 argv = [*arm.argv, *options, *extra, "--output", str(output), "--check"]
-                _check_one(arm.label, launch.command(python, argv, s.launch), s.env)
-
-
-def _check_one(label: str, cmd: list[str], env: dict[str, str]) -> None:
-    """Run one check command; UsageError with its last line unless it exits 0."""
-    full_env = launch.srun_environment() if cmd[0] == launch.SRUN[0] else dict(os.environ)
-    full_env.update(env)
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=full_env,
-            start_new_session=True,
-            text=True,
-            errors="replace",
-        )
-    except OSError as error:
-        raise UsageError(f"arm {label}: cannot start {cmd[0]} ({error.strerror})") from None
-    try:
-        out, _ = proc.communicate(timeout=CHECK_TIMEOUT_S)
-    except BaseException as error:  # a timeout, or Ctrl-C while checking: leave nothing running
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if isinstance(error, subprocess.TimeoutExpired):
+                cmd = launch.command(python, argv, s.launch)
+                env = launch.srun_environment() if cmd[0] == launch.SRUN[0] else dict(os.environ)
+                env.update(s.env)
+                under_srun = under_srun or cmd[0] == launch.SRUN[0]
+                labels.append(arm.label)
+                commands.append((cmd, env))
+        try:
+            finished = run_together(commands, CHECK_TIMEOUT_S, width=1 if under_srun else None)
+        except CannotStart as failed:
+            raise UsageError(
+                f"arm {labels[failed.index]}: cannot start {commands[failed.index][0][0]}"
+                f" ({failed.error.strerror})"
+            ) from None
+    for label, check in zip(labels, finished, strict=True):
+        if check.returncode is None:
             raise UsageError(
                 f"arm {label}: the runner's --check took over {CHECK_TIMEOUT_S} s; is the"
                 " interpreter or the file system hanging?"
-            ) from None
-        raise
-    if proc.returncode != 0:
-        lines = out.strip().splitlines()
-        last = lines[-1] if lines else f"exit status {proc.returncode}, no message"
-        raise UsageError(f"arm {label}: the runner refuses these options: {one_line(last)}")
+            )
+        if check.returncode != 0:
+            lines = check.output.strip().splitlines()
+            last = lines[-1] if lines else f"exit status {check.returncode}, no message"
+            raise UsageError(f"arm {label}: the runner refuses these options: {one_line(last)}")
 
 
 def take_folder(out: Path, option: str = "--out") -> None:
