@@ -16,6 +16,7 @@ import torchvision
 
 from common.clock import utc_now
 from common.config import BenchConfig
+from common.launcher import available_cpus
 from common.source import SUITE_ROOT, source_digest
 from common.steps import FAULT_VAR
 
@@ -161,9 +162,7 @@ def environment(
         "gpu_memory_gib": memory,
         "driver_version": driver_version(),
         "cpu_model": cpu_model(),
-        "cpus_available": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
+        "cpus_available": available_cpus(),
         "hostnames": hostnames,
         "launcher": launcher,
         "slurm": slurm,

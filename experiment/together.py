@@ -20,6 +20,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from common.launcher import available_cpus
+
 
 class CannotStart(Exception):
     """Command number index (in the order given) could not start: error says why."""
@@ -35,14 +37,6 @@ class Finished:
     output: str  # stdout, and stderr where asked (merged in the order printed)
 
 
-def cpus() -> int:
-    """The CPUs this process may run on (not OMP_NUM_THREADS, not the machine's total)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def run_together(
     commands: Sequence[tuple[list[str], dict[str, str]]],
     timeout_s: float,
@@ -52,7 +46,7 @@ def run_together(
     """Run the (argv, environment) commands, at most width (default: this process's CPUs) at a
     time, each for at most timeout_s; their results in the order given. CannotStart when one
     cannot start (the others started with it are killed first)."""
-    width = max(1, width or cpus())
+    width = max(1, width or available_cpus())
     done: list[Finished] = []
     with tempfile.TemporaryDirectory(prefix="experiment-together-") as scratch:
         for start in range(0, len(commands), width):
