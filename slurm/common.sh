@@ -116,9 +116,9 @@ bench_check_gpus() {
 
 # bench_environment: what every rank inherits from the batch shell.
 bench_environment() {
-  # A port per job, so two jobs sharing a node do not meet at the same rendezvous
-  # (Lightning's own default, 15000 + the last four digits of the job id, can collide).
-  export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+  # No MASTER_PORT here: both runners derive it from the job id by Lightning's rule
+  # (common.launcher.slurm_master_port) and keep one the user set; rank 0 refuses, naming
+  # the port, when another job on the node already listens there.
   # One intra-op thread pool per rank that fits in the rank's CPUs; both runners keep an
   # OMP_NUM_THREADS they inherit, so they get the same value.
   local cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}
@@ -193,7 +193,7 @@ bench_header() {
     job "$SLURM_JOB_ID ($SLURM_JOB_NAME) on ${SLURM_JOB_NODELIST:-?}" \
     ranks "$DEVICES_PER_NODE per node x $NUM_NODES node(s), $ACCELERATOR" \
     OMP_NUM_THREADS "$OMP_NUM_THREADS" \
-    MASTER_PORT "$MASTER_PORT" \
+    MASTER_PORT "${MASTER_PORT:-15000 + the job id's last four digits (the runners' rule)}" \
     python "$(command -v "$PYTHON")" \
     repository "$BENCH_ROOT" \
     folder "$BENCH_OUTDIR" \

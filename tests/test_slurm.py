@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -170,7 +169,8 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
         assert "native" in text and "lightning" in text
     assert (outdir / "comparison.png").read_bytes().startswith(b"\x89PNG")
     assert (outdir / "job.out").is_file()
-    assert "MASTER_PORT      " + str(20000 + int(job_id) % 20000) in log
+    # No port of the scripts' own: the runners derive it (one rule) and the header says so.
+    assert "MASTER_PORT      15000 + the job id's last four digits" in log
 
 
 @pytest.mark.slurm
@@ -241,7 +241,8 @@ def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, 
         "1",
         *TINY,
     ]
-    start = time.monotonic()
+    # Fast means before any rendezvous: a rank left waiting for rank 0 gives up only after
+    # RENDEZVOUS_WAIT_SECONDS (120 s), so the 90-s limit tells the two apart.
     try:
         proc = subprocess.run(
             cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=90
@@ -249,10 +250,8 @@ def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, 
     except subprocess.TimeoutExpired:
         subprocess.run(["scancel", f"--name={name}"], timeout=30, check=False)
         pytest.fail(f"{impl} under srun did not stop within 90 s")
-    elapsed = time.monotonic() - start
 
     assert proc.returncode == 2, proc.stderr
-    assert elapsed < 45  # an import of torch (and Lightning) per rank, nothing more
     messages = [line for line in proc.stderr.splitlines() if not line.startswith("srun:")]
     assert len(messages) == 2  # one line per task
     for line in messages:
@@ -381,14 +380,23 @@ def common_sh(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 def test_devices_and_nodes_come_from_the_allocation():
     proc = common_sh(
         "bench_job_shape; bench_environment; bench_runner_args --steps 3;"
-        ' echo "${RUNNER_ARGS[*]}|$OMP_NUM_THREADS|$MASTER_PORT"',
+        ' echo "${RUNNER_ARGS[*]}|$OMP_NUM_THREADS|${MASTER_PORT-unset}"',
         job_env(SLURM_NTASKS="8", SLURM_NNODES="2", ACCELERATOR="gpu", PRECISION="bf16"),
     )
     assert proc.returncode == 0, proc.stderr
     args, threads, port = proc.stdout.strip().split("|")
     assert args.startswith("--devices 4 --num-nodes 2 --accelerator gpu")
     assert args.endswith("--precision bf16 --steps 3")
-    assert (threads, port) == ("4", str(20000 + 12345 % 20000))
+    assert (threads, port) == ("4", "unset")  # the runners derive it: slurm_master_port
+
+
+def test_a_master_port_the_user_set_reaches_the_runners():
+    proc = common_sh(
+        'bench_job_shape; bench_environment; echo "$MASTER_PORT"',
+        job_env(MASTER_PORT="23456"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "23456"
 
 
 def test_tasks_per_node_read_from_slurm_tasks_per_node_when_not_given():
