@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from common.launcher import RENDEZVOUS_WAIT_SECONDS
 from common.result import load_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,14 +243,16 @@ def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, 
         *TINY,
     ]
     # Fast means before any rendezvous: a rank left waiting for rank 0 gives up only after
-    # RENDEZVOUS_WAIT_SECONDS (120 s), so the 90-s limit tells the two apart.
+    # RENDEZVOUS_WAIT_SECONDS, so a limit below it tells the two apart.
+    limit = 90
+    assert limit < RENDEZVOUS_WAIT_SECONDS
     try:
         proc = subprocess.run(
-            cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=90
+            cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=limit
         )
     except subprocess.TimeoutExpired:
         subprocess.run(["scancel", f"--name={name}"], timeout=30, check=False)
-        pytest.fail(f"{impl} under srun did not stop within 90 s")
+        pytest.fail(f"{impl} under srun did not stop within {limit} s")
 
     assert proc.returncode == 2, proc.stderr
     messages = [line for line in proc.stderr.splitlines() if not line.startswith("srun:")]
