@@ -242,7 +242,8 @@ def render_section(answer: InterleavedAnswer) -> str:
     kind = " (A/A: the same loop on both sides)" if answer.a_a else ""
     lines = [
         f"{QUESTION.capitalize()}{kind}",
-        f"  {answer.arm} vs {answer.baseline}: {answer.percent:+.2f}% ({ci}, {CONFIDENCE:.0%} t over runs)",
+        f"  {answer.arm} vs {answer.baseline}: {answer.percent:+.2f}%"
+        f" ({ci}, {CONFIDENCE:.0%} t over runs)",
         f"  verdict: {answer.verdict}",
         f"  host CPU per step, {answer.arm} - {answer.baseline}: {host.mean:+.3f} ms{host_ci}",
         f"  {answer.log_ratio.runs} run(s) in {answer.files} file(s), {answer.seconds:.1f} s timed;"
