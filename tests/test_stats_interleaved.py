@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from compare.interleaved import run_estimate, t_interval
-from tests.stats_sim import lower_bound, mc_se
+from stats_sim import lower_bound, mc_se
 
 pytest.importorskip("lightning")
 from lightning_impl.interleaved import chunk_order  # noqa: E402
