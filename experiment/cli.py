@@ -274,6 +274,18 @@ def list_plans() -> None:
         print(f"{plan.name:<{width}}  {plan.question}{variants}")
 
 
+def _in_process(args: argparse.Namespace, runner: list[str]) -> int:
+    """A plan of the interleaved mode (experiment/in_process.py)."""
+    from experiment import in_process
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("out") / f"{args.plan}-{stamp}"
+    plan = plans.find(args.plan)
+    return in_process.main(
+        plan, args.variant, runner, out, args.python, args.repeats or plan.repeats
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status. A user mistake (argparse's or a UsageError)
     ends it with one line and exit status 2, before any run starts."""
@@ -283,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_plans:
         list_plans()
         return 0
+    if args.plan is not None and not args.arms and plans.find(args.plan).in_process:
+        return _in_process(args, runner)  # the interleaved mode: one process per repeat
     try:
         with exit_on_usage_error(PROG):
             found = experiments(args, runner, ["python", "-m", "experiment", *argv])

@@ -210,3 +210,30 @@ def test_compare_refuses_to_pool_different_experiments(tmp_path):
         analyse(load_interleaved_files([a, b]))
     answer = analyse(load_interleaved_files([a, a]))
     assert answer.files == 2 and answer.log_ratio.runs == 2 * len(doc["runs"])
+
+
+def test_the_in_process_plan_refuses_an_unknown_variant(tmp_path):
+    from common.errors import UsageError
+    from experiment import in_process, plans
+
+    plan = plans.find("in-process")
+    assert plan.in_process and {v.name for v in plan.variants} >= {"a-a-native", "a-a-fabric"}
+    with pytest.raises(UsageError, match="has no variant 'nope'"):
+        in_process.run_plan(plan, "nope", [], tmp_path / "x", "python", 1)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+@needs_lightning
+def test_python_m_experiment_runs_the_in_process_plan(tmp_path):
+    out = tmp_path / "exp"
+    tiny = [*SMALL, "--precision", "fp32", "--pairs", "2", "--runs", "2"]
+    args = ["--plan", "in-process", "--variant", "a-a-native", "--out", str(out), "--", *tiny]
+    bad = run_module("experiment", [*args, "--chunk-steps", "0"], timeout=120)
+    assert bad.returncode == 2 and "--chunk-steps must be from 1 to 10000" in bad.stderr
+    assert not out.exists()
+    proc = run_module("experiment", args, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = (out / "a-a-native" / "report.txt").read_text()
+    assert "A/A" in report and "2 run(s) in 1 file(s)" in report
+    assert load_interleaved(out / "a-a-native" / "results" / "interleaved-r1.json").runs
