@@ -27,10 +27,9 @@ from pathlib import Path
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
-from compare.stats import CONFIDENCE, t_quantile
+from compare.intervals import CONFIDENCE, MIN_RUNS, mean_interval
 
 QUESTION = "per-step cost in one process, interleaved"
-MIN_RUNS = 2  # a t-interval needs a variance: 2 runs at least
 # Fields that must agree between files before their runs are pooled (the same experiment).
 SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device",
         "precision_resolved", "timer")  # fmt: skip
@@ -143,15 +142,12 @@ def run_estimate(run: InterleavedRun, chunk_steps: int) -> RunEstimate:
 
 
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
-    """Mean and Student's t half-width over runs (one value each); half None below MIN_RUNS."""
-    n = len(values)
-    if n == 0:
+    """Mean and Student's t half-width over runs (one value each; compare.intervals'
+    mean_interval); half None below MIN_RUNS."""
+    if not values:
         raise ValueError("no runs")
-    mean = math.fsum(values) / n
-    if n < MIN_RUNS:
-        return Interval(mean, None, n)
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    return Interval(mean, t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n), n)
+    mean, half = mean_interval(values, confidence)
+    return Interval(mean, half, len(values))
 
 
 def verdict(log_ratio: Interval, arm: str, baseline: str) -> str:
