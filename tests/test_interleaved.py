@@ -237,3 +237,19 @@ def test_python_m_experiment_runs_the_in_process_plan(tmp_path):
     report = (out / "a-a-native" / "report.txt").read_text()
     assert "A/A" in report and "2 run(s) in 1 file(s)" in report
     assert load_interleaved(out / "a-a-native" / "results" / "interleaved-r1.json").runs
+
+
+@pytest.mark.gpu
+@needs_lightning
+def test_one_gpu_run_times_chunks_by_cuda_events_at_k_1(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    out = tmp_path / "r.json"
+    args = ["--devices", "1", "--batch-size-per-device", "16", "--image-size", "128"]
+    args += ["--chunk-steps", "1", "--pairs", "20", "--runs", "2", "--output", str(out)]
+    proc = run_module(MODULE, args, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = load_interleaved(out)
+    assert r.timer == "cuda-events" and all(len(run.chunk_ms) == 40 for run in r.runs)
+    assert all(t > 0 for run in r.runs for t in run.chunk_ms)
