@@ -253,3 +253,12 @@ def test_one_gpu_run_times_chunks_by_cuda_events_at_k_1(tmp_path):
     r = load_interleaved(out)
     assert r.timer == "cuda-events" and all(len(run.chunk_ms) == 40 for run in r.runs)
     assert all(t > 0 for run in r.runs for t in run.chunk_ms)
+
+
+def test_the_in_process_plan_refuses_separate_process_options(capsys):
+    from experiment import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--plan", "in-process", "--target-half-width", "1.5"])
+    assert stop.value.code == 2
+    assert "--target-half-width does not apply to plan in-process" in capsys.readouterr().err
