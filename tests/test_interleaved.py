@@ -262,3 +262,15 @@ def test_the_in_process_plan_refuses_separate_process_options(capsys):
         cli.main(["--plan", "in-process", "--target-half-width", "1.5"])
     assert stop.value.code == 2
     assert "--target-half-width does not apply to plan in-process" in capsys.readouterr().err
+
+
+def test_compare_refuses_an_interleaved_result_among_separate_runs(tmp_path):
+    """python -m compare reads separate-process results only: an interleaved file among them
+    is refused in one line naming compare.interleaved, nothing mixed."""
+    from compare.load import load_runs
+
+    path = tmp_path / "interleaved.json"
+    path.write_text((ROOT / "tests" / "data" / "interleaved.json").read_text())
+    with pytest.raises(ResultError, match="never mixed with separate runs") as error:
+        load_runs([path])
+    assert f"python -m compare.interleaved {path}" in str(error.value)
