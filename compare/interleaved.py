@@ -80,6 +80,7 @@ class InterleavedAnswer:
     runs: tuple[RunEstimate, ...]
     log_ratio: Interval  # over runs
     host_ms: Interval  # over runs, arm - baseline per step
+    per_process: Interval | None  # over the files' (processes') mean estimates, 2+ files
     seconds: float  # timed wall clock, all runs
     verdict: str
     warnings: tuple[str, ...]
@@ -192,13 +193,16 @@ def analyse(results: Sequence[tuple[Path, InterleavedResult]]) -> InterleavedAns
     _check_same(results)
     first = results[0][1]
     k = first.chunk_steps
-    estimates = []
+    estimates, process_means = [], []
     for path, r in results:
+        mine = []
         for i, run in enumerate(r.runs):
             try:
-                estimates.append(run_estimate(run, k))
+                mine.append(run_estimate(run, k))
             except ValueError as error:
                 raise UsageError(f"{path}: run {i}: {error}; not an interleaved run") from None
+        estimates += mine
+        process_means.append(math.fsum(e.log_ratio for e in mine) / len(mine))
     warnings = []
     for path, r in results:
         if not all(a.parameters_synchronized for a in r.arms):
@@ -218,6 +222,7 @@ def analyse(results: Sequence[tuple[Path, InterleavedResult]]) -> InterleavedAns
         runs=tuple(estimates),
         log_ratio=log_iv,
         host_ms=t_interval([e.host_ms_per_step for e in estimates]),
+        per_process=t_interval(process_means) if len(process_means) > 1 else None,
         seconds=math.fsum(run.seconds for _, r in results for run in r.runs),
         verdict=verdict(log_iv, arm.label, base.label),
         warnings=tuple(warnings),
@@ -249,6 +254,14 @@ def render_section(answer: InterleavedAnswer) -> str:
         " results. The Trainer's loop cannot be interleaved: Trainer vs Fabric stays a"
         " separate-process question.",
     ]
+    if answer.per_process is not None and answer.per_process.half is not None:
+        p = answer.per_process
+        low, high = (math.expm1(p.mean + d) * 100 for d in (-p.half, p.half))
+        lines.append(
+            f"  check across processes (t over {p.runs} files' means):"
+            f" {math.expm1(p.mean) * 100:+.2f}% (CI {low:+.2f}..{high:+.2f}%):"
+            " wider than the runs' interval when processes differ more than runs do"
+        )
     lines += [f"  warning: {w}" for w in answer.warnings]
     return "\n".join(lines)
 

@@ -210,6 +210,10 @@ def test_compare_refuses_to_pool_different_experiments(tmp_path):
         analyse(load_interleaved_files([a, b]))
     answer = analyse(load_interleaved_files([a, a]))
     assert answer.files == 2 and answer.log_ratio.runs == 2 * len(doc["runs"])
+    # two processes: the check across them is a t over their two means (equal here)
+    assert answer.per_process is not None and answer.per_process.runs == 2
+    assert answer.per_process.half == 0.0 and "check across processes" in render_section(answer)
+    assert analyse(load_interleaved_files([a])).per_process is None
 
 
 def test_the_in_process_plan_refuses_an_unknown_variant(tmp_path):
