@@ -211,25 +211,33 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision):
-    """Fabric joins the one process group (both loops use it); return Fabric."""
+    """Fabric joins the one process group (both loops use it); return Fabric, which holds the
+    device. lightning_impl/fabric.py's ddp_setup, line for line."""
     from lightning.fabric.plugins.environments import SLURMEnvironment
     from lightning.fabric.strategies import DDPStrategy
 
     strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(
+        # DDP: process group -- handed to Fabric (DDPStrategy: NCCL/gloo, the same timeout)
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),
+        # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
         cluster_environment=(
             SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
         ),
+        # DDP: model wrapper -- handed to Fabric: fabric.setup wraps with native's arguments
         **workload.ddp_kwargs(cfg),
     )
     fabric = LIGHTNING.Fabric(
+        # DDP: device placement -- handed to Fabric (local rank -> GPU)
         accelerator=cfg.accelerator,
         devices=cfg.devices,
         num_nodes=cfg.num_nodes,
-        strategy=strategy,
+        strategy=strategy,  # DDPStrategy also for one device, as in the Trainer arm
+        # DDP: mixed precision -- handed to Fabric (autocast dtype and GradScaler)
         **workarounds.fabric_precision(prec, "cuda" if cfg.accelerator == "gpu" else "cpu"),
     )
+    # DDP: process launch -- handed to Fabric: it starts the other ranks (self-launched),
+    # then sets the device and joins the process group in every rank
     fabric.launch()
     return fabric
 

@@ -45,6 +45,7 @@ def _function(path: str, name: str) -> str:
 @pytest.mark.parametrize(
     ("mine", "path", "theirs"),
     [
+        ("ddp_setup", "lightning_impl/fabric.py", "ddp_setup"),
         ("native_build", "native/benchmark.py", "build"),
         ("native_train_step", "native/benchmark.py", "train_step"),
         ("fabric_build", "lightning_impl/fabric.py", "build"),

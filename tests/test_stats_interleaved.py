@@ -10,7 +10,8 @@ The model of one chunk of K steps of a loop (log scale, 1 = 100%):
 - drift: linear over the run, 30% from its start to its end;
 - chunk noise: normal (2% a step, over K steps) or Student t with 3 df (heavy tails) plus
   one-sided spikes (a neighbour slows a chunk by an exponential 20% in 5% of chunks);
-- run_effect: the arm's cost varies between runs (SD 0.3%), which only runs can show.
+- run_effect: the arm's cost varies between runs (SD 0.3%), which only runs can show;
+- unequal noise: the arm's chunk noise 3x the baseline's, in one condition.
 
 The orders are lightning_impl.interleaved.chunk_order's (AB and ABBA, balanced, random). Each
 experiment: RUNS runs of PAIRS pairs; the estimate is compare.interleaved's (the vectorised
@@ -58,6 +59,7 @@ def simulate(
     drift: float = 0.0,
     swing_sd: float = 0.08,
     run_sd: float = 0.003,
+    arm_scale: float = 1.0,
 ) -> np.ndarray:
     """Chunk times in ms, shape of `order`, from the model in the module docstring."""
     reps, runs, chunks = order.shape
@@ -74,9 +76,11 @@ def simulate(
         eps = rng.normal(0.0, step_sd, order.shape)
     elif noise == "heavy":
         eps = step_sd * rng.standard_t(3, order.shape) / math.sqrt(3.0)
-        eps += np.log1p((rng.random(order.shape) < 0.05) * rng.exponential(0.2, order.shape))
     else:
         raise ValueError(noise)
+    eps *= np.where(order == 1, arm_scale, 1.0)  # the arm's chunks noisier (arm_scale x)
+    if noise == "heavy":  # one-sided interference, alike for both loops
+        eps += np.log1p((rng.random(order.shape) < 0.05) * rng.exponential(0.2, order.shape))
     arm_cost = effect + rng.normal(0.0, run_sd, (reps, runs, 1))
     logs = math.log(k * STEP_MS) + order * arm_cost + swing + trend + eps
     return np.exp(logs)
@@ -134,6 +138,19 @@ def test_interval_covers_and_a_a_gives_no_verdict(pairing, k, noise, drift):
     coverage, _ = rates(run_logs(order, simulate(order, k, effect, rng, noise, drift)), effect)
     assert coverage >= lower_bound(0.95, REPS), (coverage, mc_se(0.95, REPS))
     _, false_verdicts = rates(run_logs(order, simulate(order, k, 0.0, rng, noise, drift)), 0.0)
+    assert false_verdicts <= AA_BOUND, (false_verdicts, mc_se(0.05, REPS))
+
+
+@pytest.mark.slow
+def test_an_arm_three_times_noisier_keeps_coverage_and_a_a():
+    """Unequal noise: the arm's chunk noise 3x the baseline's (heavy tails, drift, K=2)."""
+    order = orders("ABBA", REPS, RUNS, PAIRS, seed=21)
+    effect = math.log(1.03)
+    rng = np.random.default_rng(21)
+    sim = {"noise": "heavy", "drift": 0.3, "arm_scale": 3.0}
+    coverage, _ = rates(run_logs(order, simulate(order, 2, effect, rng, **sim)), effect)
+    assert coverage >= lower_bound(0.95, REPS), (coverage, mc_se(0.95, REPS))
+    _, false_verdicts = rates(run_logs(order, simulate(order, 2, 0.0, rng, **sim)), 0.0)
     assert false_verdicts <= AA_BOUND, (false_verdicts, mc_se(0.05, REPS))
 
 
