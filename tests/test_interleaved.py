@@ -279,3 +279,34 @@ def test_compare_refuses_an_interleaved_result_among_separate_runs(tmp_path):
     with pytest.raises(ResultError, match="never mixed with separate runs") as error:
         load_runs([path])
     assert f"python -m compare.interleaved {path}" in str(error.value)
+
+
+def test_the_chunk_study_summarises_pairs_and_inflates_for_correlation():
+    import math
+
+    from benchmarks.chunk_study import lag1, summarise
+
+    assert lag1([1.0, 2.0]) == 0.0 and lag1([1.0, 1.0, 1.0]) == 0.0
+    assert lag1([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) > 0.4  # a trend: successive values alike
+    assert lag1([1.0, -1.0] * 5) < -0.8
+    order = [0, 1, 1, 0] * 4
+    wall = [10.0, 11.0, 11.0, 10.0] * 4  # every pair: the arm 10% slower
+    host = [2.0, 3.0, 3.0, 2.0] * 4
+    row = summarise(2, "ABBA", [(order, wall, host, 1.6)], budget=300.0)
+    assert row.pairs == 8 and row.sd_pair == 0.0 and row.half_width_pp == 0.0
+    assert math.isclose(row.mean_percent, 10.0) and math.isclose(row.host_ms_per_step, 0.5)
+    assert math.isclose(row.seconds_per_pair, 0.2)
+
+
+@pytest.mark.slow
+@needs_lightning
+def test_the_chunk_study_writes_its_json_and_table_on_cpu(tmp_path):
+    out = tmp_path / "study.json"
+    args = [*SMALL, "--chunk-sizes", "1,2", "--pairings", "AB", "--seconds-per-config", "0.5"]
+    proc = run_module("benchmarks.chunk_study", [*args, "--rounds", "1", "--output", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert [(r["chunk_steps"], r["pairing"]) for r in doc["rows"]] == [(1, "AB"), (2, "AB")]
+    assert doc["timer"] == "wall-clock" and "hw@300s pp" in out.with_suffix(".txt").read_text()
+    again = run_module("benchmarks.chunk_study", [*args, "--output", str(out)], timeout=120)
+    assert again.returncode == 2 and "already exists" in again.stderr  # before any work
