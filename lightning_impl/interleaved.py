@@ -373,11 +373,6 @@ class ChunkClock:
         self._marks: list = []
         self._cpu: list[int] = []
 
-    @property
-    def timer(self) -> str:
-        """cuda-events or wall-clock."""
-        return "cuda-events" if self._cuda else "wall-clock"
-
     def mark(self) -> None:
         """A boundary now, without waiting for the device."""
         if self._cuda:
