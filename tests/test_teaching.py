@@ -203,11 +203,3 @@ def test_lightning_missing_exits_2_with_the_install_hint(prog):
     assert proc.stderr.strip() == (
         f"{prog}: error: Lightning is not installed; install the extra: pip install '.[lightning]'"
     )
-
-
-def test_common_native_and_compare_never_import_lightning():
-    code = (
-        "import sys, common.report, common.launcher, native.benchmark, compare.cli\n"
-        "assert not [m for m in sys.modules if m == 'lightning' or m.startswith('lightning.')]\n"
-    )
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), check=True, timeout=120)
