@@ -6,6 +6,7 @@ import os
 import socket
 
 import pytest
+from conftest import needs_lightning
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -549,6 +550,30 @@ def test_check_checks_once_and_neither_trains_nor_launches(native_main, capsys):
     assert main(["--accelerator", "cpu", "--devices", "2", "--oversubscribe-cpus", "--check"]) == 0
     assert len(calls["check"]) == 1 and calls["run"] == calls["launch_ranks"] == []
     assert capsys.readouterr().out.startswith("native: check passed: 2 rank(s) via self")
+
+
+@needs_lightning
+@pytest.mark.parametrize("module", ["lightning_impl.fabric", "lightning_impl.trainer"])
+@pytest.mark.parametrize("check", [False, True])
+def test_a_lightning_runner_checks_once_in_its_process(module, check, native_main, monkeypatch):
+    """Each Lightning runner parses and checks in its own main(), once, and hands the plan on."""
+    import importlib
+
+    from common import lifetime
+
+    runner = importlib.import_module(module)
+    _, calls = native_main  # counts preflight.check; the environment without launcher variables
+    monkeypatch.delenv(lifetime.LAUNCHER_PID_VAR, raising=False)  # become_launcher sets it
+    ran = []
+    monkeypatch.setattr(runner, "run", lambda *args: ran.append(args) or 0)
+    assert runner.main(["--accelerator", "cpu", *(["--check"] if check else [])]) == 0
+    [plan] = calls["check"]
+    if check:
+        assert ran == []
+    else:
+        [(cfg, launch_, prec, threads, _)] = ran
+        assert (launch_, prec, threads) == (plan.launch, plan.precision, plan.threads)
+        assert cfg.accelerator == "cpu" and not cfg.check
 
 
 COUNT_CHECKS = """
