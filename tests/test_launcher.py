@@ -484,7 +484,7 @@ def native_main(monkeypatch):
     from common import preflight
     from native import benchmark, launch
 
-    for name in os.environ:
+    for name in list(os.environ):
         if name.startswith(("SLURM_", "TORCHELASTIC_", "DDPBENCH_")) or name in (
             *LAUNCHER_NAMES,
             "MASTER_ADDR",
@@ -563,7 +563,9 @@ def test_a_lightning_runner_checks_once_in_its_process(module, check, native_mai
 
     runner = importlib.import_module(module)
     _, calls = native_main  # counts preflight.check; the environment without launcher variables
-    monkeypatch.delenv(lifetime.LAUNCHER_PID_VAR, raising=False)  # become_launcher sets it
+    # become_launcher sets it: unset now, and unset again after the test
+    monkeypatch.setenv(lifetime.LAUNCHER_PID_VAR, "")
+    monkeypatch.delenv(lifetime.LAUNCHER_PID_VAR)
     ran = []
     monkeypatch.setattr(runner, "run", lambda *args: ran.append(args) or 0)
     assert runner.main(["--accelerator", "cpu", *(["--check"] if check else [])]) == 0
