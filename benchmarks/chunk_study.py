@@ -42,15 +42,44 @@ Z95 = 1.959963984540054
 MAX_LAG1 = 0.9
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    """argparse type for --chunk-sizes: whole numbers, comma-separated."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes whole numbers, e.g. 1,2,5; got {text!r}") from None
+
+
+def _pairings(text: str) -> tuple[str, ...]:
+    """argparse type for --pairings: AB, ABBA or both."""
+    values = tuple(text.split(","))
+    if any(v not in ("AB", "ABBA") for v in values):
+        raise argparse.ArgumentTypeError(f"takes AB, ABBA or AB,ABBA; got {text!r}")
+    return values
+
+
+STUDY = config.Group("chunk study", "what the study sweeps and how long it spends on each")
+
+
 @dataclass(frozen=True)
 class StudyOptions:
     """What the study sweeps and how long it spends on each configuration."""
 
-    chunk_sizes: tuple[int, ...] = (1, 2, 5, 10, 20)
-    pairings: tuple[str, ...] = ("AB", "ABBA")
-    seconds_per_config: float = 11.0
-    rounds: int = 2
-    budget_seconds: float = 300.0
+    chunk_sizes: tuple[int, ...] = config.option(
+        (1, 2, 5, 10, 20), STUDY, "chunk sizes K to measure", metavar="K,K,...", parse=_ints
+    )
+    pairings: tuple[str, ...] = config.option(
+        ("AB", "ABBA"), STUDY, "pairings to measure", metavar="AB,ABBA", parse=_pairings
+    )
+    seconds_per_config: float = config.option(
+        11.0, STUDY, "seconds of chunks per configuration, over all rounds", at_least="positive"
+    )
+    rounds: int = config.option(
+        2, STUDY, "rounds, each over every configuration", at_least="positive", at_most=100
+    )
+    budget_seconds: float = config.option(
+        300.0, STUDY, "the estimate's time the half-width is implied for", at_least="positive"
+    )
 
 
 @dataclass(frozen=True)
@@ -68,47 +97,21 @@ class Row:
     host_ms_per_step: float
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes whole numbers, e.g. 1,2,5; got {text!r}") from None
-    return values
-
-
-def _pairings(text: str) -> tuple[str, ...]:
-    values = tuple(text.split(","))
-    if not values or any(v not in ("AB", "ABBA") for v in values):
-        raise argparse.ArgumentTypeError(f"takes AB, ABBA or AB,ABBA; got {text!r}")
-    return values
-
-
 def parse(argv: list[str]) -> tuple[config.BenchConfig, StudyOptions]:
     """The runners' options plus the study's; exits 2 with one line naming the option."""
-    d = StudyOptions()
     p = OneLineParser(prog=PROG, add_help=False, allow_abbrev=False)
-    p.add_argument("--chunk-sizes", type=_ints, default=d.chunk_sizes)
-    p.add_argument("--pairings", type=_pairings, default=d.pairings)
-    p.add_argument("--seconds-per-config", type=float, default=d.seconds_per_config)
-    p.add_argument("--rounds", type=int, default=d.rounds)
-    p.add_argument("--budget-seconds", type=float, default=d.budget_seconds)
+    config.add_options(p, StudyOptions)
     known, rest = p.parse_known_args(argv)
     if "-h" in rest or "--help" in rest:
-        print(__doc__)
-        raise SystemExit(0)
+        full = config.build_parser(PROG)
+        config.add_options(full, StudyOptions)
+        full.parse_args(["--help"])
     cfg = config.parse(rest, PROG)
-    options = StudyOptions(**vars(known))
+    options = config.from_args(StudyOptions, known)
     with exit_on_usage_error(PROG, cfg.verbose):
-        if not options.chunk_sizes or any(not 1 <= k <= 10_000 for k in options.chunk_sizes):
+        config.check_bounds(options)
+        if any(not 1 <= k <= 10_000 for k in options.chunk_sizes):
             raise UsageError("--chunk-sizes must be whole numbers from 1 to 10000")
-        for name, value in (
-            ("--seconds-per-config", options.seconds_per_config),
-            ("--budget-seconds", options.budget_seconds),
-        ):
-            if not (math.isfinite(value) and value > 0):
-                raise UsageError(f"{name} must be a positive number of seconds, got {value}")
-        if not 1 <= options.rounds <= 100:
-            raise UsageError(f"--rounds must be from 1 to 100, got {options.rounds}")
         if cfg.output is None:
             raise UsageError("--output PATH is needed: the study writes its JSON there")
         table = cfg.output.with_suffix(".txt")
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "study": "chunk size and pairing of the interleaved mode (native vs fabric)",
             "step_ms_estimate": step_ms,
-            "options": {**asdict(options)},
+            "options": asdict(options),
             "config": cfg.as_dict(),
             "precision": plan.precision.resolved,
             "timer": "cuda-events" if device.type == "cuda" else "wall-clock",

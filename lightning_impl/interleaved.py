@@ -30,7 +30,6 @@ of each run only. Warm-up pairs (both loops) run first and are not counted.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import datetime as dt
@@ -40,7 +39,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -81,34 +80,62 @@ MAX_CHUNK_STEPS = 10_000
 MAX_PAIRS = 1_000_000
 
 
-def _option(default, help: str, group: str = "interleaving", choices=None):  # noqa: A002
-    """A dataclass field with the metadata the parser is built from (help, group, choices)."""
-    meta = {"help": help, "group": group}
-    if choices is not None:
-        meta["choices"] = tuple(choices)
-    return field(default=default, metadata=meta)
+INTERLEAVING = config.Group(
+    "interleaving",
+    "the interleaved mode's own options; the workload options above are the runners'",
+)
 
 
 @dataclass(frozen=True)
 class Options:
     """The mode's own options; the workload is BenchConfig's, the same for both loops."""
 
-    baseline: str = _option("native", "the loop every estimate is relative to", choices=LOOPS)
-    arm: str = _option(
-        "fabric",
-        "the loop compared with it (the baseline's name again: A/A in one process)",
-        choices=LOOPS,
+    baseline: str = config.option(
+        "native", INTERLEAVING, "the loop every estimate is relative to", choices=tuple(LOOPS)
     )
-    chunk_steps: int = _option(DEFAULT_CHUNK_STEPS, "K: optimizer steps per chunk")
-    pairing: str = _option(
+    arm: str = config.option(
+        "fabric",
+        INTERLEAVING,
+        "the loop compared with it (the baseline's name again: A/A in one process)",
+        choices=tuple(LOOPS),
+    )
+    chunk_steps: int = config.option(
+        DEFAULT_CHUNK_STEPS,
+        INTERLEAVING,
+        "K: optimizer steps per chunk",
+        metavar="K",
+        at_least="positive",
+        at_most=MAX_CHUNK_STEPS,
+    )
+    pairing: str = config.option(
         DEFAULT_PAIRING,
+        INTERLEAVING,
         "order of chunks: AB (each pair AB or BA) or ABBA (each two pairs ABBA or BAAB)",
         choices=PAIRINGS,
     )
-    pairs: int = _option(100, "timed pairs of chunks per run (ABBA: an even number)")
-    runs: int = _option(10, "runs, each with its own random order (the unit of evidence)")
-    warmup_pairs: int | None = _option(
-        None, "untimed pairs before the first run (default: enough for --warmup-steps steps)"
+    pairs: int = config.option(
+        100,
+        INTERLEAVING,
+        "timed pairs of chunks per run (ABBA: an even number)",
+        metavar="N",
+        at_least="positive",
+        at_most=MAX_PAIRS,
+    )
+    runs: int = config.option(
+        10,
+        INTERLEAVING,
+        "runs, each with its own random order (the unit of evidence)",
+        metavar="N",
+        at_least="positive",
+        at_most=MAX_PAIRS,
+    )
+    warmup_pairs: int | None = config.option(
+        None,
+        INTERLEAVING,
+        "untimed pairs before the first run (default: enough for --warmup-steps steps)",
+        metavar="N",
+        at_least="not negative",
+        at_most=MAX_PAIRS,
     )
 
     def resolved_warmup_pairs(self, cfg: config.BenchConfig) -> int:
@@ -122,33 +149,9 @@ class Options:
         return self.baseline, self.arm if self.arm != self.baseline else f"{self.arm}-b"
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """Options' fields as argparse options, from their metadata (help, group, choices)."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in dataclasses.fields(Options):
-        meta = f.metadata
-        group = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
-        kind = int if f.type in ("int", "int | None") else str
-        extra = {"choices": meta["choices"]} if "choices" in meta else {"metavar": "N"}
-        group.add_argument(
-            "--" + f.name.replace("_", "-"),
-            type=kind,
-            default=f.default,
-            help=meta["help"],
-            **extra,
-        )
-
-
 def validate_options(options: Options, cfg: config.BenchConfig) -> None:
     """Every option of the mode, and the BenchConfig options it does not take; UsageError."""
-    for name, value, low, high in (
-        ("--chunk-steps", options.chunk_steps, 1, MAX_CHUNK_STEPS),
-        ("--pairs", options.pairs, 1, MAX_PAIRS),
-        ("--runs", options.runs, 1, MAX_PAIRS),
-        ("--warmup-pairs", options.warmup_pairs, 0, MAX_PAIRS),
-    ):
-        if value is not None and not low <= value <= high:
-            raise UsageError(f"{name} must be from {low} to {high}, got {value}")
+    config.check_bounds(options)
     if options.pairing == "ABBA" and options.pairs % 2:
         raise UsageError(
             f"--pairs {options.pairs} with --pairing ABBA: ABBA orders two pairs at a time;"
@@ -179,14 +182,14 @@ def validate_options(options: Options, cfg: config.BenchConfig) -> None:
 def parse(argv: list[str]) -> tuple[config.BenchConfig, Options]:
     """The runners' options (common.config) plus the mode's; exits 2 with one line if wrong."""
     mode = OneLineParser(prog=PROG, add_help=False, allow_abbrev=False)
-    add_options(mode)
+    config.add_options(mode, Options)
     known, rest = mode.parse_known_args(argv)
     if "-h" in rest or "--help" in rest:
         full = config.build_parser(PROG)
-        add_options(full)
+        config.add_options(full, Options)
         full.parse_args(["--help"])
     cfg = config.parse(rest, PROG)
-    options = Options(**vars(known))
+    options = config.from_args(Options, known)
     with exit_on_usage_error(PROG, cfg.verbose):
         validate_options(options, cfg)
     return cfg, options

@@ -60,10 +60,11 @@ def test_each_loop_is_its_runners_build_and_step(mine, path, theirs):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--chunk-steps", "0"], "--chunk-steps must be from 1 to 10000, got 0"),
-        (["--pairs", "0"], "--pairs must be from 1 to 1000000, got 0"),
-        (["--runs", "0"], "--runs must be from 1 to 1000000, got 0"),
-        (["--warmup-pairs", "-1"], "--warmup-pairs must be from 0 to 1000000, got -1"),
+        (["--chunk-steps", "0"], "--chunk-steps must be positive, got 0"),
+        (["--chunk-steps", "10001"], "--chunk-steps 10001 is too large; use at most 10000"),
+        (["--pairs", "0"], "--pairs must be positive, got 0"),
+        (["--runs", "0"], "--runs must be positive, got 0"),
+        (["--warmup-pairs", "-1"], "--warmup-pairs must be 0 or more, got -1"),
         (["--pairs", "3"], "--pairs 3 with --pairing ABBA: ABBA orders two pairs at a time"),
         (["--baseline", "fabric", "--arm", "fabric-current"], "one process has one Fabric"),
         (["--steps", "7"], "--steps does not apply to the interleaved mode"),
@@ -90,7 +91,7 @@ def test_a_refusal_from_the_command_line_starts_nothing(tmp_path):
     proc = run_module(MODULE, [*SMALL, "--chunk-steps", "0", "--output", str(out)], timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
-        "lightning_impl.interleaved: error: --chunk-steps must be from 1 to 10000, got 0"
+        "lightning_impl.interleaved: error: --chunk-steps must be positive, got 0"
     )
     assert proc.stdout == "" and list(tmp_path.iterdir()) == []
 
@@ -235,7 +236,7 @@ def test_python_m_experiment_runs_the_in_process_plan(tmp_path):
     tiny = [*SMALL, "--precision", "fp32", "--pairs", "2", "--runs", "2"]
     args = ["--plan", "in-process", "--variant", "a-a-native", "--out", str(out), "--", *tiny]
     bad = run_module("experiment", [*args, "--chunk-steps", "0"], timeout=120)
-    assert bad.returncode == 2 and "--chunk-steps must be from 1 to 10000" in bad.stderr
+    assert bad.returncode == 2 and "--chunk-steps must be positive, got 0" in bad.stderr
     assert not out.exists()
     proc = run_module("experiment", args, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -296,6 +297,26 @@ def test_the_chunk_study_summarises_pairs_and_inflates_for_correlation():
     assert row.pairs == 8 and row.sd_pair == 0.0 and row.half_width_pp == 0.0
     assert math.isclose(row.mean_percent, 10.0) and math.isclose(row.host_ms_per_step, 0.5)
     assert math.isclose(row.seconds_per_pair, 0.2)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rounds", "0"], "--rounds must be positive, got 0"),
+        (["--seconds-per-config", "nan"], "--seconds-per-config must be a finite number"),
+        (["--chunk-sizes", "1,x"], "argument --chunk-sizes: takes whole numbers"),
+        (["--chunk-sizes", "0"], "--chunk-sizes must be whole numbers from 1 to 10000"),
+        (["--pairings", "BA"], "argument --pairings: takes AB, ABBA or AB,ABBA"),
+        ([], "--output PATH is needed"),
+    ],
+)
+def test_the_chunk_study_refuses_bad_options_in_one_line(args, message, capsys):
+    from benchmarks.chunk_study import parse
+
+    with pytest.raises(SystemExit) as stop:
+        parse(["--accelerator", "cpu", *args])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
