@@ -1,7 +1,7 @@
 """Values as the tables and lines show them: cells, lists of run files, units, provenance.
 
 cell(True) == "yes"; cell(None) == "-"; cell(0.25) == "0.25"; cell(3.14159, ".2f") == "3.14"
-span(["a.json", "b.json", "c.json", "d.json"]) == "a.json .. d.json (4 files)"
+span(["a.json", "b.json", "c.json"]) == "a.json .. c.json (3 files)"
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def world_unit(runs: Sequence[Run]) -> str:
 
 
 def span(names: Sequence[str]) -> str:
-    """Run files for a reader: all of up to 3, else the first and last and how many."""
-    if len(names) > 3:
+    """Run files for a reader: one or two, else the first and last and how many (a table
+    column stays narrow)."""
+    if len(names) > 2:
         return f"{names[0]} .. {names[-1]} ({len(names)} files)"
     return ", ".join(names)
 

@@ -26,6 +26,12 @@ class HeaderRow:
     values: dict[str, str]
     differs: bool
 
+    @property
+    def same_in_every_arm(self) -> bool:
+        """One value everywhere (a row the report folds away unless --verbose): never the
+        facts that differ by nature (file, start time, Slurm job)."""
+        return not self.differs and self.field not in _ALWAYS_DIFFERENT
+
 
 def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[HeaderRow]:
     """Configuration and environment rows: each arm's distinct values."""
@@ -68,12 +74,21 @@ def _cell(name: str, values: list[str]) -> str:
     first and last start time, the lowest and highest GPU busy share."""
     if name == "file":
         return span(values)
-    if name == "started (UTC)" and len(values) > 1:
-        return f"{min(values)} .. {max(values)}"
+    if name == "started (UTC)":
+        first, last = (_moment(v) for v in (min(values), max(values)))
+        if len(values) == 1 or first == last:
+            return first
+        same_day = first[:10] == last[:10]
+        return f"{first} .. {last[11:] if same_day else last}"
     if name == "GPU busy (timed step)" and len(values) > 1 and "-" not in values:
         ordered = sorted(values, key=lambda v: float(v.rstrip("%")))
         return f"{ordered[0]}..{ordered[-1]}"
     return ", ".join(values)
+
+
+def _moment(value: str) -> str:
+    """'2026-12-02T23:29:33+00:00' as '2026-12-02 23:29:33' (the row says UTC)."""
+    return value.removesuffix("+00:00").replace("T", " ", 1)
 
 
 def title_of(runs: Sequence[Run]) -> str:
