@@ -1,4 +1,4 @@
-"""Values as the tables and lines show them: cells, lists of run files, units, provenance.
+"""Values as the tables and lines show them: cells, lists of run files, units.
 
 cell(True) == "yes"; cell(None) == "-"; cell(0.25) == "0.25"; cell(3.14159, ".2f") == "3.14"
 span(["a.json", "b.json", "c.json"]) == "a.json .. c.json (3 files)"
@@ -9,21 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from compare.model import Run
+from compare.model import Run, text_of
 
 
 def cell(value: Any, spec: str = "") -> str:
-    """A value as text: '-' for missing, yes/no for booleans, numbers by format spec (floats
-    without one by %g)."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)) and spec:
+    """A value as a table cell: numbers by format spec, else as recorded facts read
+    (`compare.model.text_of`: '-' for missing, yes/no for booleans, floats by %g)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and spec:
         return format(value, spec)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return text_of(value)
 
 
 def world_unit(runs: Sequence[Run]) -> str:
@@ -38,8 +32,3 @@ def span(names: Sequence[str]) -> str:
     if len(names) > 2:
         return f"{names[0]} .. {names[-1]} ({len(names)} files)"
     return ", ".join(names)
-
-
-def environment_of(run: Run) -> dict[str, str]:
-    """Provenance facts of a run as display strings ('-' where the result did not record it)."""
-    return {name: cell(value) for name, value in run.facts.items()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.display import cell, environment_of, span, world_unit
+from compare.display import cell, span, world_unit
 from compare.model import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run
 from compare.pairing import labels
 
@@ -41,7 +41,7 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
         config["precision_requested"] = run.precision_requested
         config["warmup_steps"] = str(run.warmup_steps)
         config["seed"] = str(run.seed)
-        facts.append({"file": run.file, **config, **environment_of(run)})
+        facts.append({"file": run.file, **config, **run.fact_texts})
     names = [
         "file",
         *WORKLOAD_FIELDS,
@@ -94,7 +94,7 @@ def _moment(value: str) -> str:
 def title_of(runs: Sequence[Run]) -> str:
     """Run facts for a plot title: GPU, precision, batch, channels_last and compile."""
     first = runs[0].workload
-    gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
+    gpus = ", ".join(dict.fromkeys(run.fact_texts["gpu"] for run in runs))
     per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
     batch = (
         f"{first['batch_size_per_device']} images/{per}"

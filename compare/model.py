@@ -165,6 +165,17 @@ class Placement:
     settling: ManifestSettling | None = None  # how its experiment waited for a settled host
 
 
+def text_of(value: Any) -> str:
+    """A recorded value as text: '-' for missing, yes/no for booleans, floats by %g."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     """One loaded result: its arm label, workload key, measurements and provenance, typed."""
@@ -197,6 +208,11 @@ class Run:
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
     duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
+
+    @property
+    def fact_texts(self) -> dict[str, str]:
+        """Provenance facts as text (`text_of`): what differences between runs are found on."""
+        return {name: text_of(value) for name, value in self.facts.items()}
 
     @property
     def block(self) -> int | None:
