@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from compare import stats
+from compare import distributions
 from compare.model import Run
 
 
@@ -68,7 +68,7 @@ def aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> Arm
         how = f.metadata["aggregate"]
         if how:
             present = [v[f.name] for v in values if v[f.name] is not None]
-            pick = stats.median if how == "median" else max
+            pick = distributions.median if how == "median" else max
             measured[f.name] = pick(present) if present else None
     return ArmRow(
         arm=label,
@@ -96,7 +96,7 @@ class Overhead:
     significant: bool
     no_verdict_reason: str | None  # why there is no interval (too few runs, not interleaved, ...)
     estimator: str
-    method: str  # stats.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
+    method: str  # intervals.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
     arm_runs: int
     baseline_runs: int
     blocks: int | None  # complete blocks used (block methods); None for run-level

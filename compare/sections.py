@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from string import Formatter
 
-from compare import stats, verdicts
+from compare import distributions, intervals, verdicts
 from compare.analysis import Report
 from compare.display import cell
 from compare.flags import Flag
@@ -161,15 +161,15 @@ def overhead(report: Report) -> Section:
         "overhead % = (geometric mean of per-run median steps, arm / baseline - 1) x 100; one"
         " number per run, a step's time its slowest rank's",
         f"estimator: {first.estimator}",
-        *(f"interval ({stats.CONFIDENCE:.0%}): {m}" for m in methods),
+        *(f"interval ({intervals.CONFIDENCE:.0%}): {m}" for m in methods),
         "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
-            f" {stats.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
-            f" tails); '-' below {stats.MIN_DETECTABLE_DF} degrees of freedom or without an"
+            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
+            f" tails); '-' below {intervals.MIN_DETECTABLE_DF} degrees of freedom or without an"
             " interval"
         ),
-        f"fastest-run % = {stats.FASTEST_RUN_LABEL}; '-' with unequal run counts",
+        f"fastest-run % = {intervals.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",
     )
     columns = [
@@ -258,7 +258,7 @@ def steady_state(report: Report) -> Section:
         for s in report.steady_state
     ]
     rule = (
-        f"steady state: |Δ| over {stats.STEADY_STATE_TOLERANCE:.0%} means the run was still"
+        f"steady state: |Δ| over {distributions.STEADY_STATE_TOLERANCE:.0%} means the run was still"
         " warming up (or drifting: clocks, heat) while timed; each step's time is its slowest"
         " rank's"
     )
@@ -277,8 +277,8 @@ def slow_ranks(report: Report) -> Section:
     """Ranks whose median step stands out in their run."""
     rule = (
         "slow rank: its median step time exceeds the median of the ranks' medians by more than"
-        f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median);"
-        " needs 3+ ranks"
+        f" max({distributions.SLOW_RANK_MADS:g} x MAD,"
+        f" {distributions.SLOW_RANK_FLOOR:.0%} of that median); needs 3+ ranks"
     )
     slow = [
         f"{s.arm} {s.file}: rank {s.rank} on {s.hostname}: median {s.median_ms:.2f} ms vs"

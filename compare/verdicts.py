@@ -6,13 +6,13 @@ difference and whether host work reaches the step.
 
 The numbers come from compare.analysis (and the statistics modules); this module only says
 what they mean, so that one wording rule serves the text, markdown and HTML reports. The full
-sentence of an interval is `stats.interval_line`'s (pinned by the statistics tests).
+sentence of an interval is `intervals.interval_line`'s (pinned by the statistics tests).
 """
 
 from __future__ import annotations
 
 from common.result import HOST_BOUND_BELOW
-from compare import stats
+from compare import intervals
 from compare.rows import Overhead
 
 
@@ -22,10 +22,10 @@ def where(world_size: int, unit: str) -> str:
     return f"{world_size} {name}{'' if world_size == 1 else 's'}"
 
 
-def comparison(arm: str, baseline: str, iv: stats.ArmInterval) -> str:
+def comparison(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     """The full verdict of one comparison: slower/faster only when the interval excludes zero,
     else why not (with the interval's half-width and the smallest detectable effect)."""
-    return stats.interval_line(arm, baseline, iv)
+    return intervals.interval_line(arm, baseline, iv)
 
 
 def sides(o: Overhead) -> str:
@@ -41,7 +41,7 @@ def oneliner(o: Overhead, unit: str) -> str:
     head = f"{o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
     if not o.verdict_possible or o.ci_low is None or o.ci_high is None:
         return f"{head} {o.percent:+.2f}% ({sides(o)}), no verdict: {o.no_verdict_reason}"
-    ci = f"{stats.CONFIDENCE:.0%} CI {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
+    ci = f"{intervals.CONFIDENCE:.0%} CI {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
     if o.ci_low > 0:
         return f"{head} {o.percent:.2f}% slower ({sides(o)}; {ci})"
     if o.ci_high < 0:
@@ -54,7 +54,7 @@ def oneliner(o: Overhead, unit: str) -> str:
     return f"{head} no difference detectable, {o.percent:+.2f}% ({sides(o)}; {ci}{detect})"
 
 
-def host_sentence(arm: str, baseline: str, iv: stats.ArmInterval, level_ms: float) -> str:
+def host_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, level_ms: float) -> str:
     """Host ms per step, arm against baseline; the interval is on the ratio, shown in ms at
     the baseline's level (`level_ms`, its geometric mean)."""
 
