@@ -2,14 +2,19 @@
 
 cell(True) == "yes"; cell(None) == "-"; cell(0.25) == "0.25"; cell(3.14159, ".2f") == "3.14"
 span(["a.json", "b.json", "c.json"]) == "a.json .. c.json (3 files)"
+span(["fabric-2.6.2+git35e56ef-r1.json", ..., "fabric-2.6.2+git35e56ef-r3.json"])
+    == "fabric-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"   # longer than SPAN_WIDTH in full
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from compare.model import Run, text_of
+
+SPAN_WIDTH = 60  # characters: a longer span names its last file by what differs from the first
 
 
 def cell(value: Any, spec: str = "") -> str:
@@ -30,5 +35,11 @@ def span(names: Sequence[str]) -> str:
     """Run files for a reader: one or two, else the first and last and how many (a table
     column stays narrow)."""
     if len(names) > 2:
-        return f"{names[0]} .. {names[-1]} ({len(names)} files)"
+        first, last = names[0], names[-1]
+        full = f"{first} .. {last} ({len(names)} files)"
+        if len(full) <= SPAN_WIDTH:
+            return full
+        shared = len(os.path.commonprefix([first, last]))
+        cut = max(first.rfind("-", 0, shared), first.rfind("/", 0, shared)) + 1
+        return f"{first} .. {last[cut:]} ({len(names)} files)"
     return ", ".join(names)

@@ -87,8 +87,8 @@ def _cell(name: str, values: list[str]) -> str:
 
 
 def _moment(value: str) -> str:
-    """'2026-12-02T23:29:33+00:00' as '2026-12-02 23:29:33' (the row says UTC)."""
-    return value.removesuffix("+00:00").replace("T", " ", 1)
+    """'2026-12-02T23:29:33+00:00' (or '...Z') as '2026-12-02 23:29:33' (the row says UTC)."""
+    return value.removesuffix("Z").removesuffix("+00:00").replace("T", " ", 1)
 
 
 def title_of(runs: Sequence[Run]) -> str:

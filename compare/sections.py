@@ -111,11 +111,8 @@ def answer(report: Report) -> Section:
     if not report.overhead:
         return Section("", lines=("no overhead computed: no world size has runs of two arms",))
     lines = [verdicts.oneliner(o, report.unit) for o in report.overhead]
-    lines += [
-        f"host CPU, {verdicts.where(o.world_size, report.unit)}: {o.host_verdict}"
-        for o in report.overhead
-        if o.host_verdict is not None
-    ]
+    host = (verdicts.host_oneliner(o, report.unit) for o in report.overhead)
+    lines += [line for line in host if line is not None]
     return Section("", lines=tuple(lines), kind="answer")
 
 
@@ -238,10 +235,16 @@ def host(report: Report) -> Section:
         " the overhead, on the ratio, shown in ms at the baseline's level; '-' = not recorded"
         " (older results); GPU busy/idle from the profiled steps",
     )
+    host_rows = report.host
+    verdict_lines = [
+        f"{o.world_size} {report.unit}: {o.host_verdict}"
+        for o in report.overhead
+        if o.host_verdict is not None
+    ]
     return Section(
         "Host cost per step (↓ lower is better)",
         table(columns, rows),
-        tuple(f"{h.world_size} {report.unit} {h.arm}: {h.slack}" for h in report.host),
+        (*verdict_lines, *(f"{h.world_size} {report.unit} {h.arm}: {h.slack}" for h in host_rows)),
         legend,
     )
 
@@ -290,12 +293,16 @@ def slow_ranks(report: Report) -> Section:
 
 def scaling(report: Report) -> Section:
     """Speed-up and efficiency table, titled with the scaling mode recognised."""
-    mode = {
-        "weak": "weak scaling recognised (fixed per-device batch):"
-        " efficiency = img/s_N / (N/N0 x img/s_N0)",
-        "strong": "strong scaling recognised (fixed global batch): efficiency = speed-up / (N/N0)",
-        "mixed": "scaling mode unknown (batch modes differ between runs):"
-        " efficiency = speed-up / (N/N0)",
+    mode, rule = {
+        "weak": (
+            "weak scaling recognised",
+            "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)",
+        ),
+        "strong": (
+            "strong scaling recognised",
+            "efficiency = speed-up / (N/N0) (fixed global batch)",
+        ),
+        "mixed": ("scaling mode unknown", "efficiency = speed-up / (N/N0) (batch modes differ)"),
     }[report.scaling_mode or "mixed"]
     rows = [
         [
@@ -318,7 +325,7 @@ def scaling(report: Report) -> Section:
         num(f"overhead vs {report.baseline} % ↓"),
         num("95% CI %"),
     ]
-    return Section(f"Scaling: {mode}", table(columns, rows))
+    return Section(f"Scaling: {mode}", table(columns, rows), legend=(rule,))
 
 
 def document(report: Report, verbose: bool = False) -> Document:

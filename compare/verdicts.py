@@ -46,12 +46,22 @@ def oneliner(o: Overhead, unit: str) -> str:
         return f"{head} {o.percent:.2f}% slower ({sides(o)}; {ci})"
     if o.ci_high < 0:
         return f"{head} {-o.percent:.2f}% faster ({sides(o)}; {ci})"
-    detect = (
-        f"; smallest detectable {o.min_detectable_percent:.2f}%"
-        if o.min_detectable_percent is not None
-        else ""
-    )
-    return f"{head} no difference detectable, {o.percent:+.2f}% ({sides(o)}; {ci}{detect})"
+    return f"{head} no difference detectable, {o.percent:+.2f}% ({sides(o)}; {ci})"
+
+
+def host_oneliner(o: Overhead, unit: str) -> str | None:
+    """The host-cost difference of one comparison in one line (None: not recorded)."""
+    if o.host_verdict is None or o.host_diff_ms is None:
+        return None
+    head = f"host CPU, {o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
+    low, high = o.host_ci_low_ms, o.host_ci_high_ms
+    if low is None or high is None:
+        return f"{head} {o.host_verdict}"
+    ci = f"{intervals.CONFIDENCE:.0%} CI {low:+.3f}..{high:+.3f} ms"
+    if low > 0 or high < 0:
+        words = "more" if low > 0 else "less"
+        return f"{head} {abs(o.host_diff_ms):.3f} ms/step {words} ({ci})"
+    return f"{head} no difference detectable, {o.host_diff_ms:+.3f} ms/step ({ci})"
 
 
 def host_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, level_ms: float) -> str:
