@@ -8,8 +8,11 @@ each comparison's interval comes from one number per run (intervals.compare_arms
 for an experiment folder, Stein's interval when it stopped by that rule, else run-level).
 Each arm's host CPU ms per step (where the results record it) is compared the same way.
 
-Everything the formats and the plot show is computed here once; `report.py` and `plot.py`
-only lay it out.
+Everything the formats and the plot show is computed here once, in typed rows
+(compare.rows); `sections.py` (through `render.py`), `report.py` and `plot.py` only lay it
+out, and `verdicts.py` words it. One comparison is computed in `overhead_of` (arm, baseline,
+their runs -> an Overhead and the method's warnings): a familywise adjustment of the intervals
+hooks there or over `analyse`'s list of them.
 """
 
 from __future__ import annotations
@@ -304,7 +307,7 @@ def _run_row(
         "implementation": run.implementation,
         "original_script": run.original,
         "runs": 1,
-        **run.values,
+        **dataclasses.asdict(run.values),
         "first_half_median_ms": steady.first_half_median_ms,
         "second_half_median_ms": steady.second_half_median_ms,
         "steady_state_change_percent": steady.change_percent,

@@ -7,8 +7,8 @@ A field's metadata carries what every output needs: the header the text, markdow
 tables show, the number format, the aggregation over an arm's repeats (median or max) and the
 table it belongs to. The json and csv outputs and the DataFrames take the same fields
 (`dataclasses.asdict`), so a column is named once. To add one (an energy column, say), add a
-field here with its metadata and the value to `compare.model.Run.values`: the tables, json,
-csv and notebooks all gain it.
+field here with its metadata and the same name to `compare.model.Measures` (what a run
+measured): the tables, json, csv and notebooks all gain it.
 """
 
 from __future__ import annotations
@@ -67,14 +67,14 @@ def aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> Arm
     for f in fields(ArmRow):
         how = f.metadata["aggregate"]
         if how:
-            present = [v[f.name] for v in values if v[f.name] is not None]
+            present = [getattr(v, f.name) for v in values if getattr(v, f.name) is not None]
             pick = distributions.median if how == "median" else max
             measured[f.name] = pick(present) if present else None
     return ArmRow(
         arm=label,
         world_size=world,
         runs=len(runs),
-        parameters_synchronized=all(v["parameters_synchronized"] for v in values),
+        parameters_synchronized=all(v.parameters_synchronized for v in values),
         numerics_identical=numerics,
         **measured,
     )
