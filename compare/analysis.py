@@ -35,7 +35,7 @@ from compare.flags import (
     steady_state_warnings,
     steady_states,
 )
-from compare.header import HeaderRow, header_rows, title_of
+from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
 from compare.model import Run, run_record
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
@@ -79,6 +79,8 @@ class Report:
     baseline: str = "native"
     labels: list[str] = field(default_factory=list)  # arm labels, baseline first
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
+    heading: str = ""  # the title without the diagnostics ("" : the title)
+    diagnostics: str = ""  # "diagnostic: lightning --host-delay-us=2000" when runs used any
 
     @property
     def units(self) -> str:
@@ -424,6 +426,8 @@ def analyse(
     versions = version_differences(runs)  # what the arms compare: notes, not warnings
     return Report(
         title=title_of(runs),
+        heading=heading_of(runs),
+        diagnostics=diagnostics_note(runs).removeprefix(" · "),
         header=header_rows(runs, base),
         table=table,
         run_table=run_table,

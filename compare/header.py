@@ -2,6 +2,7 @@
 
 rows = header_rows(runs)     # field | one column per arm label, differing rows marked
 title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
+heading_of(runs), diagnostics_note(runs)   # its two parts (markdown's heading is one line)
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ def _moment(value: str) -> str:
 
 
 def title_of(runs: Sequence[Run]) -> str:
+    """The report's title: its heading and, when runs used them, the diagnostic options."""
+    return heading_of(runs) + diagnostics_note(runs)
+
+
+def heading_of(runs: Sequence[Run]) -> str:
     """Run facts for a plot title: GPU, precision, batch, channels_last and compile."""
     first = runs[0].workload
     gpus = ", ".join(dict.fromkeys(run.fact_texts["gpu"] for run in runs))
@@ -101,11 +107,10 @@ def title_of(runs: Sequence[Run]) -> str:
         if first["batch_mode"] == "fixed_per_device"
         else f"global batch {first['global_batch_size']}"
     )
-    title = (
+    return (
         f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
         f"channels_last {cell(first['channels_last'])} · compile {cell(first['compile'])}"
     )
-    return title + diagnostics_note(runs)
 
 
 def diagnostics_note(runs: Sequence[Run]) -> str:

@@ -80,6 +80,7 @@ class Document:
 
     title: str
     sections: tuple[Section, ...] = field(default_factory=tuple)
+    subtitle: str = ""  # a line under the title (markdown: a paragraph under the heading)
 
 
 def _wrap(line: str, first: str, rest: str, width: int = WIDTH) -> list[str]:
@@ -148,7 +149,8 @@ def markdown_table(table: Table) -> str:
 
 def text(doc: Document, verbose: bool = False) -> str:
     """Aligned terminal tables and wrapped prose, no line wider than WIDTH."""
-    blocks = ["\n".join(_wrap(doc.title, "", ""))]
+    heading = _wrap(doc.title, "", "") + (_wrap(doc.subtitle, "", "") if doc.subtitle else [])
+    blocks = ["\n".join(heading)]
     for s in _legend_last(doc, verbose):
         body = _wrap(s.title, "", INDENT) if s.title else []
         if s.table is not None and s.table.rows:
@@ -163,7 +165,11 @@ def text(doc: Document, verbose: bool = False) -> str:
 
 def markdown(doc: Document, verbose: bool = False) -> str:
     """GitHub-flavoured markdown: a heading, tables and bullet points per section."""
-    blocks = ["\n".join(_wrap(doc.title, "# ", "  "))]
+    # a heading is one line: what does not fit opens the paragraph under it
+    heading, *rest = _wrap(doc.title, "# ", "")
+    blocks = [heading]
+    if rest or doc.subtitle:
+        blocks.append("\n".join(_wrap(" ".join([*rest, doc.subtitle]).strip(), "", "")))
     for s in _legend_last(doc, verbose):
         body = [f"## {s.title}"] if s.title else []  # a heading is one line, however long
         if s.table is not None and s.table.rows:

@@ -356,4 +356,4 @@ def document(report: Report, verbose: bool = False) -> Document:
         out.append(scaling(report))
     if report.notes:
         out.append(Section("Notes", lines=tuple(report.notes)))
-    return Document(report.title, tuple(out))
+    return Document(report.heading or report.title, tuple(out), report.diagnostics)
