@@ -156,8 +156,9 @@ def text(doc: Document, verbose: bool = False) -> str:
         if s.table is not None and s.table.rows:
             body += [text_table(t) for t in s.table.split(WIDTH, _text_width)]
         first = "" if s.kind == "answer" else INDENT  # the answer starts at the margin
+        mark = "! " if s.kind == "warnings" else ""
         for line in s.lines:
-            body += _wrap(line, first, first + INDENT)
+            body += _wrap(mark + line, first, first + INDENT)
         if body:
             blocks.append("\n".join(body))
     return "\n\n".join(blocks) + "\n"
@@ -174,7 +175,8 @@ def markdown(doc: Document, verbose: bool = False) -> str:
         body = [f"## {s.title}"] if s.title else []  # a heading is one line, however long
         if s.table is not None and s.table.rows:
             body.append(markdown_table(s.table))  # a viewer lays it out: never split
-        bullets = ["\n".join(_wrap(line, "- ", "  ")) for line in s.lines]
+        mark = "! " if s.kind == "warnings" else ""
+        bullets = ["\n".join(_wrap(mark + line, "- ", "  ")) for line in s.lines]
         if bullets:
             body.append("\n".join(bullets))
         if body:

@@ -332,7 +332,7 @@ def document(report: Report, verbose: bool = False) -> Document:
     """The report's sections in reading order: the answer, warnings, then the tables."""
     out = [answer(report)]
     if report.warnings:
-        lines = tuple(f"! {w}" for w in grouped_warnings(report.warnings))
+        lines = tuple(grouped_warnings(report.warnings))
         out.append(Section("Warnings", lines=lines, kind="warnings"))
     out += [
         configuration(report, verbose),
