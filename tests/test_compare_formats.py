@@ -177,8 +177,7 @@ def test_help_describes_every_option() -> None:
 
 
 def test_text_groups_a_warning_of_many_runs_into_one_line_per_arm_with_ranges() -> None:
-    from compare.flags import Flag
-    from compare.sections import grouped_warnings
+    from compare.flags import Flag, grouped_warnings
 
     host = "host-bound (GPU busy {share:.1%} of the timed step): the GPU waits"
     steady = "not in steady state: {change:+.1f}% (limit ±2%)"
