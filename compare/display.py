@@ -40,6 +40,7 @@ def span(names: Sequence[str]) -> str:
         if len(full) <= SPAN_WIDTH:
             return full
         shared = len(os.path.commonprefix([first, last]))
-        cut = max(first.rfind("-", 0, shared), first.rfind("/", 0, shared)) + 1
+        folder = first.rfind("/", 0, shared) + 1  # the names differ in a folder: keep it whole
+        cut = folder if "/" in last[shared:] else max(folder, first.rfind("-", 0, shared) + 1)
         return f"{first} .. {last[cut:]} ({len(names)} files)"
     return ", ".join(names)

@@ -308,3 +308,15 @@ def test_the_arm_table_is_typed_rows_whose_fields_name_the_columns(
     assert [h for _, h, _ in speed][3:5] == ["img/s ↑", "img/s/GPU ↑"]
     text = output_of(capsys, *pair)
     assert "  ".join(["median ms ↓", "p5 ms ↓", "p95 ms ↓"]) in text
+
+
+def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:
+    """So that a configuration column stays narrow; a folder that differs is kept whole."""
+    from compare.display import span
+
+    long = [f"lightning-2.6.2+git35e56ef-r{k}.json" for k in (1, 2, 3)]
+    assert span(long) == "lightning-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"
+    assert span(["n-r1.json", "n-r2.json", "n-r3.json"]) == "n-r1.json .. n-r3.json (3 files)"
+    assert span(["n-r1.json", "n-r2.json"]) == "n-r1.json, n-r2.json"
+    folders = [f"devices-{k}/lightning-2.6.2+git35e56ef-r1.json" for k in (1, 2, 3)]
+    assert span(folders) == f"{folders[0]} .. {folders[-1]} (3 files)"
