@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=FORMATS,
         default="text",
-        help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
+        help="text (default): the answer, then aligned tables; markdown: the same, GitHub tables;"
+        " csv: one row per run;"
         " json: everything, machine-readable; html: one self-contained page (figures embedded,"
         " reads offline, prints well)",
     )
