@@ -1,6 +1,7 @@
 """Every committed report's comparisons, as numbers: the fixture that pins them across a change.
 
-    PYTHONPATH=$PWD python tests/report_numbers.py --record  # writes tests/data/report_numbers.json
+    PYTHONPATH=$PWD python tests/report_numbers.py --record   # tests/data/report_numbers.json
+    PYTHONPATH=$PWD python tests/report_numbers.py --reports  # rewrites the reports it names
 
 `tests/test_compare_numbers.py` recomputes each group's overhead % with the code of the day and
 checks it against the fixture recorded before the report was redesigned (issue 31): a change to
@@ -139,9 +140,30 @@ def record() -> dict[str, Any]:
     }
 
 
+def write_reports() -> None:
+    """Rewrite the committed text, markdown and HTML reports of every group from its inputs
+    (python -m compare; the plots beside them are left as they are)."""
+    from compare.cli import main
+
+    formats = {".txt": "text", ".md": "markdown", ".html": "html"}
+    for name, inputs, options in groups():
+        folder, setting = name.rsplit("/", 1)
+        named = ROOT / folder / f"report-{setting}.md"  # benchmarks/h200_report.sh's file groups
+        targets = [named] if named.is_file() else [ROOT / name / f"report{e}" for e in formats]
+        for target in (t for t in targets if t.is_file()):
+            paths = [str(ROOT / p) for p in inputs]
+            fmt = formats[target.suffix]
+            argv = [*paths, *options, "--format", fmt, "--output", str(target)]
+            if main([*argv, "--overwrite-output"]) != 0:
+                sys.exit(f"compare failed for {target}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--record"]:
-        sys.exit("usage: python tests/report_numbers.py --record")
     sys.path.insert(0, str(ROOT))
-    FIXTURE.write_text(json.dumps(record(), indent=1) + "\n")
-    print(f"wrote {FIXTURE}")
+    if sys.argv[1:] == ["--record"]:
+        FIXTURE.write_text(json.dumps(record(), indent=1) + "\n")
+        print(f"wrote {FIXTURE}")
+    elif sys.argv[1:] == ["--reports"]:
+        write_reports()
+    else:
+        sys.exit("usage: python tests/report_numbers.py --record | --reports")
