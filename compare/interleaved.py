@@ -28,11 +28,22 @@ from pathlib import Path
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
 from compare.intervals import CONFIDENCE, MIN_RUNS, mean_interval
+from compare.render import Column, Document, Section, Table
 
 QUESTION = "per-step cost in one process, interleaved"
 # Fields that must agree between files before their runs are pooled (the same experiment).
 SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device",
         "precision_resolved", "timer")  # fmt: skip
+NOTE = (
+    "native's and Fabric's loops in one process, chunks of K steps in a balanced random order;"
+    " the run is the unit of evidence. Never mixed with results of separate processes. The"
+    " Trainer's loop cannot be interleaved: Trainer vs Fabric stays a separate-process question."
+)
+LEGEND = (
+    "per run: the mean over its adjacent pairs of chunks of log(arm / baseline) as a percent;"
+    " pair SD: the spread of those pairs' log ratios (descriptive: pairs are not independent);"
+    " host ms/step: the arm's main-thread CPU time per step minus the baseline's"
+)
 WORKLOAD_CONFIG = ("arch", "image_size", "channels_last", "compile", "accelerator", "sgd_impl")
 
 
@@ -234,36 +245,69 @@ def load_interleaved_files(paths: Sequence[Path]) -> list[tuple[Path, Interleave
     return [(Path(p), load_interleaved(Path(p))) for p in paths]
 
 
-def render_section(answer: InterleavedAnswer) -> str:
-    """The section as plain text: the question, the answer first, then how it was measured."""
+def answer_lines(answer: InterleavedAnswer) -> tuple[str, ...]:
+    """The answer as prose lines: estimate and interval, verdict, host difference, how."""
     iv = answer.percent_interval
     ci = "no interval" if iv is None else f"CI {iv[0]:+.2f}..{iv[1]:+.2f}%"
     host = answer.host_ms
     host_ci = "" if host.half is None else f" (+/- {host.half:.3f} ms)"
-    kind = " (A/A: the same loop on both sides)" if answer.a_a else ""
     lines = [
-        f"{QUESTION.capitalize()}{kind}",
-        f"  {answer.arm} vs {answer.baseline}: {answer.percent:+.2f}%"
-        f" ({ci}, {CONFIDENCE:.0%} t over runs)",
-        f"  verdict: {answer.verdict}",
-        f"  host CPU per step, {answer.arm} - {answer.baseline}: {host.mean:+.3f} ms{host_ci}",
-        f"  {answer.log_ratio.runs} run(s) in {answer.files} file(s), {answer.seconds:.1f} s timed;"
+        f"{answer.arm} vs {answer.baseline}: {answer.percent:+.2f}%"
+        f" ({ci}, {CONFIDENCE:.0%} t over runs): {answer.verdict}",
+        f"host CPU per step, {answer.arm} - {answer.baseline}: {host.mean:+.3f} ms{host_ci}",
+        f"{answer.log_ratio.runs} run(s) in {answer.files} file(s), {answer.seconds:.1f} s timed;"
         f" chunks of {answer.chunk_steps} step(s), {answer.pairing} order, {answer.timer}",
-        "  per run: " + ", ".join(f"{math.expm1(e.log_ratio) * 100:+.2f}%" for e in answer.runs),
-        "  the run is the unit of evidence (t over runs); never mixed with separate-process"
-        " results. The Trainer's loop cannot be interleaved: Trainer vs Fabric stays a"
-        " separate-process question.",
     ]
-    if answer.per_process is not None and answer.per_process.half is not None:
-        p = answer.per_process
+    p = answer.per_process
+    if p is not None and p.half is not None:
         low, high = (math.expm1(p.mean + d) * 100 for d in (-p.half, p.half))
         lines.append(
-            f"  check across processes (t over {p.runs} files' means):"
-            f" {math.expm1(p.mean) * 100:+.2f}% (CI {low:+.2f}..{high:+.2f}%):"
-            " wider than the runs' interval when processes differ more than runs do"
+            f"check across processes (t over {p.runs} files' means):"
+            f" {math.expm1(p.mean) * 100:+.2f}% (CI {low:+.2f}..{high:+.2f}%)"
         )
-    lines += [f"  warning: {w}" for w in answer.warnings]
-    return "\n".join(lines)
+    return tuple(lines)
+
+
+def sections(answer: InterleavedAnswer) -> tuple[Section, ...]:
+    """The answer as compare.render sections: the answer first (A/A said so), warnings, then
+    one row per run."""
+    rows = tuple(
+        (
+            str(i + 1),
+            f"{math.expm1(e.log_ratio) * 100:+.2f}",
+            f"{e.pair_sd * 100:.2f}",
+            str(e.pairs),
+            f"{e.host_ms_per_step:+.3f}",
+            f"{e.baseline_ms_per_step:.2f}",
+        )
+        for i, e in enumerate(answer.runs)
+    )
+    columns = (
+        Column("run", numeric=True, key=True),
+        Column(f"{answer.arm} vs {answer.baseline} %", numeric=True),
+        Column("pair SD %", numeric=True),
+        Column("pairs", numeric=True),
+        Column("host ms/step", numeric=True),
+        Column(f"{answer.baseline} ms/step", numeric=True),
+    )
+    a_a = ("A/A: the same loop on both sides.",) if answer.a_a else ()
+    out = [Section("", lines=(*answer_lines(answer), *a_a), kind="answer")]
+    if answer.warnings:
+        out.append(Section("Warnings", lines=answer.warnings, kind="warnings"))
+    out.append(Section("Runs", Table(columns, rows), legend=(LEGEND,)))
+    return tuple(out)
+
+
+def document(answer: InterleavedAnswer) -> Document:
+    """The report of this question alone (compare never puts it beside separate runs)."""
+    return Document(QUESTION.capitalize(), sections(answer), subtitle=NOTE)
+
+
+def render_section(answer: InterleavedAnswer, fmt: str = "text") -> str:
+    """The answer laid out by compare's one render layer: "text" or "markdown"."""
+    from compare import render as layout
+
+    return {"text": layout.text, "markdown": layout.markdown}[fmt](document(answer))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,9 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         description=f"Answer '{QUESTION}' from results of lightning_impl.interleaved.",
     )
     parser.add_argument("results", nargs="+", type=Path, help="interleaved result files")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text")
     args = parser.parse_args(argv)
     with exit_on_usage_error("compare.interleaved"):
-        print(render_section(analyse(load_interleaved_files(args.results))))
+        answer = analyse(load_interleaved_files(args.results))
+        print(render_section(answer, args.format), end="")
     return 0
 
 

@@ -4,7 +4,7 @@
 
 Each repeat runs `python -m lightning_impl.interleaved` (both loops in one process) with the
 plan's options, writing DIR/<variant>/results/interleaved-r<k>.json; at the end
-compare.interleaved's section goes to DIR/<variant>/report.txt and stdout. Every variant's
+compare.interleaved's report goes to DIR/<variant>/report.txt (and .md) and stdout. Every variant's
 options are checked first (`--check`: one line, exit 2, before any run). Nothing here imports
 torch or Lightning: the runs are subprocesses.
 """
@@ -56,9 +56,10 @@ def run_plan(
             else:
                 status = 1
         if paths:
-            text = render_section(analyse(load_interleaved_files(paths)))
-            write_text(folder / "report.txt", text + "\n", mode="new")
-            print(text, flush=True)
+            answer = analyse(load_interleaved_files(paths))
+            write_text(folder / "report.txt", render_section(answer), mode="new")
+            write_text(folder / "report.md", render_section(answer, "markdown"), mode="new")
+            print(render_section(answer), end="", flush=True)
     return status
 
 

@@ -568,7 +568,7 @@ def publish(result: InterleavedResult, cfg: config.BenchConfig) -> None:
     from compare.interleaved import analyse, render_section
 
     where = cfg.output or Path("(this run)")
-    print(render_section(analyse([(where, result)])), flush=True)
+    print(render_section(analyse([(where, result)])), end="", flush=True)
     if cfg.output is not None:
         write_result(result, cfg.output, cfg.overwrite_output)
         print(f"  result: {cfg.output}", flush=True)

@@ -169,7 +169,13 @@ def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, tmp_
     answer = analyse(load_interleaved_files([out]))
     assert answer.log_ratio.runs == 2 and not answer.a_a and answer.half_width_pp is not None
     assert compare_main([str(out)]) == 0
-    assert "fabric vs native" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert text.startswith("Per-step cost in one process, interleaved\n")
+    assert (
+        "fabric vs native: " in text and "Runs" in text and max(map(len, text.splitlines())) <= 100
+    )
+    assert compare_main(["--format", "markdown", str(out)]) == 0
+    assert "| run | fabric vs native % |" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -242,6 +248,7 @@ def test_python_m_experiment_runs_the_in_process_plan(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = (out / "a-a-native" / "report.txt").read_text()
     assert "A/A" in report and "2 run(s) in 1 file(s)" in report
+    assert (out / "a-a-native" / "report.md").read_text().startswith("# Per-step cost")
     assert load_interleaved(out / "a-a-native" / "results" / "interleaved-r1.json").runs
 
 
