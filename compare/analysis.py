@@ -59,6 +59,7 @@ _MEDIAN_OF_RUNS = (
     "run_seconds",
     "imports_seconds",
     "timed_share",
+    "server_import_seconds",
 )
 _MAX_OF_RUNS = ("peak_allocated_gib", "peak_reserved_gib")
 # Original-script results record one wall-clock mean per run and no step times: a comparison
@@ -198,6 +199,8 @@ def _aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> di
     for key in _MAX_OF_RUNS:
         present = [v[key] for v in values if v[key] is not None]
         row[key] = max(present) if present else None
+    kinds = {v["process"] for v in values if v["process"] is not None}
+    row["process"] = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
     row["parameters_synchronized"] = all(v["parameters_synchronized"] for v in values)
     row["numerics_identical"] = numerics
     return row
