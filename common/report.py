@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import torch
 
 from common import checks, environment
-from common.forkserver import process_facts
 from common.config import BenchConfig
+from common.forkserver import process_facts
 from common.output import OutputError
 from common.precision import Precision
 from common.profiling import GpuActivityProbe

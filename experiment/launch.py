@@ -195,7 +195,9 @@ class ForkServer:
                 self.import_seconds = message.import_seconds
                 return message.import_seconds
             if isinstance(message, forkserver.Refused):
-                raise ServerFailed(f"the fork server of {self.python} cannot start: {message.error}")
+                raise ServerFailed(
+                    f"the fork server of {self.python} cannot start: {message.error}"
+                )
             raise ServerFailed(self.gone())
         if stopping():
             return 0.0

@@ -221,10 +221,10 @@ class Experiment:
         """SIGTERM to the running run's process group (srun forwards it to the ranks)."""
         if self.current is None:
             return
-        try:
+        if isinstance(self.current, launch.ForkedRun):  # no socket read in a signal handler
+            running = self.current.returncode is None
+        else:
             running = self.current.poll() is None
-        except launch.ServerFailed:  # its run died with it; run_one says so
-            running = False
         if running:
             try:
                 os.killpg(self.current.pid, signal.SIGTERM)
