@@ -117,8 +117,9 @@ def fork_target(argv: list[str]) -> tuple[str, list[str]]:
 
 
 def fork_ranks(argv: list[str]) -> int:
-    """How many ranks the server forks for a run: --devices (1 for a --check)."""
-    if "--check" in argv:
+    """How many ranks the server forks for a run: --devices (1 for a --check, and for the
+    tests' fake runner, which stands in for the runner and its launcher)."""
+    if "--check" in argv or os.environ.get(FAKE_RUNNER_VARIABLE):
         return 1
     devices = option_value(argv, "--devices")
     return int(devices) if devices and devices.isdigit() and int(devices) > 0 else 1
