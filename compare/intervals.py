@@ -22,7 +22,8 @@ from functools import cache
 
 import numpy as np
 
-from compare.distributions import chi_grid, normal_cdf, t_quantile
+from common.errors import UsageError
+from compare.distributions import chi_grid, normal_cdf, require_positive, t_quantile
 
 CONFIDENCE = 0.95
 # An interval needs a variance on each side: 2 runs a side (or 2 complete blocks) at least.
@@ -131,7 +132,9 @@ def mean_interval(
     """(mean, half-width of its t-interval) of one number per run; half-width None below
     MIN_RUNS. For one arm's level (e.g. its host ms per step), not for a comparison."""
     if not values:
-        raise ValueError("mean_interval needs values")
+        raise UsageError("mean_interval needs values")
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError("mean_interval needs finite values")
     n = len(values)
     m = math.fsum(values) / n
     if n < MIN_RUNS:
@@ -298,6 +301,7 @@ def welch_hsu_interval(
     """Welch's interval on mean log per-run numbers with Hsu's conservative df = min(n) - 1: it
     holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
     where the Welch-Satterthwaite df does not. The core of run_level_arm_interval."""
+    require_positive([*base, *arm], "welch_hsu_interval: per-run numbers")
     nb, na = len(base), len(arm)
     lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]
     mb, ma = math.fsum(lb) / nb, math.fsum(la) / na
@@ -339,6 +343,8 @@ class Blocks:
 
 def complete_blocks(points: Sequence[RunPoint], arm: str, baseline: str) -> Blocks:
     """Pair the arm's run with the baseline's run of the same block; other blocks are dropped."""
+    mine = [p.ms for p in points if p.arm in (arm, baseline)]
+    require_positive(mine, "complete_blocks: per-run numbers")
     by_block: dict[int, dict[str, RunPoint]] = {}
     for p in points:
         if p.arm not in (arm, baseline):
@@ -407,6 +413,8 @@ def blocks_log_interval(
     verdict, the position is confounded with the arm. With `first_stage_blocks` (an experiment
     stopped by Stein's two-stage rule, experiment/stopping.py): Stein's interval, mean +- t x
     max(s0, s) / sqrt(N), s0 the first stage's sd, df = first_stage_blocks - 1."""
+    if not all(math.isfinite(d) for d in log_ratios):
+        raise UsageError("blocks_log_interval: log ratios must be finite numbers")
     n = len(log_ratios)
     s0 = first_stage_sd(log_ratios, first_stage_blocks) if first_stage_blocks else None
     method = METHOD_STEIN if s0 is not None else METHOD_BLOCKS
@@ -628,6 +636,12 @@ def compare_arms(
     lists, or blocks whose orders are unbalanced) -> run_level_arm_interval, which needs the
     start times to show interleaving."""
     mine = [p for p in points if p.arm in (arm, baseline)]
+    if not all(math.isfinite(p.ms) and p.ms > 0 for p in mine):  # refused, never a crash
+        a, b = (sum(p.arm == x for p in mine) for x in (arm, baseline))
+        method = METHOD_WELCH if any(p.block is None for p in mine) else METHOD_BLOCKS
+        return ArmInterval(
+            method, math.nan, None, None, None, a, b, no_verdict_reason=_check_values(mine)
+        )
     if first_stage_blocks is not None:
         return stein_interval(mine, arm, baseline, first_stage_blocks, confidence, power)
     if mine and all(p.block is not None and p.position is not None for p in mine):
