@@ -15,6 +15,7 @@ only lay it out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -290,16 +291,18 @@ def host_difference(
     }
 
 
-def overhead_of(
-    world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
-) -> tuple[Overhead, tuple[str, ...]]:
-    """The arm's overhead over the baseline from the runs' per-run numbers (intervals.compare_arms),
-    and the method's warnings."""
+def interval_of(
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    confidence: float = intervals.CONFIDENCE,
+) -> intervals.ArmInterval:
+    """The arm's step time against the baseline's from the runs' per-run numbers
+    (intervals.compare_arms) at this confidence."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
     points = run_points([*arm_runs, *base_runs], wall)
-    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
-    base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
-    fastest, _ = intervals.fastest_run_ratio(base_ms, arm_ms)
+    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]), confidence)
     copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
     if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
         iv = dataclasses.replace(
@@ -307,10 +310,28 @@ def overhead_of(
             ci_low=None,
             ci_high=None,
             df=None,
+            p_value=None,
             min_detectable_percent=None,
             no_verdict_reason=f"duplicated results ({'; '.join(copies)}) say nothing about the"
             " noise",
         )
+    return iv
+
+
+def overhead_of(
+    world: int,
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    iv: intervals.ArmInterval | None = None,
+) -> tuple[Overhead, tuple[str, ...]]:
+    """The arm's overhead over the baseline (`iv`: its interval, interval_of by default, or
+    Holm-adjusted by analyse), and the method's warnings."""
+    wall = any(run.original for run in (*arm_runs, *base_runs))
+    iv = iv or interval_of(arm, baseline, arm_runs, base_runs)
+    base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
+    fastest, _ = intervals.fastest_run_ratio(base_ms, arm_ms)
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
     jitter = [distributions.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     overhead = Overhead(
@@ -518,22 +539,31 @@ def analyse(
     worlds = sorted({world for _, world in cells})
     overhead: list[Overhead] = []
     pairs = []
-    for world in worlds:
-        here = [label for label in labels(runs, base) if (label, world) in cells]
-        for arm, against in comparisons(here, base):
-            o, said = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
-            overhead.append(o)
-            warnings += [Flag.plain("method", line) for line in said]
-            pairs.append(
-                {
-                    "world_size": world,
-                    "arm": arm,
-                    "baseline": against,
-                    "arm_files": [r.file for r in cells[(arm, world)]],
-                    "baseline_files": [r.file for r in cells[(against, world)]],
-                    "numerics_identical": o.numerics_identical,
-                }
-            )
+    stated = [
+        (world, arm, against)
+        for world in worlds
+        for arm, against in comparisons(
+            [label for label in labels(runs, base) if (label, world) in cells], base
+        )
+    ]
+    # Holm's adjustment over every comparison the report states (intervals.holm)
+    adjusted = intervals.holm(
+        [functools.partial(interval_of, a, b, cells[(a, w)], cells[(b, w)]) for w, a, b in stated]
+    )
+    for (world, arm, against), iv in zip(stated, adjusted):
+        o, said = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)], iv)
+        overhead.append(o)
+        warnings += [Flag.plain("method", line) for line in said]
+        pairs.append(
+            {
+                "world_size": world,
+                "arm": arm,
+                "baseline": against,
+                "arm_files": [r.file for r in cells[(arm, world)]],
+                "baseline_files": [r.file for r in cells[(against, world)]],
+                "numerics_identical": o.numerics_identical,
+            }
+        )
     vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
     same = {key: o.numerics_identical for key, o in vs_base.items()}

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from common.errors import UsageError
-from compare.distributions import chi_grid, normal_cdf, require_positive, t_quantile
+from compare.distributions import chi_grid, normal_cdf, require_positive, t_quantile, t_sf
 
 CONFIDENCE = 0.95
 # An interval needs a variance on each side: 2 runs a side (or 2 complete blocks) at least.
@@ -101,6 +101,10 @@ class ArmInterval:
     no_verdict_reason: str | None = None
     warnings: tuple[str, ...] = ()
     confidence: float = CONFIDENCE
+    # The two-sided p-value of "no difference" by the same t statistic and df (None without an
+    # interval), and the comparisons Holm's procedure adjusted `confidence` over (1: none).
+    p_value: float | None = None
+    family: int = 1
 
     @property
     def verdict_possible(self) -> bool:
@@ -278,6 +282,7 @@ def _interval(
         )
     t = t_quantile(1.0 - (1.0 - confidence) / 2.0, float(df))
     mde, note = _detectable(df, se, confidence, power)
+    p = min(1.0, 2.0 * t_sf(abs(log_ratio) / se, float(df)))
     return ArmInterval(
         method,
         _pct(log_ratio),
@@ -289,6 +294,7 @@ def _interval(
         min_detectable_percent=mde,
         min_detectable_note=note,
         confidence=confidence,
+        p_value=p,
     )
 
 
@@ -698,8 +704,13 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
         if iv.min_detectable_percent is not None
         else "smallest detectable not shown"
     )
+    level = (
+        f"{iv.confidence:.0%} CI"
+        if iv.family == 1
+        else f"{iv.confidence:.2%} CI (Holm-adjusted over {iv.family} comparisons)"
+    )
     facts = (
-        f"{iv.confidence:.0%} CI {low:.2f}..{high:.2f}%, {sides},"
+        f"{level} {low:.2f}..{high:.2f}%, {sides},"
         f" half-width {iv.half_width:.2f} pp, {detect}"
     )
     if low > 0:
@@ -707,3 +718,57 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
     if high < 0:
         return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
     return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
+
+
+# --- many comparisons: Holm's step-down procedure ----------------------------------------------
+
+
+def holm_confidences(
+    p_values: Sequence[float | None], confidence: float = CONFIDENCE
+) -> list[float]:
+    """The confidence at which each comparison's interval is computed so that its verdict is
+    Holm's (1979): the m comparisons with a p-value in increasing order, the k-th (from 0) at
+    level alpha / (m - k) until the first that keeps its null, and every later one at that
+    first one's level. A false verdict in any of them then has probability <= alpha, whatever
+    their dependence. Comparisons without a p-value (no interval) keep `confidence`."""
+    alpha = 1.0 - confidence
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out = [confidence] * len(p_values)
+    level, stopped = alpha, False
+    for k, (p, i) in enumerate(tested):
+        if not stopped:
+            level = alpha / (len(tested) - k)
+            stopped = p >= level
+        out[i] = 1.0 - level
+    return out
+
+
+def holm(
+    comparisons: Sequence[Callable[[float], ArmInterval]], confidence: float = CONFIDENCE
+) -> list[ArmInterval]:
+    """Each comparison (its interval as a function of the confidence) with Holm's adjustment
+    over all of them: the verdicts control the familywise rate at 1 - confidence. The smallest
+    detectable size is the one at Bonferroni's level, alpha / m: Holm gives a verdict wherever
+    Bonferroni does, so the promise still holds for one true difference among the m."""
+    first = [compute(confidence) for compute in comparisons]
+    m = sum(iv.p_value is not None for iv in first)
+    if m <= 1:
+        return first
+    levels = holm_confidences([iv.p_value for iv in first], confidence)
+    bonferroni = 1.0 - (1.0 - confidence) / m
+    out = []
+    for compute, iv, level in zip(comparisons, first, levels):
+        if iv.p_value is None:
+            out.append(dataclasses.replace(iv, family=m))
+            continue
+        detect = compute(bonferroni)
+        out.append(
+            dataclasses.replace(
+                compute(level),
+                family=m,
+                min_detectable_percent=detect.min_detectable_percent,
+                min_detectable_note=detect.min_detectable_note,
+            )
+        )
+    return out
+
