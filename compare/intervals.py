@@ -709,10 +709,7 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
         if iv.family == 1
         else f"{iv.confidence:.2%} CI (Holm-adjusted over {iv.family} comparisons)"
     )
-    facts = (
-        f"{level} {low:.2f}..{high:.2f}%, {sides},"
-        f" half-width {iv.half_width:.2f} pp, {detect}"
-    )
+    facts = f"{level} {low:.2f}..{high:.2f}%, {sides}, half-width {iv.half_width:.2f} pp, {detect}"
     if low > 0:
         return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
     if high < 0:
@@ -771,4 +768,3 @@ def holm(
             )
         )
     return out
-
