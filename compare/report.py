@@ -157,9 +157,10 @@ def sections(report: Report) -> list[Section]:
     out.append(Section(f"Start-up, memory and checks ({LEGEND})", *_columns(report, COST_COLUMNS)))
     if report.overhead:
         out.append(_overhead_section(report))
-        out.append(_host_section(report))
     else:
         out.append(Section("Overhead", lines=["not computed: no world size has runs of two arms"]))
+    if report.host:  # one arm's host cost too (issue 32: a single result showed none)
+        out.append(_host_section(report))
     out.append(_steady_state_section(report))
     rule = (
         "rule: a rank is slow when its median step time exceeds the median of the ranks' medians"
