@@ -147,6 +147,53 @@ def mean_interval(
     return m, t_quantile(1.0 - (1.0 - confidence) / 2.0, float(n - 1)) * sd / math.sqrt(n)
 
 
+@dataclass(frozen=True)
+class MedianInterval:
+    """One arm's level from one number per run, robust to spikes: the median of the runs, and
+    the order-statistic interval [x_(k), x_(n+1-k)] that covers the median of the runs'
+    distribution with probability `coverage` >= the confidence asked for whatever its shape
+    (distribution-free: only that the runs are independent and alike). Below 6 runs no such
+    interval reaches 95%: low..high is then the range of the runs, with its (lower) coverage,
+    and `label` says so."""
+
+    median: float
+    low: float
+    high: float
+    coverage: float
+    label: str
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> MedianInterval:
+    """The median of the runs and its distribution-free interval (MedianInterval)."""
+    if not values or not all(math.isfinite(v) for v in values):
+        raise UsageError("median_interval needs finite values")
+    xs = sorted(values)
+    n = len(xs)
+    below = [math.comb(n, j) / 2.0**n for j in range(n + 1)]  # P(Binomial(n, 1/2) = j)
+
+    def covers(k: int) -> float:  # [x_(k), x_(n+1-k)], k from 1
+        return 1.0 - 2.0 * math.fsum(below[:k])
+
+    k = max((j for j in range(1, n // 2 + 1) if covers(j) >= confidence), default=0)
+    middle = float(np.median(xs))
+    if k == 0:
+        return MedianInterval(
+            middle,
+            xs[0],
+            xs[-1],
+            covers(1) if n > 1 else 0.0,
+            f"range of {n} run(s) (covers the median with {covers(1) if n > 1 else 0.0:.1%};"
+            f" a {confidence:.0%} interval needs 6 runs)",
+        )
+    return MedianInterval(
+        middle,
+        xs[k - 1],
+        xs[n - k],
+        covers(k),
+        f"{covers(k):.1%} distribution-free interval of the median ({n} runs)",
+    )
+
+
 @cache
 def detectable_factor(
     df: int, confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER
