@@ -133,7 +133,9 @@ def test_warmup_runs_zero_counts_every_run_and_two_run_twice_per_arm(tmp_path):
     assert not (tmp_path / "a" / "warmup").exists()
     (tmp_path / "order").unlink()
     proc = experiment(
-        ["--repeats", "1", "--warmup-runs", "2", "--out", str(tmp_path / "b")], tmp_path
+        ["--repeats", "1", "--warmup-runs", "2", "--settle-minutes", "0"]
+        + ["--out", str(tmp_path / "b")],
+        tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "order").read_text().split() == [
@@ -156,7 +158,9 @@ def test_a_failed_warmup_run_is_recorded_and_reported_but_decides_nothing(tmp_pa
         ("native", "warmup"),
         ("lightning", "failed"),
     ]
-    assert [r["status"] for r in runs[3:]] == ["ok"] * 4  # runs[2]: native-w2, settling
+    # then the baseline's settling runs (native-w2, ...), then the counted ones
+    assert [r["status"] for r in runs[-4:]] == ["ok"] * 4
+    assert all(r["status"] == "warmup" for r in runs[2:-4])
     assert "1 warm-up run(s) failed (not counted): lightning w1 (exit 3)" in proc.stderr
     assert "2 runs a side" in (out / "report.txt").read_text()
 
