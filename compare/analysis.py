@@ -246,18 +246,37 @@ def rule_of(runs: Sequence[Run]) -> int | None:
     return rules.pop() if len(rules) == 1 else None
 
 
-def host_difference(
-    arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
-) -> dict[str, Any]:
-    """Host ms per step, arm against baseline, by the same method as the step time; {} when a
-    side has no run with host time. The interval is on the ratio; in ms at the baseline's
-    geometric mean host time."""
+def host_interval_of(
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    confidence: float = intervals.CONFIDENCE,
+) -> intervals.ArmInterval | None:
+    """Host ms per step, arm against baseline, by the same method as the step time, at this
+    confidence; None when a side has no run with host time."""
     points = run_points([*arm_runs, *base_runs], host=True)
-    base = [p.ms for p in points if p.arm == baseline]
-    if not base or not any(p.arm == arm for p in points):
+    if not all(any(p.arm == side for p in points) for side in (arm, baseline)):
+        return None
+    rule = rule_of([*arm_runs, *base_runs])
+    return intervals.compare_arms(points, arm, baseline, rule, confidence)
+
+
+def host_difference(
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    iv: intervals.ArmInterval | None = None,
+) -> dict[str, Any]:
+    """The host difference's fields of an Overhead (`iv`: host_interval_of by default, or
+    Holm-adjusted by analyse); {} when a side has no run with host time. The interval is on
+    the ratio; in ms at the baseline's geometric mean host time."""
+    iv = iv or host_interval_of(arm, baseline, arm_runs, base_runs)
+    if iv is None:
         return {}
-    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
-    level = distributions.geometric_mean(base)
+    points = run_points([*arm_runs, *base_runs], host=True)
+    level = distributions.geometric_mean([p.ms for p in points if p.arm == baseline])
 
     def to_ms(pct: float | None) -> float | None:
         return None if pct is None else level * pct / 100.0
@@ -270,7 +289,12 @@ def host_difference(
             if iv.ci_high < 0  # type: ignore[operator]
             else None
         )
-        span = f"95% CI {to_ms(iv.ci_low):+.3f}..{to_ms(iv.ci_high):+.3f} ms"
+        ci = (
+            f"{iv.confidence:.0%} CI"
+            if iv.family == 1
+            else f"{iv.confidence:.2%} CI (Holm-adjusted over {iv.family} comparisons)"
+        )
+        span = f"{ci} {to_ms(iv.ci_low):+.3f}..{to_ms(iv.ci_high):+.3f} ms"
         line = (
             f"{arm} spends {abs(to_ms(iv.percent)):.3f} ms {words} host CPU per step than"
             f" {baseline} ({iv.percent:+.2f}%; {span})"
@@ -289,6 +313,16 @@ def host_difference(
         "host_ci_high_ms": to_ms(iv.ci_high),
         "host_verdict": line,
     }
+
+
+def _host_interval(
+    arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run], confidence: float
+) -> intervals.ArmInterval:
+    """host_interval_of where both sides have host time (analyse checks it first)."""
+    iv = host_interval_of(arm, baseline, arm_runs, base_runs, confidence)
+    if iv is None:
+        raise CompareError(f"{arm} vs {baseline}: no host time on a side")
+    return iv
 
 
 def interval_of(
@@ -325,6 +359,7 @@ def overhead_of(
     arm_runs: Sequence[Run],
     base_runs: Sequence[Run],
     iv: intervals.ArmInterval | None = None,
+    host_iv: intervals.ArmInterval | None = None,
 ) -> tuple[Overhead, tuple[str, ...]]:
     """The arm's overhead over the baseline (`iv`: its interval, interval_of by default, or
     Holm-adjusted by analyse), and the method's warnings."""
@@ -360,7 +395,7 @@ def overhead_of(
         fastest_run_percent=fastest,
         step_jitter_percent=distributions.median(jitter) if jitter else None,
         numerics_identical=numerics_identical([*base_runs, *arm_runs]),
-        **host_difference(arm, baseline, arm_runs, base_runs),
+        **host_difference(arm, baseline, arm_runs, base_runs, host_iv),
     )
     return overhead, iv.warnings
 
@@ -550,8 +585,25 @@ def analyse(
     adjusted = intervals.holm(
         [functools.partial(interval_of, a, b, cells[(a, w)], cells[(b, w)]) for w, a, b in stated]
     )
-    for (world, arm, against), iv in zip(stated, adjusted):
-        o, said = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)], iv)
+    # ... and, as a family of its own, over the host-cost differences the report states
+    with_host = [
+        k
+        for k, (w, a, b) in enumerate(stated)
+        if host_interval_of(a, b, cells[(a, w)], cells[(b, w)]) is not None
+    ]
+    host_ivs: list[intervals.ArmInterval | None] = [None] * len(stated)
+    host_adjusted = intervals.holm(
+        [
+            functools.partial(_host_interval, a, b, cells[(a, w)], cells[(b, w)])
+            for w, a, b in (stated[k] for k in with_host)
+        ]
+    )
+    for k, hiv in zip(with_host, host_adjusted):
+        host_ivs[k] = hiv
+    for (world, arm, against), iv, hiv in zip(stated, adjusted, host_ivs):
+        o, said = overhead_of(
+            world, arm, against, cells[(arm, world)], cells[(against, world)], iv, hiv
+        )
         overhead.append(o)
         warnings += [Flag.plain("method", line) for line in said]
         pairs.append(

@@ -93,3 +93,29 @@ def test_holm_steps_down_and_says_so() -> None:
     assert alone.family == 1 and "95% CI" in intervals.interval_line("fabric", "native", alone)
     # the adjusted interval is wider, its point estimate the same
     assert out[0].percent == alone.percent and (out[0].half_width or 0) > (alone.half_width or 0)
+
+
+def test_a_report_of_three_arms_adjusts_step_and_host_verdicts(tmp_path) -> None:
+    # native, fabric, lightning: fabric vs native, lightning vs native, lightning vs fabric
+    import dataclasses
+
+    from compare.analysis import analyse
+    from compare.api import load
+    from compare_factory import make_result, write
+
+    paths = []
+    for j, impl in enumerate(("native", "fabric", "lightning")):
+        for k in range(3):
+            result = make_result(impl, median_ms=100.0 + j + 0.1 * k, seed=10 * j + k)
+            paths.append(write(tmp_path / f"{impl}-r{k}.json", result))
+    runs, _ = load(paths)
+    host = {"native": 5.0, "fabric": 5.5, "lightning": 6.0}
+    runs = [
+        dataclasses.replace(r, host_ms_per_step=host[r.label] + 0.01 * int(r.file[-6]) ** 2)
+        for r in runs
+    ]
+    report = analyse(runs)
+    assert len(report.overhead) == 3
+    for o in report.overhead:
+        assert "Holm-adjusted over 3 comparisons" in o.verdict, o.verdict
+        assert "Holm-adjusted over 3 comparisons" in (o.host_verdict or ""), o.host_verdict
