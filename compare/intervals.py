@@ -733,6 +733,13 @@ def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[floa
     return (min(arm) / min(base) - 1.0) * 100.0, FASTEST_RUN_LABEL
 
 
+def ci_label(confidence: float, family: int) -> str:
+    """'95% CI', or '98.33% CI (Holm-adjusted over 3 comparisons)'."""
+    if family == 1:
+        return f"{confidence:.0%} CI"
+    return f"{confidence:.2%} CI (Holm-adjusted over {family} comparisons)"
+
+
 def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
     """One sentence: slower/faster only when the interval excludes zero, else why not."""
     sides = (
@@ -751,11 +758,7 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
         if iv.min_detectable_percent is not None
         else "smallest detectable not shown"
     )
-    level = (
-        f"{iv.confidence:.0%} CI"
-        if iv.family == 1
-        else f"{iv.confidence:.2%} CI (Holm-adjusted over {iv.family} comparisons)"
-    )
+    level = ci_label(iv.confidence, iv.family)
     facts = f"{level} {low:.2f}..{high:.2f}%, {sides}, half-width {iv.half_width:.2f} pp, {detect}"
     if low > 0:
         return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
