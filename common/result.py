@@ -88,6 +88,15 @@ class PhaseSeconds(_Strict):
     report: float | None = Field(default=None, ge=0)  # digest, gather, the result built
 
 
+class ProcessInfo(_Strict):
+    """How the run's processes were made: started fresh (imports paid by the run: the imports
+    phase) or forked from a warm interpreter (common/forkserver.py), whose imports were paid
+    once, by the server, and are not part of this run's phases."""
+
+    kind: Literal["fresh", "forked"]
+    server_import_seconds: float | None = Field(default=None, ge=0)  # forked: the server's
+
+
 class RankResult(_Strict):
     """What one rank measured and computed."""
 
@@ -256,6 +265,7 @@ class Result(_Strict):
     # and rank 0's phases, its report phase up to the result built (the write comes after)
     host_ms_per_step: float | None = Field(default=None, ge=0)
     phase_seconds: PhaseSeconds | None = None
+    process: ProcessInfo | None = None  # absent in older results (all fresh)
 
 
 class OriginalResult(BaseModel):

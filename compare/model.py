@@ -182,6 +182,8 @@ class Measures:
     run_seconds: float | None  # the run's phases added up (launch to result)
     imports_seconds: float | None
     timed_share: float | None  # timed steps / run_seconds
+    process: str | None  # fresh or forked (older results: None, they were fresh)
+    server_import_seconds: float | None  # a forked run's server imports, paid once per arm
     peak_allocated_gib: float | None
     peak_reserved_gib: float | None
     parameters_synchronized: bool
@@ -376,15 +378,21 @@ def _host_ms(r: Result) -> float | None:
 
 def _time_split(r: Result) -> dict[str, float | None]:
     """Where rank 0's wall time went (older results: None): the run's seconds as its phases add
-    up (launch to result), the imports among them, and the share that was timed steps."""
-    phases = r.phase_seconds
+    up (launch to result), the imports among them, and the share that was timed steps; how its
+    process was made and, when forked, the server's imports (paid once, outside the run)."""
+    phases, process = r.phase_seconds, r.process
+    made = {  # fresh or forked (common/forkserver.py); older results: fresh, not recorded
+        "process": process.kind if process is not None else None,
+        "server_import_seconds": process.server_import_seconds if process is not None else None,
+    }
     if phases is None:
-        return {"run_seconds": None, "imports_seconds": None, "timed_share": None}
+        return {"run_seconds": None, "imports_seconds": None, "timed_share": None, **made}
     total = sum(v for v in phases.model_dump().values() if v is not None)
     return {
         "run_seconds": total,
         "imports_seconds": phases.imports,
         "timed_share": phases.timed / total if total > 0 else None,
+        **made,
     }
 
 
@@ -409,6 +417,8 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
             run_seconds=None,
             imports_seconds=None,
             timed_share=None,
+            process=None,
+            server_import_seconds=None,
             peak_allocated_gib=r.peak_allocated_gib,
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,

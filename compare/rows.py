@@ -23,7 +23,8 @@ from compare.model import Run
 
 def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
     """A field's metadata: its header, number format, aggregation over repeats ("median",
-    "max"; "" when set otherwise) and the tables it is shown in (space-separated)."""
+    "max", "distinct": the one value of every run or "mixed"; "" when set otherwise) and the
+    tables it is shown in (space-separated)."""
     return field(metadata={"header": header, "format": fmt, "aggregate": aggregate, "table": table})
 
 
@@ -42,6 +43,8 @@ class ArmRow:
     images_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
     run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
     imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
+    process: str | None = column("process", "", "distinct", "cost")
+    server_import_seconds: float | None = column("server imports s ↓", ".2f", "median", "cost")
     timed_share: float | None = column("timed % of run ↑", ".0%", "median", "cost")
     warmup_seconds: float | None = column("warm-up s ↓", ".2f", "median", "cost")
     first_step_seconds: float | None = column("first step s ↓", ".3f", "median", "cost")
@@ -68,6 +71,11 @@ def aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> Arm
         how = f.metadata["aggregate"]
         if how:
             present = [getattr(v, f.name) for v in values if getattr(v, f.name) is not None]
+            if how == "distinct":  # one value shared by every run, else "mixed"
+                measured[f.name] = (
+                    None if not present else present[0] if len(set(present)) == 1 else "mixed"
+                )
+                continue
             pick = distributions.median if how == "median" else max
             measured[f.name] = pick(present) if present else None
     return ArmRow(
