@@ -293,7 +293,7 @@ def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
     for (label, world), runs in cells.items():
         counted = [r for r in runs if r.warmup is None]
         host = [r.host_ms_per_step for r in counted if r.host_ms_per_step is not None]
-        mean, half = intervals.mean_interval(host) if host else (None, None)
+        level = intervals.median_interval(host) if host else None
         shares = [r.gpu_share for r in counted if r.gpu_share is not None]
         busy = distributions.median(shares) if shares else None
         step = distributions.geometric_mean(per_run_ms(counted, any(r.original for r in counted)))
@@ -302,8 +302,11 @@ def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
                 world,
                 label,
                 len(host),
-                mean,
-                half,
+                None if level is None else level.median,
+                None if level is None else level.low,
+                None if level is None else level.high,
+                None if level is None else level.coverage,
+                None if level is None else level.label,
                 step,
                 busy,
                 None if busy is None else step * (1.0 - busy),

@@ -139,8 +139,13 @@ class HostCost:
     world_size: int
     arm: str
     runs: int  # runs that recorded host time
-    host_ms: float | None  # mean over runs; None: not recorded ('-')
-    host_half_width_ms: float | None  # of the 95% t-interval over runs (2 runs or more)
+    host_ms: float | None  # median over runs; None: not recorded ('-')
+    # intervals.median_interval: the order-statistic interval of the median (distribution-free,
+    # holds under spikes), or below 6 runs the range of the runs; host_interval says which
+    host_low_ms: float | None
+    host_high_ms: float | None
+    host_coverage: float | None  # the probability low..high holds the runs' true median
+    host_interval: str | None  # what low..high is, in words; None: not recorded
     step_ms: float  # geometric mean of per-run median steps
     gpu_busy: float | None  # median over runs of the GPU busy share of the timed step
     gpu_idle_ms: float | None  # step_ms x (1 - gpu_busy): per step, the GPU waits this long

@@ -25,9 +25,9 @@ from compare.rows import ArmRow
 LEGEND = "↑ higher is better, ↓ lower is better"
 
 
-def _ci(low: float | None, high: float | None) -> str:
+def _ci(low: float | None, high: float | None, spec: str = ".2f") -> str:
     """'a..b' or '-' without an interval."""
-    return "-" if low is None or high is None else f"{low:.2f}..{high:.2f}"
+    return "-" if low is None or high is None else f"{low:{spec}}..{high:{spec}}"
 
 
 def table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
@@ -149,7 +149,8 @@ def host(report: Report) -> Section:
         key(report.units, numeric=True),
         key("arm"),
         num("host ms/step ↓"),
-        num("± ms"),
+        num("interval ms"),
+        num("covers"),
         num("runs"),
         num("step ms"),
         num("GPU busy %"),
@@ -160,7 +161,8 @@ def host(report: Report) -> Section:
             cell(h.world_size),
             h.arm,
             cell(h.host_ms, ".3f"),
-            cell(h.host_half_width_ms, ".3f"),
+            _ci(h.host_low_ms, h.host_high_ms, ".3f"),
+            cell(None if h.host_coverage is None else h.host_coverage * 100, ".1f"),
             f"{h.runs}",
             f"{h.step_ms:.2f}",
             cell(None if h.gpu_busy is None else h.gpu_busy * 100, ".1f"),
@@ -170,9 +172,13 @@ def host(report: Report) -> Section:
     ]
     legend = (
         "host ms = the main thread's CPU time over the timed steps / steps, mean over ranks (no"
-        " per-step sync); ± = its 95% t-interval over runs; differences use the same method as"
-        " the overhead, on the ratio, shown in ms at the baseline's level; '-' = not recorded"
-        " (older results); GPU busy/idle from the profiled steps",
+        " per-step sync), median over runs; interval = the order-statistic interval of that"
+        " median (x_(k)..x_(n+1-k) of the sorted runs: distribution-free, so a spike in a few"
+        " runs does not widen or move it); covers = % of experiments in which it holds the"
+        " median of the runs' distribution: 95% or more from 6 runs, below 6 runs it is the"
+        " range of the runs and covers less; differences use the same method as the overhead,"
+        " on the ratio, shown in ms at the baseline's level; '-' = not recorded (older"
+        " results); GPU busy/idle from the profiled steps",
     )
     host_rows = report.host
     verdict_lines = [

@@ -1,5 +1,6 @@
-"""compare's host cost per step: each arm's host CPU ms per timed step with an
-interval over runs, the arms' difference by the same method as the step time, and whether extra
+"""compare's host cost per step: each arm's host CPU ms per timed step, the median over runs
+with its distribution-free interval (intervals.median_interval: robust to spikes, its
+coverage under spikes is simulated in tests/test_stats_levels.py), the arms' difference by the same method as the step time, and whether extra
 host work reaches the step time (the GPU's busy share). Results without the field show '-'."""
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
     report = analyse(_runs(tmp_path, host))
     rows = {h.arm: h for h in report.host}
     assert rows["native"].host_ms == pytest.approx(5.0) and rows["native"].runs == 3
-    mean, half = intervals.mean_interval(host["fabric"])
     fabric = rows["fabric"]
-    assert (fabric.host_ms, fabric.host_half_width_ms) == pytest.approx((mean, half))
+    assert fabric.host_ms == pytest.approx(6.0)  # the median, not the mean (6.033)
+    # 3 runs: no 95% order-statistic interval exists, so it is the range, labelled as such
+    assert (fabric.host_low_ms, fabric.host_high_ms) == pytest.approx((5.9, 6.2))
+    assert fabric.host_coverage == pytest.approx(0.75)
+    assert "range of 3 run(s)" in (fabric.host_interval or "")
     [o] = report.overhead
     base = distributions.geometric_mean(host["native"])
     ratio = intervals.compare_arms(
@@ -63,6 +67,18 @@ def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
     assert "more host CPU per step than native" in (o.host_verdict or "")
     text = render(report, "text")
     assert "Host cost per step" in text and "host ms/step" in text
+    section = text.split("Host cost per step")[1]
+    assert "5.900..6.200" in section and "75.0" in section
+    assert "order-statistic interval of that median" in section  # the legend says what it is
+
+
+def test_a_spike_moves_the_host_median_not_its_level(tmp_path: Path) -> None:
+    """One run of three 30% slower (a neighbour's job): the mean would move by 10%, the
+    median stays on a normal run."""
+    host = {"native": [5.0, 5.1, 4.9], "fabric": [6.0, 7.8, 5.9]}
+    fabric = {h.arm: h for h in analyse(_runs(tmp_path, host)).host}["fabric"]
+    assert fabric.host_ms == pytest.approx(6.0)
+    assert (fabric.host_low_ms, fabric.host_high_ms) == pytest.approx((5.9, 7.8))
 
 
 def test_results_without_host_time_show_a_dash(tmp_path: Path) -> None:
