@@ -102,8 +102,10 @@ def overhead(report: Report) -> Section:
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
             f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
-            f" tails); '-' below {intervals.MIN_DETECTABLE_DF} degrees of freedom or without an"
-            " interval"
+            f" tails); '-' without an interval or below {intervals.MIN_DETECTABLE_UNITS} complete"
+            " blocks (runs a side for file lists): with fewer, rare large spikes (10% of runs"
+            " +30%) leave the promise unmet, so smallest detectable: needs >="
+            f" {intervals.MIN_DETECTABLE_UNITS} blocks"
         ),
         f"fastest-run % = {intervals.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",

@@ -109,9 +109,9 @@ def test_two_runs_a_side_are_the_fewest_that_give_an_interval(
         overhead["verdict_possible"]
         and overhead["ci_low"] < overhead["percent"] < overhead["ci_high"]
     )
-    # at 1 degree of freedom no honest smallest detectable size exists
+    # 2 runs a side: no honest smallest detectable size (fewer than 8 runs a side)
     assert overhead["min_detectable_percent"] is None
-    assert "not shown below 2 degrees of freedom" in overhead["min_detectable_note"]
+    assert overhead["min_detectable_note"] == "needs >= 8 runs a side (here 2)"
 
 
 def test_one_run_on_a_side_gives_no_verdict_however_many_steps(

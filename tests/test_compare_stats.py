@@ -60,8 +60,15 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
     assert (iv.ci_low, iv.ci_high) == pytest.approx(
         (np.expm1(diff - t * se) * 100, np.expm1(diff + t * se) * 100)
     )
-    expected = np.expm1(intervals.detectable_factor(2) * se) * 100
-    assert iv.min_detectable_percent == pytest.approx(expected)
+    # 3 runs a side: too few for the smallest detectable size's promise under spikes
+    assert iv.min_detectable_percent is None
+    assert iv.min_detectable_note == "needs >= 8 runs a side (here 3)"
+    base8, arm8 = [100.0 + k % 3 for k in range(8)], [110.0 + k % 4 for k in range(8)]
+    iv8 = intervals.welch_hsu_interval(base8, arm8)
+    lb8, la8 = np.log(base8), np.log(arm8)
+    se8 = np.sqrt(lb8.var(ddof=1) / 8 + la8.var(ddof=1) / 8)
+    expected = np.expm1(intervals.detectable_factor(7) * se8) * 100
+    assert iv8.min_detectable_percent == pytest.approx(expected)
     assert intervals.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
     assert iv.significant and intervals.interval_line("lightning", "native", iv).startswith(
         f"lightning is {iv.percent:.2f}% slower than native"
