@@ -1,7 +1,8 @@
 """compare's host cost per step: each arm's host CPU ms per timed step, the median over runs
-with its distribution-free interval (intervals.median_interval: robust to spikes, its
-coverage under spikes is simulated in tests/test_stats_levels.py), the arms' difference by the same method as the step time, and whether extra
-host work reaches the step time (the GPU's busy share). Results without the field show '-'."""
+with its distribution-free interval (intervals.median_interval: robust to spikes, its coverage
+under spikes is simulated in tests/test_stats_levels.py), the arms' difference by the same
+method as the step time, and whether extra host work reaches the step time (the GPU's busy
+share). Results without the field show '-'."""
 
 from __future__ import annotations
 
