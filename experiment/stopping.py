@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from common.errors import UsageError
 from compare.distributions import require_positive, t_quantile
-from compare.intervals import CONFIDENCE, RunPoint, complete_blocks, first_stage_sd
+from compare.intervals import CONFIDENCE, RunPoint, complete_blocks, first_stage
 
 # Stein's two-stage rule: the first stage's complete blocks (its variance has df = this - 1).
 FIRST_STAGE_BLOCKS = 5
@@ -60,14 +60,20 @@ class StoppingRule:
 
 
 def blocks_needed(
-    log_ratios: Sequence[float], rule: StoppingRule, confidence: float = CONFIDENCE
+    log_ratios: Sequence[float],
+    rule: StoppingRule,
+    confidence: float = CONFIDENCE,
+    gaps: Sequence[int] | None = None,
 ) -> int | None:
     """N, the complete blocks Stein's rule needs (from the first stage only); None before the
-    first stage is complete."""
-    s0 = first_stage_sd(log_ratios, rule.first_stage_blocks)
-    if s0 is None:
+    first stage is complete. `gaps` (the arm's position minus the baseline's per block): the
+    first stage's spread by the report's estimator (compare.intervals.first_stage: with the
+    time term from 5 blocks, df n0 - 2)."""
+    stage = first_stage(log_ratios, rule.first_stage_blocks, gaps)
+    if stage is None:
         return None
-    t = t_quantile(1.0 - (1.0 - confidence) / 2.0, float(rule.first_stage_blocks - 1))
+    s0, df = stage
+    t = t_quantile(1.0 - (1.0 - confidence) / 2.0, df)
     w = math.asinh(rule.target_half_width / 100.0)
     return max(rule.first_stage_blocks, math.ceil((t * s0 / w) ** 2 - 1e-9))
 
@@ -105,7 +111,7 @@ def stopping_decision(
     for arm in arms:
         blocks = complete_blocks(points, arm, baseline)
         done[arm] = len(blocks.blocks)
-        needed[arm] = blocks_needed(blocks.log_ratios, rule, confidence)
+        needed[arm] = blocks_needed(blocks.log_ratios, rule, confidence, blocks.gaps)
     waiting = [a for a in arms if (n := needed[a]) is None or done[a] < n]
     state = ", ".join(f"{a} {done[a]}/{needed[a] if needed[a] is not None else '?'}" for a in arms)
     if not waiting:

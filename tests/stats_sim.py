@@ -151,8 +151,10 @@ def rates(ivs: list[intervals.ArmInterval], truth: float) -> tuple[float, float,
 
 
 def paired(sim: Sim) -> list[intervals.ArmInterval]:
-    """The block-paired core on every experiment (log ratio per block)."""
-    return [intervals.blocks_log_interval(row.tolist()) for row in sim.arm - sim.base]
+    """The block-paired core on every experiment (log ratio per block, and the gaps a manifest
+    records: +1 where the arm ran second, -1 where first; from 5 blocks the time term)."""
+    gaps = np.where(sim.arm_slot > sim.base_slot, 1, -1).tolist()
+    return [intervals.blocks_log_interval(row.tolist(), gaps) for row in sim.arm - sim.base]
 
 
 def welch(sim: Sim) -> list[intervals.ArmInterval]:

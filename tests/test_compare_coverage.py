@@ -170,7 +170,7 @@ def adaptive(
     hits = verdicts = 0
     for b, a in zip(base, arm):
         ratios = list(np.log(a / b))
-        needed = min(stopping.blocks_needed(ratios, rule) or most, most)
+        needed = min(stopping.blocks_needed(ratios, rule, gaps=gaps) or most, most)
         iv = intervals.blocks_log_interval(ratios[:needed], gaps[:needed], rule.first_stage_blocks)
         hits += iv.ci_low <= truth <= iv.ci_high
         verdicts += iv.significant

@@ -69,7 +69,7 @@ def stein_experiment(
     """One experiment under the rule: (final interval, blocks started)."""
     done = ratios[complete].tolist()
     gaps = GAPS[complete].tolist()
-    needed = stopping.blocks_needed(done, rule)
+    needed = stopping.blocks_needed(done, rule, gaps=gaps)
     n0 = rule.first_stage_blocks
     if needed is not None and len(done) >= needed:  # stopped on target at the N-th complete
         started = int(np.flatnonzero(complete)[needed - 1]) + 1
