@@ -14,8 +14,8 @@ rate at the reported size was 0.72 at 3 blocks, 0.74 at 5, 0.75 at 7, 0.78 at 8 
 (20,000 experiments each, MC SE 0.003; paired). So the size is shown only from
 intervals.MIN_DETECTABLE_UNITS = 8 complete blocks (or runs a side); below that it is withheld
 with 'needs >= 8 ...'. It holds under 3%/block drift in ABBA too, where the estimate carries its
-time term (tests/test_stats_timeterm.py). The rare designs run 16,000 experiments (MC SE 0.0033, 3 SE = 1 point)
-because 0.78 is close to the bar.
+time term (tests/test_stats_timeterm.py). The rare designs run 16,000 experiments (MC SE
+0.0033, 3 SE = 1 point) because 0.78 is close to the bar.
 """
 
 from __future__ import annotations
