@@ -479,11 +479,13 @@ def blocks_log_interval(
     block_paired_interval and stein_interval, without RunPoints (the simulations call it).
 
     Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
-    the log ratios. Unbalanced but both orders present (failed runs dropped blocks of one
+    the log ratios; from TIME_TERM_BLOCKS complete blocks with both orders, the estimate at gap
+    0 from d = e + gamma x gap (the time term: a drift between a block's runs, df one less). Unbalanced but both orders present (failed runs dropped blocks of one
     order): the estimate at gap 0 from d = e + gamma x gap, df one less. One order only: no
     verdict, the position is confounded with the arm. With `first_stage_blocks` (an experiment
     stopped by Stein's two-stage rule, experiment/stopping.py): Stein's interval, mean +- t x
-    max(s0, s) / sqrt(N), s0 the first stage's sd, df = first_stage_blocks - 1."""
+    max(s0, s) / sqrt(N), s0 the first stage's sd by the same estimator (first_stage: df =
+    first_stage_blocks - 2 with the time term, else - 1)."""
     if not all(math.isfinite(d) for d in log_ratios):
         raise UsageError("blocks_log_interval: log ratios must be finite numbers")
     n = len(log_ratios)

@@ -27,7 +27,8 @@ class StoppingRule:
     """The adaptive rule the manifest records: {rule, first_stage_blocks, target_half_width}.
 
     Stein (1945): the first `first_stage_blocks` complete blocks give the variance s0^2 of the
-    per-block log ratio (df = first_stage_blocks - 1); the experiment runs until it has
+    per-block log ratio (df = first_stage_blocks - 1; - 2 where the report's estimator carries
+    its time term, compare.intervals.first_stage); the experiment runs until it has
     N = max(n0, ceil((t x s0 / w)^2)) complete blocks, w = asinh(target / 100); the final
     interval is mean of all N log ratios +- t x max(s0, s) / sqrt(N), s the sd of all N. N
     depends on s0 alone, and the mean is independent of s0, so Stein's interval (with s0) is
