@@ -480,7 +480,8 @@ def blocks_log_interval(
 
     Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
     the log ratios; from TIME_TERM_BLOCKS complete blocks with both orders, the estimate at gap
-    0 from d = e + gamma x gap (the time term: a drift between a block's runs, df one less). Unbalanced but both orders present (failed runs dropped blocks of one
+    0 from d = e + gamma x gap (the time term: a drift between a block's runs, df one less).
+    Unbalanced but both orders present (failed runs dropped blocks of one
     order): the estimate at gap 0 from d = e + gamma x gap, df one less. One order only: no
     verdict, the position is confounded with the arm. With `first_stage_blocks` (an experiment
     stopped by Stein's two-stage rule, experiment/stopping.py): Stein's interval, mean +- t x
