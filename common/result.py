@@ -84,7 +84,7 @@ class PhaseSeconds(_Strict):
     build: float | None = Field(default=None, ge=0)  # model, optimizer, DDP wrapper, batch
     warmup: float = Field(ge=0)  # step 0 -> step W
     timed: float = Field(ge=0)  # the timed steps, synchronised at both ends
-    profiled: float = Field(ge=0)  # the profiled steps (0 on CPU)
+    profiled: float = Field(ge=0)  # profiler start, steps, stop, events parsed (0 on CPU)
     report: float | None = Field(default=None, ge=0)  # digest, gather, the result built
 
 
