@@ -293,18 +293,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_plans:
         list_plans()
         return 0
+    pool = launch.ServerPool()  # the fork servers the checks run in, adopted by the experiments
     try:
-        with exit_on_usage_error(PROG):
-            found = experiments(args, runner, ["python", "-m", "experiment", *argv])
-            check_runners(found)  # what a rank would refuse, before any run
-    except KeyboardInterrupt:  # Ctrl-C before the first run: nothing was started or written
-        return 128 + signal.SIGINT
-    status = 0
-    for s in found:
-        with exit_on_usage_error(PROG):
-            take_folder(s.out)
-        code = Experiment(s).run()
-        if code in (EXIT_USAGE, 130, 143):
-            return code
-        status = status or code
-    return status
+        try:
+            with exit_on_usage_error(PROG):
+                found = experiments(args, runner, ["python", "-m", "experiment", *argv])
+                check_runners(found, pool)  # what a rank would refuse, before any run
+        except KeyboardInterrupt:  # Ctrl-C before the first run: nothing was started or written
+            return 128 + signal.SIGINT
+        status = 0
+        for s in found:
+            with exit_on_usage_error(PROG):
+                take_folder(s.out)
+            code = Experiment(s, pool).run()
+            if code in (EXIT_USAGE, 130, 143):
+                return code
+            status = status or code
+        return status
+    finally:
+        pool.close()  # what no experiment adopted
