@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -120,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-minutes",
         type=float,
         metavar="M",
-        help="start no block that would end, at the mean block time so far, after M minutes",
+        help="start no block that would end, at the mean block time so far, after M minutes"
+        " (counted from the command's start: the checks, the fork servers' imports and the"
+        " warm-up runs are in them; in a plan of several experiments, each later one's from its"
+        " own start)",
     )
     p.add_argument(
         "--run-timeout",
@@ -287,6 +291,7 @@ def list_plans() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status. A user mistake (argparse's or a UsageError)
     ends it with one line and exit status 2, before any run starts."""
+    started = time.monotonic()  # the first experiment's clock (--budget-minutes) starts here
     argv = sys.argv[1:] if argv is None else argv
     own, runner = split_argv(argv)
     args = build_parser().parse_args(own)
@@ -302,10 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:  # Ctrl-C before the first run: nothing was started or written
             return 128 + signal.SIGINT
         status = 0
-        for s in found:
+        for k, s in enumerate(found):
             with exit_on_usage_error(PROG):
                 take_folder(s.out)
-            code = Experiment(s, pool).run()
+            code = Experiment(s, pool, started if k == 0 else None).run()
             if code in (EXIT_USAGE, 130, 143):
                 return code
             status = status or code

@@ -4,8 +4,9 @@
 #   the host, sets the pace); one warm-up run per arm and no settling runs (settling compares
 #   two or more baseline warm-up runs, one more run's cost, and GPU-bound runs are paced by
 #   the GPU); adaptive: blocks until the overhead's 95% interval is within +-0.5 percentage
-#   points (Stein's rule, first stage 5 blocks), at most 2.5 minutes in all (fork server
-#   imports and warm-up included; the budget stops before a block that would not fit).
+#   points (Stein's rule, first stage 5 blocks), at most 2.5 minutes from the start (the
+#   runners' checks, the fork servers' imports and the warm-up runs included; no block starts
+#   that would end past it; the reports follow).
 #   No GPU: 2 gloo ranks on a small CPU configuration, one warm-up run per arm, then 3 blocks
 #   (8 runs): `time make demo` took 1 min 51 s on the 2-core development machine, installed
 #   (native about 9 s a run, Lightning about 14 s).
