@@ -116,18 +116,22 @@ class DeviceIdentity:
     pci_bus_id: str | None  # "00000000:1B:00.0"
 
 
+def identity_of(props: Any) -> DeviceIdentity:
+    """The identity in torch's device properties (uuid, pci_domain_id, pci_bus_id, ...)."""
+    uuid = getattr(props, "uuid", None)
+    text = None if uuid is None else str(uuid)
+    if text is not None and not text.startswith(("GPU-", "MIG-")):
+        text = "GPU-" + text  # torch prints the bare UUID; NVML looks it up with the prefix
+    domain, bus, dev = (getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device"))
+    pci = None if bus is None else f"{domain or 0:08X}:{bus:02X}:{dev or 0:02X}.0"
+    return DeviceIdentity(uuid=text, pci_bus_id=pci)
+
+
 def torch_identity(device: Any) -> DeviceIdentity:
     """The identity torch reports for a CUDA device (after CUDA_VISIBLE_DEVICES's renumbering)."""
     import torch
 
-    props = torch.cuda.get_device_properties(device)
-    uuid = getattr(props, "uuid", None)
-    text = None if uuid is None else str(uuid)
-    if text is not None and not text.startswith(("GPU-", "MIG-")):
-        text = "GPU-" + text
-    domain, bus, dev = (getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device"))
-    pci = None if bus is None else f"{domain or 0:08X}:{bus:02X}:{dev or 0:02X}.0"
-    return DeviceIdentity(uuid=text, pci_bus_id=pci)
+    return identity_of(torch.cuda.get_device_properties(device))
 
 
 def import_nvml() -> ModuleType:
