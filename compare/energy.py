@@ -1,0 +1,216 @@
+"""GPU energy per image from the runs' results: each arm's level with an interval over runs, and
+each comparison's difference by the same method as the step time.
+
+    rows = energy_rows(runs)                       # one EnergyRow per (arm, world size)
+    diffs = energy_differences(runs, "native")     # one EnergyDifference per comparison
+
+A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
+(NVML's counter, read after the syncs at both ends) over the images of all timed steps. As for
+time, the unit of evidence is a run. An arm's level is the geometric mean over its counted runs
+with a t-interval on the mean log (stats.mean_interval). A difference is stats.compare_arms on
+the same runs' J/image: paired by block for an experiment folder, Stein's interval when it
+stopped by that rule, else the run-level interval; its refusals are time's. Runs without a
+counter (CPU, older GPU, no nvidia-ml-py) give no number: a row without any says why, and the
+tables show "-".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compare import stats
+from compare.model import Run
+from compare.pairing import group, labels
+
+UNIT = "J/image"
+
+
+def joules_per_image(run: Run) -> float | None:
+    """The run's GPU energy per image over the timed window, or None (no counter, or a result
+    older than energy, or an original script's)."""
+    energy = getattr(run.result, "energy", None)
+    return None if energy is None else energy.joules_per_image
+
+
+def unavailable(run: Run) -> str:
+    """Why a run has no energy figure."""
+    energy = getattr(run.result, "energy", None)
+    if energy is None:
+        return "the result records no energy (written before energy was measured, or original)"
+    return energy.unavailable or "no energy counter"
+
+
+@dataclass(frozen=True)
+class EnergyRow:
+    """One arm's GPU energy per image at one world size, over its counted runs."""
+
+    arm: str
+    world_size: int
+    runs: int  # counted runs with an energy figure
+    runs_without: int  # counted runs without one
+    joules_per_image: float | None  # geometric mean over runs; None: no run has a figure
+    ci_low: float | None  # the level's interval, J/image; None below stats.MIN_RUNS runs
+    ci_high: float | None
+    half_width_percent: float | None  # the interval's half-width in % of the level
+    watts: float | None  # median over runs of all GPUs' mean power over the window
+    unavailable: str | None  # why joules_per_image is None (the first run's reason)
+    confidence: float = stats.CONFIDENCE
+
+
+@dataclass(frozen=True)
+class EnergyDifference:
+    """An arm's energy per image against a baseline's at one world size."""
+
+    world_size: int
+    arm: str
+    baseline: str
+    percent: float | None  # the point estimate in % of the baseline; None: no figures
+    ci_low: float | None
+    ci_high: float | None
+    half_width: float | None  # percentage points
+    method: str | None
+    arm_runs: int
+    baseline_runs: int
+    no_verdict_reason: str | None
+    warnings: tuple[str, ...]
+    sentence: str  # the verdict, for a report line
+
+
+def _counted(runs: Sequence[Run]) -> list[Run]:
+    return [r for r in runs if r.warmup is None]
+
+
+def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
+    """The level of one cell's counted runs."""
+    counted = _counted(runs)
+    have = [r for r in counted if joules_per_image(r) is not None]
+    missing = [r for r in counted if joules_per_image(r) is None]
+    if not have:
+        reason = unavailable(missing[0]) if missing else "no counted runs"
+        return EnergyRow(arm, world, 0, len(missing), None, None, None, None, None, reason)
+    logs = [math.log(joules_per_image(r)) for r in have]  # type: ignore[arg-type]
+    mean, half = stats.mean_interval(logs)
+    watts = [r.result.energy.watts for r in have if r.result.energy.watts is not None]  # type: ignore[union-attr]
+    return EnergyRow(
+        arm=arm,
+        world_size=world,
+        runs=len(have),
+        runs_without=len(missing),
+        joules_per_image=math.exp(mean),
+        ci_low=None if half is None else math.exp(mean - half),
+        ci_high=None if half is None else math.exp(mean + half),
+        half_width_percent=None if half is None else math.expm1(half) * 100.0,
+        watts=stats.median(watts) if watts else None,
+        unavailable=None,
+    )
+
+
+def energy_rows(runs: Sequence[Run], baseline: str | None = None) -> list[EnergyRow]:
+    """One EnergyRow per (arm label, world size), in the report's order."""
+    return [energy_row(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
+
+
+def _points(runs: Sequence[Run]) -> list[stats.RunPoint]:
+    """A RunPoint per counted run with an energy figure: its J/image where time has its ms."""
+    from compare.analysis import started_s  # here, not above: analysis may import this module
+
+    return [
+        stats.RunPoint(
+            arm=r.label,
+            ms=float(joules_per_image(r)),  # type: ignore[arg-type]
+            block=r.block,
+            position=r.position,
+            started_s=started_s(r),
+            name=r.file,
+        )
+        for r in _counted(runs)
+        if joules_per_image(r) is not None
+    ]
+
+
+def energy_difference(
+    world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
+) -> EnergyDifference:
+    """stats.compare_arms on the runs' J/image, arm against baseline (the method time uses)."""
+    points = _points([*arm_runs, *base_runs])
+    counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
+    if not all(counts):
+        side = arm_runs if counts[0] == 0 else base_runs
+        why = unavailable(_counted(side)[0]) if _counted(side) else "no counted runs"
+        return EnergyDifference(
+            world, arm, baseline, None, None, None, None, None, *counts, why, (),
+            f"{arm} vs {baseline} energy per image: not measured ({why})",
+        )  # fmt: skip
+    from compare.analysis import rule_of
+
+    iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    return EnergyDifference(
+        world_size=world,
+        arm=arm,
+        baseline=baseline,
+        percent=iv.percent,
+        ci_low=iv.ci_low,
+        ci_high=iv.ci_high,
+        half_width=iv.half_width,
+        method=iv.method,
+        arm_runs=iv.arm_runs,
+        baseline_runs=iv.baseline_runs,
+        no_verdict_reason=iv.no_verdict_reason,
+        warnings=tuple(f"energy per image: {w}" for w in iv.warnings),
+        sentence=energy_sentence(arm, baseline, iv),
+    )
+
+
+def energy_sentence(arm: str, baseline: str, iv: stats.ArmInterval) -> str:
+    """One sentence: more/less energy per image only when the interval excludes zero."""
+    sides = (
+        f"{iv.arm_runs} runs a side"
+        if iv.arm_runs == iv.baseline_runs
+        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
+    )
+    if not iv.verdict_possible:
+        return (
+            f"{arm} vs {baseline} energy per image: {iv.percent:+.2f}% ({sides});"
+            f" no verdict: {iv.no_verdict_reason}"
+        )
+    facts = (
+        f"{iv.confidence:.0%} CI {iv.ci_low:+.2f}..{iv.ci_high:+.2f}%, {sides},"
+        f" half-width {iv.half_width:.2f} pp"
+    )
+    if iv.significant:
+        words = "more" if iv.ci_low > 0 else "less"  # type: ignore[operator]
+        return (
+            f"{arm} uses {abs(iv.percent):.2f}% {words} GPU energy per image than {baseline}"
+            f" ({facts})"
+        )
+    return (
+        f"No difference detectable in GPU energy per image between {arm} and {baseline}"
+        f" ({iv.percent:+.2f}%; {facts})"
+    )
+
+
+def energy_differences(runs: Sequence[Run], baseline: str | None = None) -> list[EnergyDifference]:
+    """Every comparison the report makes for time (analysis.comparisons), for J/image."""
+    from compare.analysis import comparisons
+
+    present = labels(runs, baseline)
+    base = baseline or ("native" if "native" in present else present[0])
+    cells = group(runs, base)
+    out = []
+    for world in sorted({w for _, w in cells}):
+        here = [label for label in labels(runs, base) if (label, world) in cells]
+        for arm, against in comparisons(here, base):
+            out.append(
+                energy_difference(world, arm, against, cells[(arm, world)], cells[(against, world)])
+            )
+    return out
+
+
+def energy_cell(row: EnergyRow) -> str:
+    """A table cell: '0.1371 J/image ±0.42%', or '-' where unavailable."""
+    if row.joules_per_image is None:
+        return "-"
+    spread = "" if row.half_width_percent is None else f" ±{row.half_width_percent:.2f}%"
+    return f"{row.joules_per_image:.4f}{spread}"
