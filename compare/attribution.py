@@ -19,11 +19,12 @@ The rule (RULE, stated in every report that uses it):
    step time when that correlation is significant at ALPHA two-sided after Bonferroni over the
    covariates tested (t test, df = runs - 2) and its range exceeds its resolution (FLOORS);
    below its resolution it is constant.
-3. Cause, first that applies: the GPU's clock or throttling moved -> the GPU's speed varied
-   (the host's CPU time follows a GPU-bound step, so it says nothing more); steal moved -> the
-   hypervisor took the host's CPUs; involuntary context switches moved -> other work preempted
-   the main thread; host CPU time moved with the GPU's clock constant -> the host's speed
-   varied. Nothing moved -> no cause: the telemetry does not explain the spread.
+3. Cause. The GPU's clock or throttling moved -> the GPU's speed varied (the host's CPU time
+   follows a GPU-bound step, so it says nothing more). Otherwise, of the host's quantities that
+   moved, the one most correlated (|r|) names it: steal -> the hypervisor took the host's CPUs;
+   involuntary context switches -> other work preempted the main thread; host CPU time (the GPU's
+   clock constant) -> the host's speed varied. Nothing moved -> no cause: the telemetry does not
+   explain the spread.
 
 tests/test_energy.py checks the rule by seeded simulation: a host whose speed varies, a GPU
 whose clock varies, and pure noise (which must name no cause in at least 95% of experiments).
@@ -49,8 +50,8 @@ RULE = (
     f"runs spread when the sd of their median step times exceeds {SPREAD_FACTOR:g}x what their"
     f" step jitter predicts and {SPREAD_FLOOR_PERCENT:g}%; a recorded quantity moved with them"
     f" when its correlation with the runs' step times is significant at {ALPHA:g} (two-sided,"
-    " Bonferroni over the quantities) and its range exceeds its resolution; the GPU's clock is"
-    " read first, then steal, preemption, and the host's CPU time"
+    " Bonferroni over the quantities) and its range exceeds its resolution; a GPU clock or"
+    " throttling that moved names the cause, else the host quantity that moved most closely"
 )
 # What each covariate is called, how it is read from a run, and its resolution (the range
 # below which it is constant), in its own unit.
@@ -214,10 +215,11 @@ def attribute_noise(arm: str, world: int, runs: Sequence[Run]) -> Attribution | 
             continue
         r, p = pearson(values, pace)
         covariates.append(Covariate(name, tuple(values), r, p, p < ALPHA / tests, False))
-    moved = {c.name for c in covariates if c.moved}
-    cause = next(
-        (CAUSES[name] for name in (CLOCK, THROTTLE, STEAL, PREEMPT, HOST) if name in moved), None
-    )
+    moved = [c for c in covariates if c.moved]
+    gpu = [c for c in moved if c.name in (CLOCK, THROTTLE)]
+    host = sorted((c for c in moved if c.name not in (CLOCK, THROTTLE)), key=lambda c: -abs(c.r))
+    first = (gpu or host or [None])[0]
+    cause = None if first is None else CAUSES[first.name]
     words = "; ".join(c.words() for c in covariates) or "no telemetry recorded"
     ending = (
         cause
