@@ -397,3 +397,29 @@ def test_common_imports_without_nvml():
         " assert 'pynvml' not in sys.modules, 'pynvml imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
+    pynvml = pytest.importorskip("pynvml", reason="needs nvidia-ml-py (the energy extra)")
+    device = torch.device("cuda", 0)
+    gpu = tm.open_device(device)
+    assert isinstance(gpu, tm.GpuCounters), gpu
+    name = pynvml.nvmlDeviceGetName(gpu.handle)
+    name = name.decode() if isinstance(name, bytes) else name
+    assert name == torch.cuda.get_device_name(device)  # the same GPU, by UUID
+    window = tm.WindowTelemetry(gpu)
+    x = torch.randn(4096, 4096, device=device)
+    torch.cuda.synchronize(device)
+    window.start()
+    end = tm.time.perf_counter() + 1.0
+    while tm.time.perf_counter() < end:  # a second of matrix products
+        x = x @ x
+        x = x / x.norm()
+        torch.cuda.synchronize(device)
+    window.stop()
+    record = window.record()
+    assert record["energy_unavailable"] is None, record["energy_unavailable"]
+    assert 20.0 < record["energy_joules"] / record["window_seconds"] < 2000.0  # watts
+    assert record["sm_clock_mhz_min"] is not None
