@@ -77,7 +77,8 @@ class ManifestRun(_Strict):
 
 class ManifestSettling(_Strict):
     """How the experiment waited for a settled host before its counted runs:
-    uncounted warm-up runs of the baseline until compare.stats.host_settled, within a bound."""
+    uncounted warm-up runs of the baseline until experiment.settling.host_settled, within a
+    bound."""
 
     settled: bool
     seconds: float = Field(ge=0)  # from the first warm-up run's start to the decision
@@ -124,10 +125,6 @@ class Manifest(_Strict):
     # How the experiment waited for a settled host, and why it stopped (absent in older ones).
     settling: ManifestSettling | None = None
     stopping: ManifestStopping | None = None
-
-    def ok_runs(self) -> list[ManifestRun]:
-        """The counted runs that wrote a result (status "ok"), in run order."""
-        return [run for run in self.runs if run.status == "ok"]
 
 
 def manifest_json_schema() -> dict[str, Any]:

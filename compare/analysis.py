@@ -4,7 +4,7 @@
 
 Runs are grouped by arm label (model.Run.label). Each other label is compared with the
 baseline, and lightning with fabric, lightning-services with lightning where both exist;
-each comparison's interval comes from one number per run (stats.compare_arms: paired by block
+each comparison's interval comes from one number per run (intervals.compare_arms: paired by block
 for an experiment folder, Stein's interval when it stopped by that rule, else run-level).
 Each arm's host CPU ms per step (where the results record it) is compared the same way.
 
@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from common.result import HOST_BOUND_BELOW
-from compare import stats
+from compare import distributions, intervals
 from compare.display import world_unit
 from compare.errors import CompareError, WorkloadMismatch
 from compare.flags import (
@@ -84,7 +84,7 @@ class Overhead:
     significant: bool
     no_verdict_reason: str | None  # why there is no interval (too few runs, not interleaved, ...)
     estimator: str
-    method: str  # stats.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
+    method: str  # intervals.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
     arm_runs: int
     baseline_runs: int
     blocks: int | None  # complete blocks used (block methods); None for run-level
@@ -194,7 +194,7 @@ def _aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> di
     row: dict[str, Any] = {"arm": label, "world_size": world, "runs": len(runs)}
     for key in _MEDIAN_OF_RUNS:
         present = [v[key] for v in values if v[key] is not None]
-        row[key] = stats.median(present) if present else None
+        row[key] = distributions.median(present) if present else None
     for key in _MAX_OF_RUNS:
         present = [v[key] for v in values if v[key] is not None]
         row[key] = max(present) if present else None
@@ -220,14 +220,14 @@ def started_s(run: Run) -> float | None:
 
 def run_points(
     runs: Sequence[Run], wall_clock: bool = False, host: bool = False
-) -> list[stats.RunPoint]:
-    """A stats.RunPoint per counted run (warm-up runs left out): its label, its number (median
+) -> list[intervals.RunPoint]:
+    """A intervals.RunPoint per counted run (warm-up runs left out): its label, its number (median
     pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
     from the manifest and its start time. With `host`, runs without host time are left out."""
     chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
     values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
     return [
-        stats.RunPoint(
+        intervals.RunPoint(
             arm=r.label,
             ms=float(v),
             block=r.block,  # type: ignore[arg-type]
@@ -239,9 +239,9 @@ def run_points(
     ]
 
 
-def rule_of(runs: Sequence[Run]) -> stats.StoppingRule | None:
-    """The adaptive stopping rule all these runs were taken under, else None."""
-    rules = {run.placement.rule for run in runs}
+def rule_of(runs: Sequence[Run]) -> int | None:
+    """The first stage of the Stein rule all these runs were taken under, else None."""
+    rules = {run.placement.first_stage_blocks for run in runs}
     return rules.pop() if len(rules) == 1 else None
 
 
@@ -255,8 +255,8 @@ def host_difference(
     base = [p.ms for p in points if p.arm == baseline]
     if not base or not any(p.arm == arm for p in points):
         return {}
-    iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
-    level = stats.geometric_mean(base)
+    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    level = distributions.geometric_mean(base)
 
     def to_ms(pct: float | None) -> float | None:
         return None if pct is None else level * pct / 100.0
@@ -293,13 +293,13 @@ def host_difference(
 def overhead_of(
     world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
 ) -> tuple[Overhead, tuple[str, ...]]:
-    """The arm's overhead over the baseline from the runs' per-run numbers (stats.compare_arms),
+    """The arm's overhead over the baseline from the runs' per-run numbers (intervals.compare_arms),
     and the method's warnings."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
     points = run_points([*arm_runs, *base_runs], wall)
-    iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
     base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
-    fastest, _ = stats.fastest_run_ratio(base_ms, arm_ms)
+    fastest, _ = intervals.fastest_run_ratio(base_ms, arm_ms)
     copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
     if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
         iv = dataclasses.replace(
@@ -312,7 +312,7 @@ def overhead_of(
             " noise",
         )
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
-    jitter = [stats.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
+    jitter = [distributions.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     overhead = Overhead(
         world_size=world,
         arm=arm,
@@ -321,11 +321,11 @@ def overhead_of(
         ci_low=iv.ci_low,
         ci_high=iv.ci_high,
         half_width=iv.half_width,
-        verdict=stats.interval_line(arm, baseline, iv),
+        verdict=intervals.interval_line(arm, baseline, iv),
         verdict_possible=iv.verdict_possible,
         significant=iv.significant,
         no_verdict_reason=iv.no_verdict_reason,
-        estimator=ESTIMATOR_WALL if wall else stats.ESTIMATOR,
+        estimator=ESTIMATOR_WALL if wall else intervals.ESTIMATOR,
         method=iv.method,
         arm_runs=iv.arm_runs,
         baseline_runs=iv.baseline_runs,
@@ -334,10 +334,10 @@ def overhead_of(
         df=iv.df,
         min_detectable_percent=iv.min_detectable_percent,
         min_detectable_note=iv.min_detectable_note,
-        arm_median_ms=stats.geometric_mean(arm_ms),
-        baseline_median_ms=stats.geometric_mean(base_ms),
+        arm_median_ms=distributions.geometric_mean(arm_ms),
+        baseline_median_ms=distributions.geometric_mean(base_ms),
         fastest_run_percent=fastest,
-        step_jitter_percent=stats.median(jitter) if jitter else None,
+        step_jitter_percent=distributions.median(jitter) if jitter else None,
         numerics_identical=numerics_identical([*base_runs, *arm_runs]),
         **host_difference(arm, baseline, arm_runs, base_runs),
     )
@@ -369,10 +369,10 @@ def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
     for (label, world), runs in cells.items():
         counted = [r for r in runs if r.warmup is None]
         host = [r.host_ms_per_step for r in counted if r.host_ms_per_step is not None]
-        mean, half = stats.mean_interval(host) if host else (None, None)
+        mean, half = intervals.mean_interval(host) if host else (None, None)
         shares = [r.gpu_share for r in counted if r.gpu_share is not None]
-        busy = stats.median(shares) if shares else None
-        step = stats.geometric_mean(per_run_ms(counted, any(r.original for r in counted)))
+        busy = distributions.median(shares) if shares else None
+        step = distributions.geometric_mean(per_run_ms(counted, any(r.original for r in counted)))
         rows.append(
             HostCost(
                 world,
@@ -410,9 +410,10 @@ def _scaling(
         if len(sizes) < 2:
             continue
         throughputs = [
-            stats.median([run.throughput for run in cells[(label, world)]]) for world in sizes
+            distributions.median([run.throughput for run in cells[(label, world)]])
+            for world in sizes
         ]
-        for point in stats.scaling_points(sizes, throughputs):
+        for point in distributions.scaling_points(sizes, throughputs):
             o = overhead.get((label, point.world_size))
             rows.append(
                 ScalingRow(

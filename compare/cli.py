@@ -19,7 +19,7 @@ from pathlib import Path
 from common.errors import OneLineParser, exit_on_usage_error
 from common.manifest import MANIFEST
 from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
-from compare import stats
+from compare import intervals
 from compare.analysis import Report
 from compare.api import analyse_runs, load
 from compare.errors import CompareError
@@ -44,9 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
             " scaling. Runs of one arm label and workload are repeats; runs may differ in world"
             " size only."
             " The unit of evidence is a run: each contributes its median step, and the overhead's"
-            f" {stats.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log per-run"
-            " median; with"
-            f" fewer than {stats.MIN_RUNS} runs a side there is a point estimate and no verdict."
+            f" {intervals.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log"
+            f" per-run median; with fewer than {intervals.MIN_RUNS} runs a side there is a point"
+            " estimate and no verdict."
             " Results of the original single-file scripts form their own group."
         ),
         epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure"

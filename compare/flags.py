@@ -2,7 +2,7 @@
 per-step syncs, slow ranks, steady state.
 
     warnings, notes = run_flags(runs)     # [Flag(kind="host-bound", file=..., arm=..., ...)]
-    slow = slow_ranks(runs)               # stats.slow_ranks applied to every run's ranks
+    slow = slow_ranks(runs)               # distributions.slow_ranks applied to every run's ranks
     steady = steady_states(runs)          # first vs second half of every run's timed steps
 
 A `Flag` keeps its numbers apart from its words, so that the report can show the flags of one
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from common.result import HOST_BOUND_BELOW
-from compare import stats
+from compare import distributions
 from compare.model import ORIGINAL_LABEL, Run
 
 
@@ -124,11 +124,11 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
 
 
 def slow_ranks(runs: Sequence[Run]) -> list[SlowRank]:
-    """Ranks flagged by stats.slow_ranks in every run that has per-rank times."""
+    """Ranks flagged by distributions.slow_ranks in every run that has per-rank times."""
     found = []
     for run in runs:
         medians = [rank.median_ms for rank in run.ranks]
-        for i in stats.slow_ranks(medians) if medians else []:
+        for i in distributions.slow_ranks(medians) if medians else []:
             found.append(
                 SlowRank(
                     run.file,
@@ -136,7 +136,7 @@ def slow_ranks(runs: Sequence[Run]) -> list[SlowRank]:
                     run.ranks[i].rank,
                     run.ranks[i].hostname,
                     medians[i],
-                    stats.median(medians),
+                    distributions.median(medians),
                 )
             )
     return found
@@ -156,8 +156,8 @@ class SteadyState:
 
     @property
     def steady(self) -> bool:
-        """False when the halves differ by more than stats.STEADY_STATE_TOLERANCE."""
-        limit = stats.STEADY_STATE_TOLERANCE * 100
+        """False when the halves differ by more than distributions.STEADY_STATE_TOLERANCE."""
+        limit = distributions.STEADY_STATE_TOLERANCE * 100
         return self.change_percent is None or abs(self.change_percent) <= limit
 
 
@@ -167,7 +167,7 @@ def steady_states(runs: Sequence[Run]) -> list[SteadyState]:
     for run in runs:
         series = run.step_series_ms
         halves = (
-            stats.halves_change(series)
+            distributions.halves_change(series)
             if series is not None and len(series) >= 2
             else (None, None, None)
         )
@@ -180,7 +180,7 @@ def steady_state_warnings(states: Sequence[SteadyState]) -> list[Flag]:
     template = (
         "not in steady state: the median step of the second half of the timed steps is"
         " {change:+.1f}% against the first half's"
-        f" (limit ±{stats.STEADY_STATE_TOLERANCE:.0%}); raise --warmup-steps"
+        f" (limit ±{distributions.STEADY_STATE_TOLERANCE:.0%}); raise --warmup-steps"
     )
     return [
         Flag("not-steady", template, {"change": s.change_percent}, file=s.file, arm=s.arm)

@@ -29,7 +29,6 @@ from common.result import (
     read_bytes,
 )
 from compare.model import Placement, Run, run_from
-from compare.stats import StoppingRule
 
 # A step is at least a kernel launch and at most days: outside these bounds a step time is no
 # measurement, and the arithmetic on it (variance, ratios across arms) would overflow.
@@ -96,12 +95,9 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
     """The runs with status "ok" in FOLDER/manifest.json (and with `include_warmup` the
     warm-up runs that wrote a result, marked by their placement), and its baseline."""
     manifest = load_manifest(folder / MANIFEST)
-    rule = None
-    if manifest.stopping is not None and manifest.stopping.rule is not None:
-        try:
-            rule = StoppingRule.from_manifest(manifest.stopping.model_dump())
-        except ValueError as error:
-            raise ResultError(f"{folder / MANIFEST}: field stopping: {error}") from None
+    # ManifestStopping checked the rule (a known name, with its first stage and target).
+    stop = manifest.stopping
+    first_stage = stop.first_stage_blocks if stop is not None and stop.rule is not None else None
     found = []
     for run in manifest.runs:
         if not (run.status == "ok" or (include_warmup and run.status == "warmup")):
@@ -112,7 +108,9 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
                 " characters; a label is text to show"
             )
         if run.result:
-            placement = Placement(run.block, run.position, run.warmup, rule, manifest.settling)
+            placement = Placement(
+                run.block, run.position, run.warmup, first_stage, manifest.settling
+            )
             found.append(_Entry(inside(folder, run.result), run.label, placement, in_folder=True))
     if not any(entry.placement.warmup is None for entry in found):
         failed = sum(run.status == "failed" for run in manifest.runs)

@@ -21,7 +21,7 @@ from typing import Any
 
 from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
-from compare import stats
+from compare import distributions
 
 ORIGINAL_LABEL = "(original script)"
 
@@ -161,7 +161,8 @@ class Placement:
     block: int | None = None
     position: int | None = None
     warmup: int | None = None
-    rule: stats.StoppingRule | None = None  # the experiment's adaptive stopping rule, if any
+    # Stein's two-stage rule, when the experiment stopped by it: its first stage's complete blocks
+    first_stage_blocks: int | None = None
     settling: ManifestSettling | None = None  # how its experiment waited for a settled host
 
 
@@ -224,13 +225,13 @@ class Run:
         originals."""
         if not self.ranks:
             return None
-        return stats.step_series([list(rank.step_times_ms) for rank in self.ranks])
+        return distributions.step_series([list(rank.step_times_ms) for rank in self.ranks])
 
     @property
     def pace_median_ms(self) -> float:
         """Median of step_series_ms; for an original result the wall-clock mean, its only sample."""
         series = self.step_series_ms
-        return self.wall_ms if series is None else stats.median(series)
+        return self.wall_ms if series is None else distributions.median(series)
 
     @property
     def median_ms(self) -> float:

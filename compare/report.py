@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from string import Formatter
 from typing import TYPE_CHECKING
 
-from compare import stats
+from compare import distributions, intervals
 from compare.analysis import Report
 from compare.display import cell
 from compare.flags import Flag
@@ -164,7 +164,8 @@ def sections(report: Report) -> list[Section]:
     rule = (
         "rule: a rank is slow when its median step time exceeds the median of the ranks' medians"
         " by more than"
-        f" max({stats.SLOW_RANK_MADS:g} x MAD, {stats.SLOW_RANK_FLOOR:.0%} of that median); needs"
+        f" max({distributions.SLOW_RANK_MADS:g} x MAD,"
+        f" {distributions.SLOW_RANK_FLOOR:.0%} of that median); needs"
         " 3+ ranks"
     )
     slow = [
@@ -185,15 +186,18 @@ def _overhead_section(report: Report) -> Section:
     first = report.overhead[0]
     methods = list(dict.fromkeys(o.method for o in report.overhead))
     legend = [
-        (f"estimator: {first.estimator}; interval ({stats.CONFIDENCE:.0%}): {'; '.join(methods)}"),
+        (
+            f"estimator: {first.estimator};"
+            f" interval ({intervals.CONFIDENCE:.0%}): {'; '.join(methods)}"
+        ),
         "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
-            f" {stats.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
-            f" tails); '-' below {stats.MIN_DETECTABLE_DF} degrees of freedom or without an"
+            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
+            f" tails); '-' below {intervals.MIN_DETECTABLE_DF} degrees of freedom or without an"
             " interval"
         ),
-        f"fastest-run % = {stats.FASTEST_RUN_LABEL}; '-' with unequal run counts",
+        f"fastest-run % = {intervals.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",
     ]
     return Section(
@@ -287,7 +291,8 @@ def _steady_state_section(report: Report) -> Section:
         for s in report.steady_state
     ]
     rule = (
-        f"rule: |Δ| over {stats.STEADY_STATE_TOLERANCE:.0%} means the run was still warming up (or"
+        f"rule: |Δ| over {distributions.STEADY_STATE_TOLERANCE:.0%} means the run was still"
+        " warming up (or"
         " drifting:"
         " clocks, heat) while timed; each step's time is its slowest rank's"
     )

@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
-from compare.stats import FIRST_STAGE_BLOCKS, SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.inputs import (
@@ -29,6 +28,8 @@ from experiment.inputs import (
     take_folder,
 )
 from experiment.run import PROG, SETTLE_MINUTES, Experiment, Settings, check_placeholders
+from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
+from experiment.stopping import FIRST_STAGE_BLOCKS
 
 DEFAULT_REPEATS = 3
 DEFAULT_WARMUP_RUNS = 1

@@ -28,18 +28,18 @@ from common.manifest import (
 )
 from common.manifest import write_manifest as write_manifest_file
 from common.output import OutputError, write_atomically, write_text
-from compare import stats
+from compare import distributions
 from compare.analysis import Overhead, Report, run_points
 from compare.api import analyse_paths, load
 from compare.cli import build_parser as compare_parser
 from compare.load import load_runs
 from compare.report import render
-from experiment import launch
+from experiment import launch, settling, stopping
 from experiment.arms import Arm
 
 PROG = "experiment"
 # Settling: after the --warmup-runs rounds, more uncounted runs of the baseline
-# until compare.stats.host_settled, for at most this many minutes of warm-up in all.
+# until experiment.settling.host_settled, for at most this many minutes of warm-up in all.
 SETTLE_MINUTES = 3.0
 TERMINATE_GRACE_S = 30  # SIGTERM, then this long, then SIGKILL
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -87,7 +87,7 @@ class Settings:
     experiment: str | None = None
     target_half_width: float | None = None
     budget_minutes: float | None = None
-    first_stage_blocks: int = stats.FIRST_STAGE_BLOCKS  # Stein's rule, with target_half_width
+    first_stage_blocks: int = stopping.FIRST_STAGE_BLOCKS  # Stein's rule, with target_half_width
     settle_minutes: float = SETTLE_MINUTES  # 0: no settling
     run_timeout: float | None = None
     compare_options: list[str] = field(default_factory=list)
@@ -170,7 +170,7 @@ class Experiment:
         self.rule = (
             None
             if s.target_half_width is None
-            else stats.StoppingRule(s.target_half_width, s.first_stage_blocks)
+            else stopping.StoppingRule(s.target_half_width, s.first_stage_blocks)
         )
         # The adaptive rule from the start (compare reads it); why it stopped, at the end.
         self.stopping = (
@@ -334,28 +334,28 @@ class Experiment:
             lines.append(head)
         return "\n".join(lines)
 
-    # --- settling and stopping (compare.stats, on the results read in this process) ------
-    def settled(self) -> stats.Settling:
-        """compare.stats.host_settled on the baseline's warm-up runs so far (run medians and
+    # --- settling and stopping (experiment.settling, experiment.stopping) ---------------
+    def settled(self) -> settling.Settling:
+        """settling.host_settled on the baseline's warm-up runs so far (run medians and
         the medians of the halves of their timed steps)."""
         base = self.s.arms[0].label
         done = [r for r in self.runs if r.warmup is not None and r.label == base and r.result]
         try:
             runs = load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
         except Exception as error:  # a warm-up result compare cannot read: not settled
-            return stats.Settling(
+            return settling.Settling(
                 False, f"cannot read a warm-up result: {compare_error(error)}", len(done)
             )
         halves = []
         for run in runs:
             series = run.step_series_ms
             first, second, _ = (
-                stats.halves_change(series)
+                distributions.halves_change(series)
                 if series and len(series) >= 2
                 else (run.pace_median_ms, run.pace_median_ms, 0.0)
             )
             halves.append((first, second))
-        return stats.host_settled([run.pace_median_ms for run in runs], halves)
+        return settling.host_settled([run.pace_median_ms for run in runs], halves)
 
     def settle(self, started: float) -> bool:
         """More uncounted warm-up runs of the baseline until the host has settled, within
@@ -369,7 +369,7 @@ class Experiment:
                 break
             last = [r for r in self.runs if r.warmup is not None and r.label == base.label]
             if last and last[-1].status == "failed":
-                state = stats.Settling(False, "a warm-up run of the baseline failed", state.runs)
+                state = settling.Settling(False, "a warm-up run of the baseline failed", state.runs)
                 break
             mean = sum(r.seconds for r in last) / len(last) if last else 0.0
             if spent + mean > s.settle_minutes * 60:
@@ -397,7 +397,7 @@ class Experiment:
             )
         return False
 
-    def decide(self, block: int) -> stats.StopDecision | None:
+    def decide(self, block: int) -> stopping.StopDecision | None:
         """Stein's rule after a block, on the counted successful runs; None when compare cannot
         read them (said, and the experiment goes on)."""
         try:
@@ -406,7 +406,7 @@ class Experiment:
             print(f"    stopping rule: compare failed: {compare_error(error)}", flush=True)
             return None
         others = [a.label for a in self.s.arms[1:]]
-        return stats.stopping_decision(
+        return stopping.stopping_decision(
             run_points(runs),
             self.s.arms[0].label,
             others,

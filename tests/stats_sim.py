@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compare import stats
+from compare import distributions, intervals
 
 NOISE = 0.005  # run-to-run sd of the log median (0.5%)
 SPIKE_P, SPIKE_MEAN = 0.3, 0.03
@@ -80,7 +80,7 @@ class Sim:
     arm_slot: np.ndarray
     order: str
 
-    def points(self, e: int, manifest: bool = True) -> list[stats.RunPoint]:
+    def points(self, e: int, manifest: bool = True) -> list[intervals.RunPoint]:
         """Experiment e as RunPoints with start times (60 s a slot); with blocks and positions
         when `manifest` (and the counts are equal), else as a plain file list."""
         out = []
@@ -92,7 +92,7 @@ class Sim:
             for k, (v, s) in enumerate(zip(values, slot)):
                 position = (1 if s < other[k] else 2) if blocks else None
                 out.append(
-                    stats.RunPoint(
+                    intervals.RunPoint(
                         label,
                         float(100.0 * math.exp(v)),
                         block=k + 1 if blocks else None,
@@ -134,7 +134,7 @@ def simulate(
     return Sim(base, arm, base_slot, arm_slot, order)
 
 
-def rates(ivs: list[stats.ArmInterval], truth: float) -> tuple[float, float, float]:
+def rates(ivs: list[intervals.ArmInterval], truth: float) -> tuple[float, float, float]:
     """(coverage of the true overhead, verdict rate, share with an interval) of intervals."""
     given = [iv for iv in ivs if iv.verdict_possible]
     if not given:
@@ -144,15 +144,15 @@ def rates(ivs: list[stats.ArmInterval], truth: float) -> tuple[float, float, flo
     return cover, verdict, len(given) / len(ivs)
 
 
-def paired(sim: Sim) -> list[stats.ArmInterval]:
+def paired(sim: Sim) -> list[intervals.ArmInterval]:
     """The block-paired core on every experiment (log ratio per block)."""
-    return [stats.paired_log_interval(row.tolist()) for row in sim.arm - sim.base]
+    return [intervals.blocks_log_interval(row.tolist()) for row in sim.arm - sim.base]
 
 
-def welch(sim: Sim) -> list[stats.ArmInterval]:
+def welch(sim: Sim) -> list[intervals.ArmInterval]:
     """The run-level Welch-Hsu core on every experiment."""
     return [
-        stats.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
+        intervals.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
         for b, a in zip(sim.base, sim.arm)
     ]
 
@@ -190,14 +190,14 @@ def old_run_level(base: list[float], arm: list[float]) -> OldInterval:
         if se == 0.0
         else (vb + va) ** 2 / (vb**2 / (len(lb) - 1) + va**2 / (len(la) - 1))
     )
-    t = stats.t_quantile(0.975, df)
+    t = distributions.t_quantile(0.975, df)
     low, high = math.expm1(diff - t * se) * 100, math.expm1(diff + t * se) * 100
     return OldInterval(
         math.expm1(diff) * 100,
         low,
         high,
         (high - low) / 2,
-        math.expm1((t + stats.t_quantile(0.8, df)) * se) * 100,
+        math.expm1((t + distributions.t_quantile(0.8, df)) * se) * 100,
         (min(arm) / min(base) - 1.0) * 100.0,
         len(arm),
         len(base),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.result import LightningInfo
-from compare import stats
+from compare import intervals
 from compare.cli import main
 from compare_factory import make_result, write
 
@@ -94,7 +94,7 @@ def test_failed_runs_of_a_manifest_are_left_out(tmp_path: Path, capsys) -> None:
     [o] = _json(capsys, str(folder))["overhead"]
     # paired by block, so the block whose lightning run failed is dropped and said
     assert (o["arm_runs"], o["baseline_runs"], o["blocks"]) == (2, 2, 2)
-    assert len(o["dropped_blocks"]) == 1 and o["method"] == stats.METHOD_BLOCKS
+    assert len(o["dropped_blocks"]) == 1 and o["method"] == intervals.METHOD_BLOCKS
     assert "2 runs a side" in o["verdict"]
 
 

@@ -42,7 +42,7 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
         < text.index("Overhead: arm vs")
     )
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
-    # the sentence says why there is no verdict (stats.interval_line)
+    # the sentence says why there is no verdict (intervals.interval_line)
     assert "2 GPU(s): lightning vs native: point estimate +" in text
     assert "no verdict: the interval needs at least 2 runs a side" in text
     assert text.index("Overhead: arm vs") < text.index(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compare import stats
+from compare import distributions, intervals
 from compare.analysis import analyse
 from compare.api import load
 from compare.cli import main
@@ -43,14 +43,14 @@ def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
     report = analyse(_runs(tmp_path, host))
     rows = {h.arm: h for h in report.host}
     assert rows["native"].host_ms == pytest.approx(5.0) and rows["native"].runs == 3
-    mean, half = stats.mean_interval(host["fabric"])
+    mean, half = intervals.mean_interval(host["fabric"])
     fabric = rows["fabric"]
     assert (fabric.host_ms, fabric.host_half_width_ms) == pytest.approx((mean, half))
     [o] = report.overhead
-    base = stats.geometric_mean(host["native"])
-    ratio = stats.compare_arms(
+    base = distributions.geometric_mean(host["native"])
+    ratio = intervals.compare_arms(
         [
-            stats.RunPoint(arm, ms, name=f"{arm}{k}")
+            intervals.RunPoint(arm, ms, name=f"{arm}{k}")
             for arm in host
             for k, ms in enumerate(host[arm])
         ],

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from common.result import load_result
-from compare import stats
+from compare import intervals
 from compare.analysis import analyse
 from compare.cli import main
 from compare.errors import WorkloadMismatch
@@ -77,7 +77,7 @@ def test_repeats_are_one_row_and_give_a_run_level_verdict(
     assert len(report["runs"]) == 6
     [overhead] = report["overhead"]
     # Hsu's df (min runs a side - 1) keeps coverage with unequal counts and noise
-    assert overhead["method"] == stats.METHOD_WELCH
+    assert overhead["method"] == intervals.METHOD_WELCH
     assert overhead["estimator"] == "geometric mean of per-run median steps"
     assert overhead["arm_runs"] == overhead["baseline_runs"] == 3
     # medians about 100, 101, 102 against 105, 106, 107: about +5%, interval excluding 0

@@ -1,11 +1,13 @@
-"""compare.stats on synthetic samples whose answer is known."""
+"""compare.distributions, compare.intervals and experiment.stopping on synthetic samples
+whose answer is known."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from compare import stats
+from compare import distributions, intervals
+from experiment import stopping
 
 
 @pytest.mark.parametrize(
@@ -22,18 +24,18 @@ from compare import stats
     ],
 )
 def test_t_quantiles_match_the_tables(p: float, df: float, expected: float) -> None:
-    assert stats.t_quantile(p, df) == pytest.approx(expected, abs=2e-4)
+    assert distributions.t_quantile(p, df) == pytest.approx(expected, abs=2e-4)
 
 
 def _files(
     base: list[float], arm: list[float], arm_name: str = "lightning"
-) -> list[stats.RunPoint]:
+) -> list[intervals.RunPoint]:
     """A plain file list, the runs interleaved in time (AB AB ...)."""
     return [
-        stats.RunPoint("native", ms, started_s=60.0 * 2 * k, name=f"n{k}")
+        intervals.RunPoint("native", ms, started_s=60.0 * 2 * k, name=f"n{k}")
         for k, ms in enumerate(base)
     ] + [
-        stats.RunPoint(arm_name, ms, started_s=60.0 * (2 * k + 1), name=f"a{k}")
+        intervals.RunPoint(arm_name, ms, started_s=60.0 * (2 * k + 1), name=f"a{k}")
         for k, ms in enumerate(arm)
     ]
 
@@ -41,134 +43,155 @@ def _files(
 def test_run_level_interval_is_welch_on_log_medians() -> None:
     # Hsu's df = min(runs a side) - 1 replaces Welch-Satterthwaite's (which let
     # unequal counts and noise inflate A/A verdicts); the detectable size is calibrated to
-    # stats.DETECTABLE_FACTOR at that df, and the fastest-run ratio is stats.fastest_run_ratio
+    # intervals.detectable_factor at that df, and the fastest-run ratio is
+    # intervals.fastest_run_ratio
     base, arm = [100.0, 102.0, 98.0], [110.0, 112.0, 108.0]
-    iv = stats.compare_arms(_files(base, arm), "lightning", "native")
+    iv = intervals.compare_arms(_files(base, arm), "lightning", "native")
     lb, la = np.log(base), np.log(arm)
     se = np.sqrt(lb.var(ddof=1) / 3 + la.var(ddof=1) / 3)
     diff = la.mean() - lb.mean()
-    assert iv.method == stats.METHOD_WELCH
+    assert iv.method == intervals.METHOD_WELCH
     assert iv.percent == pytest.approx(np.expm1(diff) * 100)
     assert iv.df == 2.0
-    t = stats.t_quantile(0.975, iv.df)
+    t = distributions.t_quantile(0.975, iv.df)
     assert (iv.ci_low, iv.ci_high) == pytest.approx(
         (np.expm1(diff - t * se) * 100, np.expm1(diff + t * se) * 100)
     )
-    expected = np.expm1(stats.detectable_factor(2) * se) * 100
+    expected = np.expm1(intervals.detectable_factor(2) * se) * 100
     assert iv.min_detectable_percent == pytest.approx(expected)
-    assert stats.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
-    assert iv.significant and stats.interval_line("lightning", "native", iv).startswith(
+    assert intervals.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
+    assert iv.significant and intervals.interval_line("lightning", "native", iv).startswith(
         f"lightning is {iv.percent:.2f}% slower than native"
         f" (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side"
     )
 
 
 def test_an_interval_around_zero_says_no_difference() -> None:
-    iv = stats.compare_arms(
+    iv = intervals.compare_arms(
         _files([100.0, 103.0, 97.0], [101.0, 98.0, 102.0], "native-b"), "native-b", "native"
     )
     assert iv.ci_low < 0 < iv.ci_high and not iv.significant
-    assert stats.interval_line("native-b", "native", iv).startswith(
+    assert intervals.interval_line("native-b", "native", iv).startswith(
         "No difference detectable between native-b and native"
     )
 
 
 def test_faster_arm_is_called_faster() -> None:
     runs = _files([100.0, 101.0, 99.0], [90.0, 91.0, 89.0], "fabric")
-    iv = stats.compare_arms(runs, "fabric", "native")
-    assert stats.interval_line("fabric", "native", iv).startswith(
+    iv = intervals.compare_arms(runs, "fabric", "native")
+    assert intervals.interval_line("fabric", "native", iv).startswith(
         f"fabric is {-iv.percent:.2f}% faster than native"
     )
 
 
 def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
-    iv = stats.compare_arms(_files([100.0], [110.0, 111.0]), "lightning", "native")
+    iv = intervals.compare_arms(_files([100.0], [110.0, 111.0]), "lightning", "native")
     assert iv.percent == pytest.approx((np.sqrt(110.0 * 111.0) / 100 - 1) * 100)
     assert not iv.verdict_possible and not iv.significant
     assert iv.ci_low is iv.ci_high is iv.half_width is iv.min_detectable_percent is None
-    words = stats.interval_line("lightning", "native", iv)
+    words = intervals.interval_line("lightning", "native", iv)
     assert words.endswith("no verdict: the interval needs at least 2 runs a side")
     assert "slower" not in words and "faster" not in words
 
 
 def test_identical_runs_give_no_verdict_not_a_zero_width_interval() -> None:
     # a zero-width interval was a certain verdict from no information
-    iv = stats.compare_arms(_files([100.0, 100.0], [100.0, 100.0]), "lightning", "native")
+    iv = intervals.compare_arms(_files([100.0, 100.0], [100.0, 100.0]), "lightning", "native")
     assert not iv.verdict_possible and not iv.significant
     assert "exactly equal step times" in (iv.no_verdict_reason or "")
 
 
 def test_run_level_interval_needs_positive_numbers_on_both_sides() -> None:
     # refused with the reason (naming the runs) instead of an exception
-    iv = stats.compare_arms(_files([0.0, 1.0], [1.0, 1.5]), "lightning", "native")
+    iv = intervals.compare_arms(_files([0.0, 1.0], [1.0, 1.5]), "lightning", "native")
     assert not iv.verdict_possible and "positive and finite (n0)" in (iv.no_verdict_reason or "")
 
 
 def test_adaptive_rule_waits_for_the_first_stage_and_the_target() -> None:
     # Stein's two-stage rule replaces "stop once the half-width is small"
-    rule = stats.StoppingRule(target_half_width=1.0)
+    rule = stopping.StoppingRule(target_half_width=1.0)
     points = []
     for block in range(1, 6):
         order = ("native", "fabric") if block % 2 else ("fabric", "native")
         points += [
-            stats.RunPoint(arm, 100.0 + 0.1 * ((block * 7 + i) % 5), block, i + 1)
+            intervals.RunPoint(arm, 100.0 + 0.1 * ((block * 7 + i) % 5), block, i + 1)
             for i, arm in enumerate(order)
         ]
-        decision = stats.stopping_decision(points, "native", ["fabric"], rule, block, 20)
+        decision = stopping.stopping_decision(points, "native", ["fabric"], rule, block, 20)
         assert decision.stop is (block == 5), decision.reason  # never before the first stage
-    tight = stats.StoppingRule(target_half_width=0.01)
-    assert not stats.stopping_decision(points, "native", ["fabric"], tight, 5, 20).stop
+    tight = stopping.StoppingRule(target_half_width=0.01)
+    assert not stopping.stopping_decision(points, "native", ["fabric"], tight, 5, 20).stop
 
 
 def test_step_jitter_is_the_p5_to_p95_spread_over_the_median() -> None:
-    assert stats.step_jitter_percent([float(x) for x in range(100, 201)]) == pytest.approx(
+    assert distributions.step_jitter_percent([float(x) for x in range(100, 201)]) == pytest.approx(
         90 / 150 * 100
     )
 
 
 def test_step_series_is_the_slowest_rank_at_each_step() -> None:
-    assert stats.step_series([[10.0, 50.0, 30.0], [20.0, 40.0, 30.0]]) == [20.0, 50.0, 30.0]
+    assert distributions.step_series([[10.0, 50.0, 30.0], [20.0, 40.0, 30.0]]) == [20.0, 50.0, 30.0]
 
 
 def test_step_series_of_ranks_with_different_step_counts_is_refused() -> None:
     with pytest.raises(ValueError, match="same, non-zero number of steps"):
-        stats.step_series([[10.0, 20.0], [10.0]])
+        distributions.step_series([[10.0, 20.0], [10.0]])
 
 
 def test_halves_change_is_the_second_half_median_against_the_first() -> None:
-    assert stats.halves_change([10.0, 10.0, 10.0, 11.0, 11.0, 11.0]) == pytest.approx(
+    assert distributions.halves_change([10.0, 10.0, 10.0, 11.0, 11.0, 11.0]) == pytest.approx(
         (10.0, 11.0, 10.0)
     )
 
 
 def test_halves_change_leaves_out_the_middle_step_of_an_odd_series() -> None:
-    assert stats.halves_change([10.0, 10.0, 99.0, 11.0, 11.0]) == pytest.approx((10.0, 11.0, 10.0))
+    assert distributions.halves_change([10.0, 10.0, 99.0, 11.0, 11.0]) == pytest.approx(
+        (10.0, 11.0, 10.0)
+    )
 
 
 def test_halves_of_one_step_are_refused() -> None:
     with pytest.raises(ValueError, match="2 steps or more"):
-        stats.halves_change([10.0])
+        distributions.halves_change([10.0])
 
 
 def test_one_rank_twenty_percent_slower_is_flagged() -> None:
-    assert stats.slow_ranks([100.0, 100.4, 99.8, 120.0, 100.1, 99.9, 100.2, 100.0]) == [3]
+    assert distributions.slow_ranks([100.0, 100.4, 99.8, 120.0, 100.1, 99.9, 100.2, 100.0]) == [3]
 
 
 def test_uniform_ranks_flag_nobody() -> None:
     medians = list(np.random.default_rng(0).normal(100.0, 0.3, 16))
-    assert stats.slow_ranks(medians) == []
+    assert distributions.slow_ranks(medians) == []
 
 
 def test_a_rank_within_the_two_percent_floor_is_not_flagged() -> None:
-    assert stats.slow_ranks([100.0, 100.0, 100.0, 101.9]) == []
+    assert distributions.slow_ranks([100.0, 100.0, 100.0, 101.9]) == []
 
 
 def test_weak_scaling_speedup_and_efficiency_are_exact() -> None:
-    points = stats.scaling_points([1, 2, 4], [1000.0, 1600.0, 2500.0])
+    points = distributions.scaling_points([1, 2, 4], [1000.0, 1600.0, 2500.0])
     assert [(p.speedup, p.efficiency) for p in points] == [(1.0, 1.0), (1.6, 0.8), (2.5, 0.625)]
 
 
 def test_scaling_is_relative_to_the_smallest_world_size_given() -> None:
-    points = stats.scaling_points([8, 2, 4], [3000.0, 1000.0, 1800.0])
+    points = distributions.scaling_points([8, 2, 4], [3000.0, 1000.0, 1800.0])
     assert [p.world_size for p in points] == [2, 4, 8]
     assert [p.efficiency for p in points] == [1.0, 0.9, 0.75]
+
+
+def test_compare_never_imports_experiment() -> None:
+    # experiment builds on compare (its stopping and settling rules use compare's intervals);
+    # compare reads the manifest's record of the rule and never the experiment's code.
+    import ast
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "compare").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(n.split(".")[0] == "experiment" for n in names), path.name

@@ -2,8 +2,9 @@
 
 Each experiment adds ABBA blocks (one run of each arm) up to MAX_BLOCKS; a run fails with
 probability `fail`, which leaves its block incomplete. After each block the rule decides from
-the complete blocks only (stats.blocks_needed on the first stage's log ratios); the final
-interval is stats.stein_log_interval. REPS = 4000 experiments a condition, seeded.
+the complete blocks only (stopping.blocks_needed on the first stage's log ratios); the final
+interval is intervals.blocks_log_interval with the rule's first stage.
+REPS = 4000 experiments a condition, seeded.
 
 Stein's interval is exact under normal noise (coverage 95% whatever the data say about when to
 stop), so the claims are tested at the nominal level with the Monte Carlo error accounted for:
@@ -20,12 +21,15 @@ import math
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from compare import stats
+from common.manifest import ManifestStopping
+from compare import intervals
+from experiment import stopping
 from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 MAX_BLOCKS = 40
-N0 = stats.FIRST_STAGE_BLOCKS
+N0 = stopping.FIRST_STAGE_BLOCKS
 GAPS = np.where(np.arange(MAX_BLOCKS) % 2 == 0, 1, -1)  # ABBA: the arm second in odd blocks
 # (noise, target half-width pp, true overhead %, run failure probability, drift %/block)
 CONDITIONS = [
@@ -59,16 +63,17 @@ def draws(
 
 
 def stein_experiment(
-    ratios: np.ndarray, complete: np.ndarray, rule: stats.StoppingRule
-) -> tuple[stats.ArmInterval, int]:
+    ratios: np.ndarray, complete: np.ndarray, rule: stopping.StoppingRule
+) -> tuple[intervals.ArmInterval, int]:
     """One experiment under the rule: (final interval, blocks started)."""
     done = ratios[complete].tolist()
     gaps = GAPS[complete].tolist()
-    needed = stats.blocks_needed(done, rule)
+    needed = stopping.blocks_needed(done, rule)
+    n0 = rule.first_stage_blocks
     if needed is not None and len(done) >= needed:  # stopped on target at the N-th complete
         started = int(np.flatnonzero(complete)[needed - 1]) + 1
-        return stats.stein_log_interval(done[:needed], rule, gaps[:needed]), started
-    return stats.stein_log_interval(done, rule, gaps), MAX_BLOCKS  # stopped at the maximum
+        return intervals.blocks_log_interval(done[:needed], gaps[:needed], n0), started
+    return intervals.blocks_log_interval(done, gaps, n0), MAX_BLOCKS  # stopped at the maximum
 
 
 _cache: dict[tuple, tuple[float, float, float, float, float]] = {}
@@ -80,7 +85,7 @@ def measure(c: tuple) -> tuple[float, float, float, float, float]:
     if c not in _cache:
         kind, target, truth, fail, drift = c
         ratios, complete = draws(CONDITIONS.index(c) + 2200, kind, truth, fail, drift)
-        rule = stats.StoppingRule(target_half_width=target)
+        rule = stopping.StoppingRule(target_half_width=target)
         out = [stein_experiment(r, k, rule) for r, k in zip(ratios, complete)]
         ivs = [iv for iv, _ in out]
         refused = [iv for iv in ivs if not iv.verdict_possible]
@@ -117,7 +122,7 @@ def test_the_old_rule_inflated_a_to_a_where_stein_holds_it() -> None:
     """The audited failure: the half-width rule (old_enough_runs from 2 runs a side) gave
     A/A verdicts well over 5% at tight targets; Stein's rule on the same draws does not."""
     ratios, complete = draws(2299, "normal", 0.0, 0.0, 0.0)
-    rule = stats.StoppingRule(target_half_width=0.6)
+    rule = stopping.StoppingRule(target_half_width=0.6)
     old = stein = 0
     for r, k in zip(ratios, complete):
         # the old loop's run-level interval on the same draws (base = 0, arm = the ratio)
@@ -131,16 +136,16 @@ def test_the_old_rule_inflated_a_to_a_where_stein_holds_it() -> None:
 
 
 def test_failed_runs_do_not_count_and_the_loop_decision_matches() -> None:
-    """stats.stopping_decision, called after every block with the successful runs as the
+    """stopping.stopping_decision, called after every block with the successful runs as the
     experiment loop has them (30% of runs fail), stops on target only with at least the
     first stage's complete blocks, and exactly where the vectorised rule above stops. Its final
     interval is the vectorised one, or none where the failures left only blocks of one order
     (baseline always first: drift inside a block would read as a difference)."""
     ratios, complete = draws(2300, "normal", 2.0, 0.3, 0.0, reps=150)
-    rule = stats.StoppingRule(target_half_width=0.8)
+    rule = stopping.StoppingRule(target_half_width=0.8)
     refused = 0
     for e in range(len(ratios)):
-        points: list[stats.RunPoint] = []
+        points: list[intervals.RunPoint] = []
         rng = np.random.default_rng(e)
         for block in range(1, MAX_BLOCKS + 1):
             base_ms = 100.0 * math.exp(rng.normal(0, 0.005))
@@ -149,8 +154,8 @@ def test_failed_runs_do_not_count_and_the_loop_decision_matches() -> None:
             for position, arm in enumerate(order, 1):
                 ms = base_ms * math.exp(ratios[e, block - 1]) if arm == "fabric" else base_ms
                 if ok or (arm == "native" and rng.random() < 0.5):  # a failed run: no point
-                    points.append(stats.RunPoint(arm, ms, block, position))
-            decision = stats.stopping_decision(
+                    points.append(intervals.RunPoint(arm, ms, block, position))
+            decision = stopping.stopping_decision(
                 points, "native", ["fabric"], rule, block, MAX_BLOCKS
             )
             if decision.stop:
@@ -159,7 +164,7 @@ def test_failed_runs_do_not_count_and_the_loop_decision_matches() -> None:
         assert block == started
         if decision.action == "target":
             assert decision.complete_blocks["fabric"] >= N0
-        final = stats.stein_interval(points, "fabric", "native", rule)
+        final = intervals.stein_interval(points, "fabric", "native", rule.first_stage_blocks)
         if not final.verdict_possible:  # failures left complete blocks of one order only
             assert "orders are unbalanced" in (final.no_verdict_reason or "")
             refused += 1
@@ -170,34 +175,39 @@ def test_failed_runs_do_not_count_and_the_loop_decision_matches() -> None:
 
 
 def test_every_arm_needs_its_own_blocks() -> None:
-    rule = stats.StoppingRule(target_half_width=1.0, first_stage_blocks=3)
+    rule = stopping.StoppingRule(target_half_width=1.0, first_stage_blocks=3)
     rng = np.random.default_rng(5)
     points = []
     for block in range(1, 4):
         points += [
-            stats.RunPoint("native", 100.0, block, 1),
-            stats.RunPoint("fabric", 100.0 * math.exp(rng.normal(0, 0.001)), block, 2),
+            intervals.RunPoint("native", 100.0, block, 1),
+            intervals.RunPoint("fabric", 100.0 * math.exp(rng.normal(0, 0.001)), block, 2),
         ]
         if block < 3:  # lightning's third run failed
             points.append(
-                stats.RunPoint("lightning", 100.0 * math.exp(rng.normal(0, 0.02)), block, 3)
+                intervals.RunPoint("lightning", 100.0 * math.exp(rng.normal(0, 0.02)), block, 3)
             )
-    d = stats.stopping_decision(points, "native", ["fabric", "lightning"], rule, 3, 10)
+    d = stopping.stopping_decision(points, "native", ["fabric", "lightning"], rule, 3, 10)
     assert d.action == "continue" and d.complete_blocks == {"fabric": 3, "lightning": 2}
     assert d.needed["fabric"] == 3 and d.needed["lightning"] is None
-    d = stats.stopping_decision(points, "native", ["fabric", "lightning"], rule, 10, 10)
+    d = stopping.stopping_decision(points, "native", ["fabric", "lightning"], rule, 10, 10)
     assert d.action == "max" and "10 block(s) started" in d.reason
 
 
 def test_the_rule_round_trips_through_the_manifest() -> None:
-    rule = stats.StoppingRule(target_half_width=0.5)
+    rule = stopping.StoppingRule(target_half_width=0.5)
     entry = rule.to_manifest()
     assert entry == {"rule": "stein-two-stage", "first_stage_blocks": 5, "target_half_width": 0.5}
-    assert stats.StoppingRule.from_manifest(entry) == rule
+    # compare reads the entry through the manifest's schema (ManifestStopping), which refuses
+    # an unknown rule and a rule without its first stage; the rule rebuilds from the entry.
+    assert stopping.StoppingRule(**entry) == rule
+    assert ManifestStopping(**entry).first_stage_blocks == rule.first_stage_blocks
     with pytest.raises(ValueError, match="unknown stopping rule"):
-        stats.StoppingRule.from_manifest({**entry, "rule": "peek"})
-    with pytest.raises(ValueError, match="missing"):
-        stats.StoppingRule.from_manifest({"rule": "stein-two-stage"})
+        stopping.StoppingRule(**{**entry, "rule": "peek"})
+    with pytest.raises(ValidationError, match="stein-two-stage"):
+        ManifestStopping(**{**entry, "rule": "peek"})
+    with pytest.raises(ValidationError, match="needs first_stage_blocks"):
+        ManifestStopping(rule="stein-two-stage")
 
 
 def table() -> list[str]:

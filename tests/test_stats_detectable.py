@@ -3,7 +3,7 @@
 For each design, REPS = 4000 seeded experiments report min_detectable_percent (the cores of
 tests/stats_sim.py); then, for each experiment i, a fresh experiment is run at a true overhead
 equal to experiment i's reported value, and we count 'slower' verdicts (ci_low > 0). The issue's
-bar is >= 75% of them. The factor (stats.detectable_factor) is calibrated to 90% under normal
+bar is >= 75% of them. The factor (intervals.detectable_factor) is calibrated to 90% under normal
 noise, so heavy tails (t3) and one-sided spikes, which lower the true power at a given estimated
 spread, still clear it (measured 79-90%). The test proves >= 75%: observed rate - 3 Monte Carlo
 SEs (about 0.64 points at 80% and 4000 experiments) >= 0.75.
@@ -18,7 +18,8 @@ import math
 import numpy as np
 import pytest
 
-from compare import stats
+from compare import intervals
+from experiment import stopping
 from stats_sim import REPS, lower_bound, simulate
 
 # (method, noise, arm noise scale, baseline runs, arm runs)
@@ -38,7 +39,9 @@ def _name(d: tuple) -> str:
     return f"{d[0]}-{d[1]}-x{d[2]:g}-{d[3]}v{d[4]}"
 
 
-def intervals(design: tuple, seed: int, shift: np.ndarray | float = 0.0) -> list[stats.ArmInterval]:
+def experiments(
+    design: tuple, seed: int, shift: np.ndarray | float = 0.0
+) -> list[intervals.ArmInterval]:
     """REPS experiments of the design, the arm slowed by `shift` (percent, one per experiment)."""
     method, kind, scale, nb, na = design
     sim = simulate(seed, nb, 0.0, kind, scale, arm_runs=na)
@@ -46,9 +49,9 @@ def intervals(design: tuple, seed: int, shift: np.ndarray | float = 0.0) -> list
         sim.arm + np.log1p(np.broadcast_to(np.asarray(shift, dtype=float), (REPS,)) / 100)[:, None]
     )
     if method == "paired":
-        return [stats.paired_log_interval(row.tolist()) for row in arm - sim.base]
+        return [intervals.blocks_log_interval(row.tolist()) for row in arm - sim.base]
     return [
-        stats.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
+        intervals.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
         for b, a in zip(sim.base, arm)
     ]
 
@@ -61,11 +64,11 @@ def measure(design: tuple) -> tuple[float, float, float]:
     median reported value in %)."""
     if design not in _cache:
         seed = 2400 + 10 * DESIGNS.index(design)
-        reported = np.array([iv.min_detectable_percent for iv in intervals(design, seed)])
+        reported = np.array([iv.min_detectable_percent for iv in experiments(design, seed)])
         assert np.all(np.isfinite(reported)) and np.all(reported > 0)
-        each = intervals(design, seed + 1, reported)
+        each = experiments(design, seed + 1, reported)
         median = float(np.median(reported))
-        at_median = intervals(design, seed + 2, median)
+        at_median = experiments(design, seed + 2, median)
         _cache[design] = (
             float(np.mean([iv.ci_low > 0 for iv in each])),
             float(np.mean([iv.ci_low > 0 for iv in at_median])),
@@ -85,20 +88,20 @@ def test_a_true_overhead_of_the_reported_size_is_detected(design: tuple) -> None
 
 @pytest.mark.parametrize("design", HIDDEN, ids=_name)
 def test_no_detectable_size_below_the_minimum_df(design: tuple) -> None:
-    ivs = intervals(design, 2390)[:50]
+    ivs = experiments(design, 2390)[:50]
     assert all(iv.verdict_possible and iv.min_detectable_percent is None for iv in ivs)
     assert all(
         "not shown below 2 degrees of freedom" in (iv.min_detectable_note or "") for iv in ivs
     )
-    line = stats.interval_line("fabric", "native", ivs[0])
+    line = intervals.interval_line("fabric", "native", ivs[0])
     assert "smallest detectable not shown" in line
 
 
 def test_the_factor_tends_to_the_normal_one() -> None:
     """With many degrees of freedom the calibrated factor approaches z_0.975 + z_power."""
-    assert stats.detectable_factor(200) == pytest.approx(1.96 + 1.2816, abs=0.05)
-    assert stats.detectable_factor(200, power=0.8) == pytest.approx(1.96 + 0.8416, abs=0.05)
-    factors = [stats.detectable_factor(df) for df in range(2, 12)]
+    assert intervals.detectable_factor(200) == pytest.approx(1.96 + 1.2816, abs=0.05)
+    assert intervals.detectable_factor(200, power=0.8) == pytest.approx(1.96 + 0.8416, abs=0.05)
+    factors = [intervals.detectable_factor(df) for df in range(2, 12)]
     assert factors == sorted(factors, reverse=True)
 
 
@@ -124,7 +127,7 @@ def test_steins_reported_size_is_detected_by_a_fresh_stein_experiment(kind: str)
     verdict in >= 75% of experiments (observed - 3 MC SE)."""
     from test_stats_adaptive import draws, stein_experiment
 
-    rule = stats.StoppingRule(target_half_width=0.6)
+    rule = stopping.StoppingRule(target_half_width=0.6)
     ratios, complete = draws(2450, kind, 0.0, 0.1, 0.0)
     reported = np.array(
         [

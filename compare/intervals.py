@@ -1,10 +1,7 @@
-"""Statistics of step times and of runs: pure functions over lists of floats (no files, no pandas).
+"""The intervals of a comparison: an arm against a baseline, one number per run.
 
-    pace = step_series(rank_step_times)                       # slowest rank at each step
-    iv = compare_arms(points, "fabric", "native", rule=None)  # one RunPoint per counted run
+    iv = compare_arms(points, "fabric", "native")  # one RunPoint per counted run
     print(interval_line("fabric", "native", iv))
-    decision = stopping_decision(points, "native", ["fabric"], rule, blocks_started, most)
-    settled = host_settled(baseline_warmup_medians, baseline_warmup_halves)
 
 The unit of evidence is a run: each run (a fresh process) contributes one number, the median
 of its per-step pace. Runs of one runner differ from each other far more than steps within a
@@ -25,182 +22,12 @@ from functools import cache
 
 import numpy as np
 
+from compare.distributions import chi_grid, normal_cdf, t_quantile
+
 CONFIDENCE = 0.95
 # An interval needs a variance on each side: 2 runs a side (or 2 complete blocks) at least.
 MIN_RUNS = 2
 ESTIMATOR = "geometric mean of per-run median steps"
-# Slow-rank rule: a rank is flagged when its median step time exceeds the median of all
-# ranks' medians by more than max(3 x MAD, 2% of that median). The MAD (median absolute
-# deviation, unscaled) adapts to noisy runs; the 2% floor stops a perfectly uniform run
-# (MAD ~ 0) from flagging noise. It needs 3 or more ranks to flag anything.
-SLOW_RANK_MADS = 3.0
-SLOW_RANK_FLOOR = 0.02
-# Steady-state rule: a run whose second half of timed steps has a median more than 2% away
-# from its first half's was still warming up (or drifting) while it was timed.
-STEADY_STATE_TOLERANCE = 0.02
-
-
-def median(samples: Sequence[float]) -> float:
-    """Median of a non-empty list (linear interpolation, like numpy)."""
-    if len(samples) == 0:
-        raise ValueError("median of no samples")
-    return float(np.median(np.asarray(samples, dtype=float)))
-
-
-def step_series(rank_step_times: Sequence[Sequence[float]]) -> list[float]:
-    """The time of each synchronous step: the slowest rank's time at that step index."""
-    # DDP ranks run in lockstep (every step ends in an all-reduce), so the slowest rank sets
-    # the pace and the ranks' times at one step are not independent samples.
-    if (
-        not rank_step_times
-        or len({len(times) for times in rank_step_times}) != 1
-        or not rank_step_times[0]
-    ):
-        raise ValueError("step series needs ranks with the same, non-zero number of steps")
-    return [max(times) for times in zip(*rank_step_times)]
-
-
-# --- Student's t distribution (no scipy: compare runs on any laptop) -------------------------
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (
-            m * (b - m) * x / ((qam + m2) * (a + m2)),
-            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
-        ):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_sf(t: float, df: float) -> float:
-    """P(T > t) for Student's t with df degrees of freedom (t >= 0)."""
-    return 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The p-quantile of Student's t (0.5 < p < 1), by safeguarded Newton steps on the tail."""
-    if not 0.5 < p < 1.0 or df <= 0:
-        raise ValueError(f"t quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
-    q = 1.0 - p
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > q:
-        lo, hi = hi, hi * 4.0
-    t = 0.5 * (lo + hi)
-    for _ in range(100):
-        tail = t_sf(t, df)
-        if abs(tail - q) <= 1e-12 * q:
-            break
-        lo, hi = (t, hi) if tail > q else (lo, t)
-        density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-        step = t + (tail - q) / density
-        t = step if lo < step < hi else 0.5 * (lo + hi)
-    return t
-
-
-def _pct(log_ratio: float) -> float:
-    return math.expm1(log_ratio) * 100.0
-
-
-def mean_interval(
-    values: Sequence[float], confidence: float = CONFIDENCE
-) -> tuple[float, float | None]:
-    """(mean, half-width of its t-interval) of one number per run; half-width None below
-    MIN_RUNS. For one arm's level (e.g. its host ms per step), not for a comparison."""
-    if not values:
-        raise ValueError("mean_interval needs values")
-    n = len(values)
-    m = math.fsum(values) / n
-    if n < MIN_RUNS:
-        return m, None
-    sd = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
-    return m, _t_crit(1.0 - (1.0 - confidence) / 2.0, float(n - 1)) * sd / math.sqrt(n)
-
-
-def step_jitter_percent(series: Sequence[float]) -> float:
-    """Within-run step jitter, descriptive only: (p95 - p5) / median of one run's pace, in %."""
-    xs = np.asarray(series, dtype=float)
-    p5, mid, p95 = np.quantile(xs, [0.05, 0.5, 0.95])
-    return float((p95 - p5) / mid * 100.0)
-
-
-def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
-    """Medians of the first and the second half of a series, and the second's change in % of
-    the first."""
-    half = len(series) // 2  # an odd middle step belongs to neither half, so both count the same
-    if half == 0:
-        raise ValueError("halves of a series need 2 steps or more")
-    first, second = median(series[:half]), median(series[-half:])
-    return first, second, (second / first - 1.0) * 100.0
-
-
-def slow_ranks(rank_medians: Sequence[float]) -> list[int]:
-    """Indices of ranks whose median step time is an outlier above the ranks' median (rule
-    above)."""
-    center = median(rank_medians)
-    mad = median([abs(m - center) for m in rank_medians])
-    threshold = max(SLOW_RANK_MADS * mad, SLOW_RANK_FLOOR * center)
-    return [i for i, m in enumerate(rank_medians) if m - center > threshold]
-
-
-@dataclass(frozen=True)
-class ScalingPoint:
-    """Throughput at one world size against the smallest world size measured."""
-
-    world_size: int
-    throughput: float
-    speedup: float  # throughput_N / throughput_N0
-    efficiency: float  # speedup / (N / N0); 1.0 is perfect linear scaling
-
-
-def scaling_points(world_sizes: Sequence[int], throughputs: Sequence[float]) -> list[ScalingPoint]:
-    """Speed-up and efficiency of each world size over the smallest one.
-
-    Weak scaling (fixed per-device batch): efficiency = T_N / (N/N0 * T_N0).
-    Strong scaling (fixed global batch): the same formula, read as speed-up / (N/N0).
-    """
-    pairs = sorted(zip(world_sizes, throughputs))
-    n0, t0 = pairs[0]
-    return [ScalingPoint(n, t, t / t0, (t / t0) / (n / n0)) for n, t in pairs]
-
-
-# =============================================================================================
-# block-aware intervals, a valid adaptive rule, an honest smallest detectable size,
-# the fastest-run ratio, degenerate inputs and host settling. Pure functions (numpy, math);
-# the simulations that prove them are tests/test_stats_*.py.
-#
-#     iv = compare_arms(runs, "fabric", "native", rule=None)   # the one entry compare calls
-#     decision = stopping_decision(runs, "native", ["fabric"], rule, blocks_started, max_blocks)
-#     settled = host_settled(baseline_warmup_medians, baseline_warmup_halves)
-# =============================================================================================
-
 # Interleaving / order balance: the Welch t statistic of the runs' start times between the arms
 # (file lists), or of the within-block position gaps (manifests). A linear drift biases the
 # difference by at most this many standard errors, which keeps a 95% interval's coverage at
@@ -214,13 +41,6 @@ DETECTABLE_PROMISE = 0.75
 # The smallest detectable size is shown from this many degrees of freedom (3 runs a side, or 3
 # complete blocks): at 1 degree of freedom the calibrated factor exceeds 60 standard errors.
 MIN_DETECTABLE_DF = 2
-# Stein's two-stage rule: the first stage's complete blocks (its variance has df = this - 1).
-FIRST_STAGE_BLOCKS = 5
-STEIN_RULE = "stein-two-stage"
-# Host settling: the last two warm-up run medians of the baseline within this of each other,
-# and each of those runs' halves (first vs second half of its timed steps) within this.
-SETTLE_BETWEEN_RUNS = 0.015
-SETTLE_WITHIN_RUN = 0.02
 FASTEST_RUN_LABEL = (
     "fastest-run ratio: fastest arm run / fastest baseline run - 1"
     " (descriptive, no interval; biased when the arms' noise or run counts"
@@ -236,7 +56,6 @@ METHOD_STEIN = (
 )
 
 ZERO_SE = 1e-12
-_t_crit = cache(t_quantile)
 
 
 @dataclass(frozen=True)
@@ -302,45 +121,23 @@ class ArmInterval:
         return self.ci_low > 0 or self.ci_high < 0
 
 
-# --- distributions for the smallest detectable size (no scipy) ----------------------------
+def _pct(log_ratio: float) -> float:
+    return math.expm1(log_ratio) * 100.0
 
 
-def _phi(x: np.ndarray) -> np.ndarray:
-    """Standard normal CDF (erfc by Numerical Recipes' Chebyshev fit, relative error < 1.2e-7)."""
-    z = -np.asarray(x, dtype=float) / math.sqrt(2.0)
-    a = np.abs(z)
-    t = 1.0 / (1.0 + 0.5 * a)
-    poly = -1.26551223 + t * (
-        1.00002368
-        + t
-        * (
-            0.37409196
-            + t
-            * (
-                0.09678418
-                + t
-                * (
-                    -0.18628806
-                    + t
-                    * (
-                        0.27886807
-                        + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))
-                    )
-                )
-            )
-        )
-    )
-    erfc = t * np.exp(-a * a + poly)
-    return 0.5 * np.where(z >= 0, erfc, 2.0 - erfc)
-
-
-def _chi_grid(df: int, points: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes W = sqrt(chi2_df / df) (the ratio s / sigma) and their quadrature weights."""
-    u = np.linspace(0.0, math.sqrt(df) + 12.0, points + 1)
-    u = 0.5 * (u[1:] + u[:-1])  # midpoints
-    logw = (df - 1) * np.log(u) - 0.5 * u * u
-    w = np.exp(logw - logw.max())
-    return u / math.sqrt(df), w / w.sum()
+def mean_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float | None]:
+    """(mean, half-width of its t-interval) of one number per run; half-width None below
+    MIN_RUNS. For one arm's level (e.g. its host ms per step), not for a comparison."""
+    if not values:
+        raise ValueError("mean_interval needs values")
+    n = len(values)
+    m = math.fsum(values) / n
+    if n < MIN_RUNS:
+        return m, None
+    sd = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
+    return m, t_quantile(1.0 - (1.0 - confidence) / 2.0, float(n - 1)) * sd / math.sqrt(n)
 
 
 @cache
@@ -355,14 +152,14 @@ def detectable_factor(
     is pi(c W) = P(T'(c W) > t_crit). c is the larger of the solutions of E_W[pi(c W)] = power
     and pi(c median(W)) = power, so the statement holds in either reading.
     """
-    tc = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(df))
-    nodes, weights = _chi_grid(df)
+    tc = t_quantile(1.0 - (1.0 - confidence) / 2.0, float(df))
+    nodes, weights = chi_grid(df)
     lam = np.linspace(0.0, 400.0, 2001)
 
     def verdict_rate(lams: np.ndarray) -> np.ndarray:
         out = np.empty(len(lams))
         for i in range(0, len(lams), 500):
-            out[i : i + 500] = _phi(lams[i : i + 500, None] - tc * nodes[None, :]) @ weights
+            out[i : i + 500] = normal_cdf(lams[i : i + 500, None] - tc * nodes[None, :]) @ weights
         return out
 
     rate = verdict_rate(lam)  # pi on a grid of noncentralities, increasing
@@ -461,7 +258,6 @@ def _interval(
     baseline_runs: int,
     confidence: float,
     power: float,
-    **extra: object,
 ) -> ArmInterval:
     """An ArmInterval from a log-ratio estimate, its standard error and df. A standard error
     under ZERO_SE (log units: 1e-10 %) is rounding, not noise: no verdict."""
@@ -476,9 +272,8 @@ def _interval(
             baseline_runs,
             no_verdict_reason="the runs show zero variation (identical values):"
             " no noise to scale an interval by",
-            **extra,
-        )  # type: ignore[arg-type]
-    t = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(df))
+        )
+    t = t_quantile(1.0 - (1.0 - confidence) / 2.0, float(df))
     mde, note = _detectable(df, se, confidence, power)
     return ArmInterval(
         method,
@@ -491,16 +286,7 @@ def _interval(
         min_detectable_percent=mde,
         min_detectable_note=note,
         confidence=confidence,
-        **extra,
-    )  # type: ignore[arg-type]
-
-
-def paired_log_interval(
-    log_ratios: Sequence[float], confidence: float = CONFIDENCE, power: float = DETECTABLE_POWER
-) -> ArmInterval:
-    """The t-interval on per-block log ratios (arm / baseline) in balanced order, df = blocks
-    - 1: blocks_log_interval without positions."""
-    return blocks_log_interval(log_ratios, None, None, confidence, power)
+    )
 
 
 def welch_hsu_interval(
@@ -564,13 +350,11 @@ def complete_blocks(points: Sequence[RunPoint], arm: str, baseline: str) -> Bloc
             return Blocks((), (), (), (), problem=f"block {p.block} has two {p.arm} runs")
         cell[p.arm] = p
     done = sorted(b for b, cell in by_block.items() if len(cell) == 2)
+    pairs = [(by_block[b][arm], by_block[b][baseline]) for b in done]
     return Blocks(
         blocks=tuple(done),
-        log_ratios=tuple(math.log(by_block[b][arm].ms / by_block[b][baseline].ms) for b in done),
-        gaps=tuple(
-            by_block[b][arm].position - by_block[b][baseline].position  # type: ignore
-            for b in done
-        ),
+        log_ratios=tuple(math.log(a.ms / b.ms) for a, b in pairs),
+        gaps=tuple((a.position or 0) - (b.position or 0) for a, b in pairs),  # both set above
         dropped=tuple(sorted(b for b, cell in by_block.items() if len(cell) < 2)),
     )
 
@@ -607,7 +391,7 @@ def _position_fit(
 def blocks_log_interval(
     log_ratios: Sequence[float],
     gaps: Sequence[int] | None = None,
-    rule: StoppingRule | None = None,
+    first_stage_blocks: int | None = None,
     confidence: float = CONFIDENCE,
     power: float = DETECTABLE_POWER,
     arm: str = "the arm",
@@ -620,21 +404,22 @@ def blocks_log_interval(
     Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
     the log ratios. Unbalanced but both orders present (failed runs dropped blocks of one
     order): the estimate at gap 0 from d = e + gamma x gap, df one less. One order only: no
-    verdict, the position is confounded with the arm. With `rule`: Stein's interval (see
-    StoppingRule), df = first_stage_blocks - 1."""
+    verdict, the position is confounded with the arm. With `first_stage_blocks` (an experiment
+    stopped by Stein's two-stage rule, experiment/stopping.py): Stein's interval, mean +- t x
+    max(s0, s) / sqrt(N), s0 the first stage's sd, df = first_stage_blocks - 1."""
     n = len(log_ratios)
-    stein = rule is not None and n >= rule.first_stage_blocks
-    method = METHOD_STEIN if stein else METHOD_BLOCKS
+    s0 = first_stage_sd(log_ratios, first_stage_blocks) if first_stage_blocks else None
+    method = METHOD_STEIN if s0 is not None else METHOD_BLOCKS
     m = math.fsum(log_ratios) / n if n else math.nan
     balance = _one_sample_balance_t(gaps) if gaps is not None and n >= 2 else 0.0
-    fit = _position_fit(log_ratios, gaps) if balance > BALANCE_MAX_T else None  # type: ignore
+    fit = _position_fit(log_ratios, gaps) if gaps is not None and balance > BALANCE_MAX_T else None
 
     def no_verdict(reason: str) -> ArmInterval:
         return ArmInterval(method, _pct(m), None, None, None, n, n, blocks=n,
                            no_verdict_reason=reason, confidence=confidence)  # fmt: skip
 
-    if balance > BALANCE_MAX_T and fit is None:
-        shown = ", ".join(f"{g:+d}" for g in gaps)  # type: ignore[union-attr]
+    if gaps is not None and balance > BALANCE_MAX_T and fit is None:
+        shown = ", ".join(f"{g:+d}" for g in gaps)
         return no_verdict(
             f"the blocks' orders are unbalanced ({arm}'s position minus {baseline}'s: {shown}):"
             " drift within a block would be confounded with the difference (ABBA order balances"
@@ -644,23 +429,21 @@ def blocks_log_interval(
         return no_verdict(f"{n} complete block(s): the interval needs 2")
     sd = math.sqrt(math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1))
     estimate, scale, df = m, 1.0 / math.sqrt(n), float(n - 1)
-    extra: dict[str, object] = {"blocks": n}
+    warnings: tuple[str, ...] = ()
     if fit is not None:
         estimate, sd, scale = fit
         df = float(n - 2)
         method += "; adjusted for the arms' positions in the block (df one less)"
-        extra["warnings"] = (
-            (
-                f"{arm} vs {baseline}: the complete blocks' orders are"
-                f" unbalanced (balance t {balance:.2f}); the estimate is adjusted"
-                " for the position in the block"
-            ),
+        warnings = (
+            f"{arm} vs {baseline}: the complete blocks' orders are"
+            f" unbalanced (balance t {balance:.2f}); the estimate is adjusted"
+            " for the position in the block",
         )
-    if stein:
-        s0 = first_stage_sd(log_ratios, rule)  # type: ignore[arg-type]
-        sd = max(sd, s0)  # type: ignore[type-var]
-        df = float(rule.first_stage_blocks - 1)  # type: ignore[union-attr]
-    return _interval(method, estimate, sd * scale, df, n, n, confidence, power, **extra)  # type: ignore[arg-type]
+    if s0 is not None and first_stage_blocks is not None:
+        sd = max(sd, s0)
+        df = float(first_stage_blocks - 1)
+    iv = _interval(method, estimate, sd * scale, df, n, n, confidence, power)
+    return dataclasses.replace(iv, blocks=n, warnings=warnings)
 
 
 def block_paired_interval(
@@ -669,7 +452,7 @@ def block_paired_interval(
     baseline: str,
     confidence: float = CONFIDENCE,
     power: float = DETECTABLE_POWER,
-    rule: StoppingRule | None = None,
+    first_stage_blocks: int | None = None,
 ) -> ArmInterval:
     """Pair by block: per-block log ratio arm / baseline, t-interval with df = complete blocks
     - 1 (blocks_log_interval). Incomplete blocks are dropped and named in warnings. No verdict
@@ -683,7 +466,9 @@ def block_paired_interval(
         )
     warnings = _dropped_warning(blocks, arm, baseline)
     used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
-    iv = blocks_log_interval(blocks.log_ratios, blocks.gaps, rule, confidence, power, arm, baseline)
+    iv = blocks_log_interval(
+        blocks.log_ratios, blocks.gaps, first_stage_blocks, confidence, power, arm, baseline
+    )
     refuse = _check_values(used)
     if refuse is not None:
         iv = ArmInterval(
@@ -721,15 +506,15 @@ def interleaving(
     """Welch's t statistic of the start times, arm against baseline. Under a linear drift the
     run-level difference is biased by this many standard errors at most, so above BALANCE_MAX_T
     (e.g. all of one arm, then all of the other) there is no verdict."""
-    if any(s is None for s in (*base_started, *arm_started)):
+    tb = [s for s in base_started if s is not None]
+    ta = [s for s in arm_started if s is not None]
+    if len(tb) < len(base_started) or len(ta) < len(arm_started):
         return Interleaving(
             None,
             None,
             "start times unknown for some runs: whether the arms were"
             " interleaved (drift favours neither) cannot be checked",
         )
-    tb = [float(s) for s in base_started]  # type: ignore[arg-type]
-    ta = [float(s) for s in arm_started]  # type: ignore[arg-type]
     if len(tb) < 2 or len(ta) < 2:
         return Interleaving(None, None, "too few runs to check interleaving")
     bal = _balance_t(tb, ta)
@@ -790,61 +575,12 @@ def run_level_arm_interval(
     return dataclasses.replace(iv, warnings=warnings)
 
 
-# --- adaptive stopping: Stein's two-stage rule ---------------------------------------------
+# --- Stein's two-stage interval (experiment/stopping.py decides when to stop) ------------------
 
 
-@dataclass(frozen=True)
-class StoppingRule:
-    """The adaptive rule the manifest records: {rule, first_stage_blocks, target_half_width}.
-
-    Stein (1945): the first `first_stage_blocks` complete blocks give the variance s0^2 of the
-    per-block log ratio (df = first_stage_blocks - 1); the experiment runs until it has
-    N = max(n0, ceil((t x s0 / w)^2)) complete blocks, w = asinh(target / 100); the final
-    interval is mean of all N log ratios +- t x max(s0, s) / sqrt(N), s the sd of all N. N
-    depends on s0 alone, and the mean is independent of s0, so Stein's interval (with s0) is
-    exact (95% under normal noise) however the data fall: no optional-stopping inflation. Taking
-    the larger of s0 and s only widens it (so it stays valid), and keeps it honest when a short
-    first stage missed rare slow-downs (one-sided interference) that later blocks show. A run
-    that fails leaves its block incomplete: blocks count only when complete (successful runs of
-    the arm and the baseline).
-    """
-
-    target_half_width: float  # percentage points
-    first_stage_blocks: int = FIRST_STAGE_BLOCKS
-    rule: str = STEIN_RULE
-
-    def __post_init__(self) -> None:
-        if self.rule != STEIN_RULE:
-            raise ValueError(f"unknown stopping rule {self.rule!r} (known: {STEIN_RULE})")
-        if self.first_stage_blocks < 2 or not self.target_half_width > 0:
-            raise ValueError(
-                "the stopping rule needs first_stage_blocks >= 2 and a positive target_half_width"
-            )
-
-    def to_manifest(self) -> dict[str, object]:
-        """The manifest's "stopping" entry."""
-        return {
-            "rule": self.rule,
-            "first_stage_blocks": self.first_stage_blocks,
-            "target_half_width": self.target_half_width,
-        }
-
-    @classmethod
-    def from_manifest(cls, entry: dict[str, object]) -> StoppingRule:
-        """The rule from a manifest's "stopping" entry (ValueError naming what is wrong)."""
-        try:
-            return cls(
-                rule=str(entry["rule"]),
-                first_stage_blocks=int(entry["first_stage_blocks"]),  # type: ignore
-                target_half_width=float(entry["target_half_width"]),
-            )  # type: ignore
-        except KeyError as missing:
-            raise ValueError(f"stopping rule: missing {missing}") from None
-
-
-def first_stage_sd(log_ratios: Sequence[float], rule: StoppingRule) -> float | None:
+def first_stage_sd(log_ratios: Sequence[float], first_stage_blocks: int) -> float | None:
     """s0: the sd of the first stage's log ratios; None before the first stage is complete."""
-    n0 = rule.first_stage_blocks
+    n0 = first_stage_blocks
     if len(log_ratios) < n0:
         return None
     first = log_ratios[:n0]
@@ -852,102 +588,27 @@ def first_stage_sd(log_ratios: Sequence[float], rule: StoppingRule) -> float | N
     return math.sqrt(math.fsum((x - m) ** 2 for x in first) / (n0 - 1))
 
 
-def blocks_needed(
-    log_ratios: Sequence[float], rule: StoppingRule, confidence: float = CONFIDENCE
-) -> int | None:
-    """N, the complete blocks Stein's rule needs (from the first stage only); None before the
-    first stage is complete."""
-    s0 = first_stage_sd(log_ratios, rule)
-    if s0 is None:
-        return None
-    t = _t_crit(1.0 - (1.0 - confidence) / 2.0, float(rule.first_stage_blocks - 1))
-    w = math.asinh(rule.target_half_width / 100.0)
-    return max(rule.first_stage_blocks, math.ceil((t * s0 / w) ** 2 - 1e-9))
-
-
-@dataclass(frozen=True)
-class StopDecision:
-    """What the experiment loop does after a block: "continue", "target" (stop: every arm has
-    the complete blocks its rule needs) or "max" (stop: the most blocks were started)."""
-
-    action: str
-    complete_blocks: dict[str, int]  # per arm against the baseline
-    needed: dict[str, int | None]  # per arm; None before its first stage is complete
-    reason: str
-
-    @property
-    def stop(self) -> bool:
-        return self.action != "continue"
-
-
-def stopping_decision(
-    points: Sequence[RunPoint],
-    baseline: str,
-    arms: Sequence[str],
-    rule: StoppingRule,
-    blocks_started: int,
-    max_blocks: int,
-    confidence: float = CONFIDENCE,
-) -> StopDecision:
-    """The rule, called after each block with every counted successful run so far (warm-up runs
-    excluded). Counts complete blocks per arm, never blocks started."""
-    done: dict[str, int] = {}
-    needed: dict[str, int | None] = {}
-    for arm in arms:
-        blocks = complete_blocks(points, arm, baseline)
-        done[arm] = len(blocks.blocks)
-        needed[arm] = blocks_needed(blocks.log_ratios, rule, confidence)
-    waiting = [a for a in arms if needed[a] is None or done[a] < needed[a]]  # type: ignore
-    state = ", ".join(f"{a} {done[a]}/{needed[a] if needed[a] is not None else '?'}" for a in arms)
-    if not waiting:
-        return StopDecision(
-            "target",
-            done,
-            needed,
-            f"{STEIN_RULE}: every arm has the complete"
-            f" blocks it needs for +-{rule.target_half_width:g} pp ({state})",
-        )
-    if blocks_started >= max_blocks:
-        return StopDecision(
-            "max",
-            done,
-            needed,
-            f"{max_blocks} block(s) started, the most allowed; complete/needed blocks: {state}",
-        )
-    return StopDecision("continue", done, needed, f"complete/needed blocks: {state}")
-
-
 def stein_interval(
     points: Sequence[RunPoint],
     arm: str,
     baseline: str,
-    rule: StoppingRule,
+    first_stage_blocks: int,
     confidence: float = CONFIDENCE,
     power: float = DETECTABLE_POWER,
 ) -> ArmInterval:
-    """The final interval of an experiment run under `rule`: mean of all complete blocks' log
-    ratios +- t_{n0-1} x max(s0, s) / sqrt(N) (blocks_log_interval with the rule). Fewer
-    complete blocks than the first stage (the experiment hit its maximum): the fixed-design
-    paired interval over those blocks, said in a warning."""
-    iv = block_paired_interval(points, arm, baseline, confidence, power, rule)
-    if iv.blocks is not None and iv.blocks < rule.first_stage_blocks:
+    """The final interval of an experiment run under Stein's two-stage rule with this first
+    stage: mean of all complete blocks' log ratios +- t_{n0-1} x max(s0, s) / sqrt(N)
+    (blocks_log_interval with the first stage). Fewer complete blocks than the first stage (the
+    experiment hit its maximum): the fixed-design paired interval over those blocks, said in a
+    warning."""
+    iv = block_paired_interval(points, arm, baseline, confidence, power, first_stage_blocks)
+    if iv.blocks is not None and iv.blocks < first_stage_blocks:
         note = (
             f"{arm} vs {baseline}: only {iv.blocks} complete block(s), fewer than the"
-            f" rule's first stage ({rule.first_stage_blocks}): fixed-design paired interval"
+            f" rule's first stage ({first_stage_blocks}): fixed-design paired interval"
         )
         iv = dataclasses.replace(iv, warnings=(*iv.warnings, note))
     return iv
-
-
-def stein_log_interval(
-    log_ratios: Sequence[float],
-    rule: StoppingRule,
-    gaps: Sequence[int] | None = None,
-    confidence: float = CONFIDENCE,
-    power: float = DETECTABLE_POWER,
-) -> ArmInterval:
-    """Stein's interval on log ratios in block order (blocks_log_interval with the rule)."""
-    return blocks_log_interval(log_ratios, gaps, rule, confidence, power)
 
 
 # --- the one entry compare calls --------------------------------------------------------------
@@ -957,17 +618,18 @@ def compare_arms(
     points: Sequence[RunPoint],
     arm: str,
     baseline: str,
-    rule: StoppingRule | None = None,
+    first_stage_blocks: int | None = None,
     confidence: float = CONFIDENCE,
     power: float = DETECTABLE_POWER,
 ) -> ArmInterval:
     """The arm against the baseline by the strongest method the records allow:
-    an adaptive rule recorded -> stein_interval; blocks and positions recorded with balanced
-    orders -> block_paired_interval; otherwise (plain file lists, or blocks whose orders are
-    unbalanced) -> run_level_arm_interval, which needs the start times to show interleaving."""
+    Stein's two-stage rule recorded (its first_stage_blocks) -> stein_interval; blocks and
+    positions recorded with balanced orders -> block_paired_interval; otherwise (plain file
+    lists, or blocks whose orders are unbalanced) -> run_level_arm_interval, which needs the
+    start times to show interleaving."""
     mine = [p for p in points if p.arm in (arm, baseline)]
-    if rule is not None:
-        return stein_interval(mine, arm, baseline, rule, confidence, power)
+    if first_stage_blocks is not None:
+        return stein_interval(mine, arm, baseline, first_stage_blocks, confidence, power)
     if mine and all(p.block is not None and p.position is not None for p in mine):
         iv = block_paired_interval(mine, arm, baseline, confidence, power)
         if (
@@ -988,16 +650,6 @@ def compare_arms(
             ),
         )
     return run_level_arm_interval(mine, arm, baseline, confidence, power)
-
-
-# --- the fastest-run ratio, the verdict sentence, host settling -----------------------------
-
-
-def geometric_mean(values: Sequence[float]) -> float:
-    """exp(mean log value): the per-arm step time the log-scale intervals compare."""
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ValueError("geometric mean needs positive, finite values")
-    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
 
 
 def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[float | None, str]:
@@ -1021,7 +673,8 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
         if iv.arm_runs == iv.baseline_runs
         else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
     )
-    if not iv.verdict_possible:
+    low, high = iv.ci_low, iv.ci_high
+    if low is None or high is None:  # no verdict
         return (
             f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
             f" no verdict: {iv.no_verdict_reason}"
@@ -1032,64 +685,11 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
         else "smallest detectable not shown"
     )
     facts = (
-        f"{iv.confidence:.0%} CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, {sides},"
+        f"{iv.confidence:.0%} CI {low:.2f}..{high:.2f}%, {sides},"
         f" half-width {iv.half_width:.2f} pp, {detect}"
     )
-    if iv.ci_low > 0:  # type: ignore[operator]
+    if low > 0:
         return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
-    if iv.ci_high < 0:  # type: ignore[operator]
+    if high < 0:
         return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
     return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
-
-
-@dataclass(frozen=True)
-class Settling:
-    """Whether the host has settled, from the baseline's warm-up runs so far."""
-
-    settled: bool
-    reason: str
-    runs: int  # warm-up runs of the baseline seen
-
-
-def host_settled(
-    run_medians: Sequence[float],
-    halves: Sequence[tuple[float, float]],
-    between: float = SETTLE_BETWEEN_RUNS,
-    within: float = SETTLE_WITHIN_RUN,
-) -> Settling:
-    """Settled when the baseline's last two warm-up run medians are within `between` of each
-    other and each of those runs' halves (first- and second-half median of its timed steps) are
-    within `within`. `run_medians` and `halves` are in run order, one entry per run."""
-    n = len(run_medians)
-    if len(halves) != n:
-        raise ValueError("host_settled needs one (first, second) half pair per run median")
-    if n < 2:
-        return Settling(
-            False, f"{n} warm-up run(s) of the baseline: settling needs 2 to compare", n
-        )
-    prev, last = run_medians[-2], run_medians[-1]
-    change = last / prev - 1.0
-    if abs(change) > between:
-        return Settling(
-            False,
-            f"the baseline's run median moved {change:+.1%} between the last"
-            f" two warm-up runs (limit +-{between:.1%})",
-            n,
-        )
-    for k in (n - 2, n - 1):
-        first, second = halves[k]
-        inside = second / first - 1.0
-        if abs(inside) > within:
-            return Settling(
-                False,
-                f"warm-up run {k + 1} drifted {inside:+.1%} between the halves"
-                f" of its timed steps (limit +-{within:.1%})",
-                n,
-            )
-    return Settling(
-        True,
-        f"settled after {n} warm-up run(s): the last two run medians within"
-        f" {abs(change):.1%} (limit {between:.1%}), their halves within"
-        f" {within:.1%}",
-        n,
-    )
