@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compare import stats
+from compare import distributions
 from compare.model import Run
 from compare.pairing import group
 
@@ -127,7 +127,7 @@ class Covariate:
 
     def words(self) -> str:
         """'steal 0.0%', 'GPU SM clock constant (1980 MHz)', '... moved with ... (r = 0.90)'."""
-        level = _level(self.name, stats.median(self.values))
+        level = _level(self.name, distributions.median(self.values))
         if self.moved:
             return f"{self.name} moved with the step time (r = {self.r:.2f})"
         if self.constant:
@@ -171,7 +171,7 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     if abs(r) >= 1.0:
         return r, 0.0
     t = abs(r) * math.sqrt((n - 2) / (1.0 - r * r))
-    return r, 2.0 * stats.t_sf(t, n - 2)
+    return r, 2.0 * distributions.t_sf(t, n - 2)
 
 
 def _expected_sd(series: Sequence[Sequence[float]]) -> float:
@@ -205,7 +205,7 @@ def attribute_noise(arm: str, world: int, runs: Sequence[Run]) -> Attribution | 
     varying = {
         name: v
         for name, v in recorded.items()
-        if max(v) - min(v) > FLOORS[name] * (stats.median(v) if name in RELATIVE else 1.0)
+        if max(v) - min(v) > FLOORS[name] * (distributions.median(v) if name in RELATIVE else 1.0)
     }
     tests = max(len(varying), 1)
     covariates = []

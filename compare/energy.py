@@ -7,11 +7,11 @@ each comparison's difference by the same method as the step time.
 A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
 (NVML's counter, read after the syncs at both ends) over the images of all timed steps. As for
 time, the unit of evidence is a run. An arm's level is the geometric mean over its counted runs
-with a t-interval on the mean log (stats.mean_interval). A difference is stats.compare_arms on
-the same runs' J/image: paired by block for an experiment folder, Stein's interval when it
-stopped by that rule, else the run-level interval; its refusals are time's. Runs without a
-counter (CPU, older GPU, no nvidia-ml-py) give no number: a row without any says why, and the
-tables show "-".
+with a t-interval on the mean log (intervals.mean_interval). A difference is
+intervals.compare_arms on the same runs' J/image: paired by block for an experiment folder,
+Stein's interval when it stopped by that rule, else the run-level interval; its refusals are
+time's. Runs without a counter (CPU, older GPU, no nvidia-ml-py) give no number: a row
+without any says why, and the tables show "-".
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare import stats
+from compare import distributions, intervals
 from compare.model import Run
 from compare.pairing import group, labels
 
@@ -51,12 +51,12 @@ class EnergyRow:
     runs: int  # counted runs with an energy figure
     runs_without: int  # counted runs without one
     joules_per_image: float | None  # geometric mean over runs; None: no run has a figure
-    ci_low: float | None  # the level's interval, J/image; None below stats.MIN_RUNS runs
+    ci_low: float | None  # the level's interval, J/image; None below intervals.MIN_RUNS runs
     ci_high: float | None
     half_width_percent: float | None  # the interval's half-width in % of the level
     watts: float | None  # median over runs of all GPUs' mean power over the window
     unavailable: str | None  # why joules_per_image is None (the first run's reason)
-    confidence: float = stats.CONFIDENCE
+    confidence: float = intervals.CONFIDENCE
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
         reason = unavailable(missing[0]) if missing else "no counted runs"
         return EnergyRow(arm, world, 0, len(missing), None, None, None, None, None, reason)
     logs = [math.log(joules_per_image(r)) for r in have]  # type: ignore[arg-type]
-    mean, half = stats.mean_interval(logs)
+    mean, half = intervals.mean_interval(logs)
     watts = [r.result.energy.watts for r in have if r.result.energy.watts is not None]  # type: ignore[union-attr]
     return EnergyRow(
         arm=arm,
@@ -102,7 +102,7 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
         ci_low=None if half is None else math.exp(mean - half),
         ci_high=None if half is None else math.exp(mean + half),
         half_width_percent=None if half is None else math.expm1(half) * 100.0,
-        watts=stats.median(watts) if watts else None,
+        watts=distributions.median(watts) if watts else None,
         unavailable=None,
     )
 
@@ -112,12 +112,12 @@ def energy_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Energy
     return [energy_row(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
 
 
-def _points(runs: Sequence[Run]) -> list[stats.RunPoint]:
+def _points(runs: Sequence[Run]) -> list[intervals.RunPoint]:
     """A RunPoint per counted run with an energy figure: its J/image where time has its ms."""
     from compare.analysis import started_s  # here, not above: analysis may import this module
 
     return [
-        stats.RunPoint(
+        intervals.RunPoint(
             arm=r.label,
             ms=float(joules_per_image(r)),  # type: ignore[arg-type]
             block=r.block,
@@ -133,7 +133,7 @@ def _points(runs: Sequence[Run]) -> list[stats.RunPoint]:
 def energy_difference(
     world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
 ) -> EnergyDifference:
-    """stats.compare_arms on the runs' J/image, arm against baseline (the method time uses)."""
+    """intervals.compare_arms on the runs' J/image, arm against baseline (the method time uses)."""
     points = _points([*arm_runs, *base_runs])
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
     if not all(counts):
@@ -145,7 +145,7 @@ def energy_difference(
         )  # fmt: skip
     from compare.analysis import rule_of
 
-    iv = stats.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
     return EnergyDifference(
         world_size=world,
         arm=arm,
@@ -163,7 +163,7 @@ def energy_difference(
     )
 
 
-def energy_sentence(arm: str, baseline: str, iv: stats.ArmInterval) -> str:
+def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     """One sentence: more/less energy per image only when the interval excludes zero."""
     sides = (
         f"{iv.arm_runs} runs a side"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from common.result import EnergySummary, RankTelemetry
-from compare import stats
+from compare import intervals
 from compare.attribution import CAUSES, CLOCK, HOST, STEAL, attribute_noise, noise_attributions
 from compare.energy import energy_cell, energy_differences, energy_rows
 from compare.model import Placement, run_from
@@ -69,7 +69,7 @@ def test_an_arms_level_is_the_geometric_mean_with_a_t_interval_over_runs():
     runs = [run("native", flat(50), v) for v in values]
     (row,) = energy_rows(runs)
     logs = [math.log(v) for v in values]
-    mean, half = stats.mean_interval(logs)
+    mean, half = intervals.mean_interval(logs)
     assert row.joules_per_image == pytest.approx(math.exp(mean))
     assert row.ci_low == pytest.approx(math.exp(mean - half))
     assert row.ci_high == pytest.approx(math.exp(mean + half))
@@ -102,7 +102,7 @@ def test_the_difference_is_paired_by_block_like_time():
                 run(arm, flat(50 + block + position / 10), jpi, block=block, position=position)
             )
     (diff,) = energy_differences(runs)
-    assert diff.method == stats.METHOD_BLOCKS
+    assert diff.method == intervals.METHOD_BLOCKS
     assert diff.percent == pytest.approx(1.0, abs=0.15)
     assert diff.ci_low > 0 and diff.half_width < 0.3  # the blocks' levels cancel in the pairs
     assert (
@@ -114,7 +114,7 @@ def test_the_difference_is_paired_by_block_like_time():
         run(r.label, list(r.step_series_ms), r.result.energy.joules_per_image) for r in runs
     ]
     (loose,) = energy_differences(unpaired)
-    assert loose.method != stats.METHOD_BLOCKS
+    assert loose.method != intervals.METHOD_BLOCKS
     assert loose.half_width is None or loose.half_width > diff.half_width
 
 
