@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import TINY, run_module
 
 from common import telemetry as tm
 from common.report import energy_summary, print_summary, rank_energy
@@ -423,3 +424,20 @@ def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
     assert record["energy_unavailable"] is None, record["energy_unavailable"]
     assert 20.0 < record["energy_joules"] / record["window_seconds"] < 2000.0  # watts
     assert record["sm_clock_mhz_min"] is not None
+
+
+@pytest.mark.slow
+def test_every_rank_of_a_run_records_its_window(tmp_path):
+    out = tmp_path / "r.json"
+    done = run_module("native", [*TINY, "--devices", "2", "--output", str(out)])
+    assert done.returncode == 0, done.stderr
+    result = load_result(out)
+    assert result.energy == EnergySummary(unavailable="a CPU run has no GPU")
+    for rank in result.ranks:
+        t = rank.telemetry
+        assert t.gpu_unavailable == "a CPU run has no GPU" and t.joules_per_image is None
+        assert t.window_seconds >= rank.elapsed_seconds
+        if Path("/proc/stat").exists():
+            assert 0 <= t.steal_share <= 1 and t.voluntary_context_switches is not None
+    assert "energy              n/a (a CPU run has no GPU)" in done.stdout
+    assert "machine (rank 0)    steal" in done.stdout
