@@ -5,6 +5,29 @@
 `parse` checks everything that can be checked from the arguments and the file system;
 `common.launcher.validate` checks the launcher and the GPUs. Both run before any process,
 process group or CUDA work, and both raise `UsageError` (one line, exit 2).
+
+Each option is a field of `BenchConfig`, declared once with `option(...)`: its default, its
+argument group, its help, and what `validate` checks of its value. The parser, the bounds
+checks and `DIAGNOSTIC_OPTIONS` are all read from those fields. The same conventions serve
+any frozen dataclass of options (another command's options, e.g. a mode's own settings):
+
+    @dataclass(frozen=True)
+    class ChunkOptions:
+        chunk_steps: int = option(10, CHUNKS, "timed steps per chunk", metavar="N",
+                                  at_least="positive", at_most=MAX_COUNT)
+
+    add_options(parser, ChunkOptions)          # one argparse group per `Group`, in field order
+    opts = from_args(ChunkOptions, namespace)  # the dataclass from the parsed namespace
+    check_bounds(opts)                         # UsageError naming the flag, as validate does
+
+- `Group(title, description, exclusive=True)`: the group's options exclude each other.
+- The flag is the field's name with dashes; the type comes from the annotation (`int`,
+  `float`, `str`, `Path`, optional or not); a `bool` is `--x/--no-x`, or with `switch=True`
+  a plain `--x` that is off by default. `parse=` gives argparse another converter.
+- A field whose default is None says its own default in its help ("(default: none)");
+  every other help gets argparse's "(default: ...)".
+- `at_least` ("positive" or "not negative") and `at_most` bound a number; floats must be
+  finite. Checks across fields stay in code (`validate`).
 """
 
 from __future__ import annotations
@@ -12,9 +35,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from common.errors import OneLineParser, UsageError
 from common.output import output_path_problem
@@ -25,13 +50,6 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 SGD_IMPL_CHOICES = ("auto", "foreach", "fused", "for-loop")
 DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
 MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
-# BenchConfig field -> its option, for the diagnostic options (recorded in environment.diagnostics).
-DIAGNOSTIC_OPTIONS = {
-    "ddp_stream": "--ddp-stream",
-    "host_delay_us": "--host-delay-us",
-    "pyprofile": "--pyprofile",
-    "trace": "--trace",
-}
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
 # What each torchvision architecture's forward pass takes while training (tests/test_hostile.py
 # checks these against every model's forward pass on the meta device):
@@ -63,51 +81,345 @@ AUX_OUTPUT_ARCHS = ("googlenet", "inception_v3")
 # batch of such images in a GPU's memory; larger sizes only fail later, inside every rank.
 MAX_IMAGE_SIZE = 4096
 
+
+# Largest value of a count or size option: beyond it torch's C++ sizes overflow (and no run
+# could finish); a mistake caught here instead of a traceback in every rank.
+MAX_COUNT = 2**31 - 1
+# --seed + global rank seeds torch's generators, which take values below 2**64.
+SEED_LIMIT = 2**64
+# The process-group timeout: at least a second (c10d counts milliseconds; less can never
+# complete a rendezvous) and at most a week (a collective that waits longer is a hang).
+TIMEOUT_RANGE = (1.0, 7 * 24 * 3600.0)
+
+# --- options declared on a dataclass's fields (the module docstring shows how) ---------------
+
+OPTION = "option"  # the key of a field's metadata that holds its `Option`
+Bound = Literal["positive", "not negative"]
+
+
+@dataclass(frozen=True)
+class Group:
+    """An argument group of the help: title, a paragraph under it, and whether its options
+    exclude each other (argparse's mutually exclusive group: at most one may be given)."""
+
+    title: str
+    description: str | None = None
+    exclusive: bool = False
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one dataclass field is an option: what `option()` was given."""
+
+    group: Group
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str], Any] | None = None
+    switch: bool = False
+    at_least: Bound | None = None
+    at_most: float | None = None
+
+
+def option(
+    default: Any,
+    group: Group,
+    help: str,
+    *,
+    metavar: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    parse: Callable[[str], Any] | None = None,
+    switch: bool = False,
+    at_least: Bound | None = None,
+    at_most: float | None = None,
+) -> Any:
+    """A dataclass field that is also a command-line option (see the module docstring)."""
+    spec = Option(group, help, metavar, choices, parse, switch, at_least, at_most)
+    return dataclasses.field(default=default, metadata={OPTION: spec})
+
+
+def flag(name: str) -> str:
+    """The option of a field: `--` and the name with dashes."""
+    return "--" + name.replace("_", "-")
+
+
+def option_fields(cls: type) -> list[tuple[dataclasses.Field, Option]]:
+    """The fields of `cls` declared with `option()`, in declaration order."""
+    return [(f, f.metadata[OPTION]) for f in dataclasses.fields(cls) if OPTION in f.metadata]
+
+
+def _value_type(hint: Any) -> type:
+    """A field's annotation without its `| None`."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add every `option()` field of `cls` to `parser`, one argument group per `Group`, the
+    groups and their options in the order of the fields."""
+    groups: dict[Group, Any] = {}
+    hints = typing.get_type_hints(cls)
+    for field, spec in option_fields(cls):
+        if spec.group not in groups:
+            group = parser.add_argument_group(spec.group.title, spec.group.description)
+            groups[spec.group] = (
+                group.add_mutually_exclusive_group() if spec.group.exclusive else group
+            )
+        kind = _value_type(hints[field.name])
+        # "%(default).0s" prints nothing: it only stops argparse adding "(default: None)"
+        text = spec.help + ("%(default).0s" if field.default is None else "")
+        kwargs: dict[str, Any] = {"default": field.default, "help": text}
+        if kind is bool:
+            kwargs["action"] = "store_true" if spec.switch else argparse.BooleanOptionalAction
+        else:
+            if spec.parse is not None or kind is not str:
+                kwargs["type"] = spec.parse or kind
+            if spec.choices is not None:
+                kwargs["choices"] = spec.choices
+            if spec.metavar is not None:
+                kwargs["metavar"] = spec.metavar
+        groups[spec.group].add_argument(flag(field.name), **kwargs)
+
+
+def from_args(cls: type, namespace: argparse.Namespace, **values: Any) -> Any:
+    """An instance of `cls` from a namespace `add_options(..., cls)` parsed; `values` win."""
+    given = {f.name: getattr(namespace, f.name) for f, _ in option_fields(cls)}
+    return cls(**{**given, **values})
+
+
+def check_bounds(obj: Any) -> None:
+    """UsageError for the first option of `obj` (in field order) outside its bounds: a float
+    that is not finite, a value above `at_most`, or one below `at_least`."""
+    for field, spec in option_fields(type(obj)):
+        value = getattr(obj, field.name)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        name = flag(field.name)
+        _finite(name, value)
+        if spec.at_most is not None:
+            _at_most(name, value, spec.at_most)
+        if spec.at_least == "positive":
+            _positive(name, value)
+        elif spec.at_least == "not negative":
+            _not_negative(name, value)
+
+
+def _microseconds(text: str) -> int:
+    """argparse type for --host-delay-us: a whole number of microseconds."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"takes whole microseconds, e.g. 2000 for 2 ms; got {text!r}"
+        )
+    return int(text)
+
+
+# --- BenchConfig ----------------------------------------------------------------------------
+
+PROCESSES = Group("processes")
+BATCH = Group("batch (give at most one)", exclusive=True)
+STEPS = Group("steps")
+SPEED = Group("numerics and speed")
+WORKLOAD = Group("workload")
+DDP = Group("DistributedDataParallel")
+TRAINER = Group("Lightning Trainer")
+DIAGNOSTICS = Group(
+    "diagnostics",
+    "a run with any of these is a diagnosis, not a measurement: the result"
+    " lists them in environment.diagnostics and compare warns about it",
+)
+OUTPUT = Group("output")
+
 BatchMode = Literal["fixed_per_device", "fixed_global"]
 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """Every option of one benchmark run, validated; identical for both runners."""
+    """Every option of one benchmark run, validated; identical for both runners.
 
-    devices: int = 1  # processes (GPUs) per node
-    num_nodes: int = 1
-    accelerator: str = "gpu"  # gpu | cpu
-    batch_size_per_device: int | None = None  # set when batch_mode is fixed_per_device
-    global_batch_size: int | None = None  # set when batch_mode is fixed_global
-    warmup_steps: int = 10  # untimed optimizer steps
-    steps: int = 50  # timed optimizer steps
-    precision: str = "auto"  # requested: auto | fp32 | tf32 | bf16 | fp16
-    channels_last: bool = False
-    compile: bool = False
-    compile_mode: str = "default"
-    cudnn_benchmark: bool = True
-    sgd_impl: str = "auto"  # auto | foreach | fused | for-loop
-    seed: int = 1234
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    image_size: int = 224
-    num_classes: int = 1000
-    arch: str = "resnet50"
-    bucket_cap_mb: float = 25.0
-    gradient_as_bucket_view: bool = True
-    static_graph: bool = False
-    broadcast_buffers: bool = True
-    timeout: float = 300.0  # process-group timeout, seconds
-    profile_steps: int = 5  # profiled steps after the timed region (GPU only; 0 = off)
-    barebones: bool = True  # Trainer(barebones=True); False: its services on (Trainer arm only)
-    # Diagnostics (DIAGNOSTIC_OPTIONS): a run with any of these is a diagnosis, not a measurement
-    ddp_stream: str = "auto"  # auto | current | side: the stream DDP's wrapper is built on
-    host_delay_us: int = 0  # host spin at the start of every step, microseconds
-    pyprofile: Path | None = None  # cProfile stats of the timed steps (rank 0)
-    trace: Path | None = None  # Chrome trace of the profiled steps (rank 0, GPU only)
-    output: Path | None = None
-    overwrite_output: bool = False
-    verbose: bool = False
-    check: bool = False  # --check: validate everything a rank would refuse, launch nothing
-    # Resource limit override: allow more CPU ranks per node than CPUs.
-    oversubscribe_cpus: bool = False
+    The fields are the options: the help groups them in this order (`add_options`)."""
+
+    devices: int = option(
+        1,
+        PROCESSES,
+        "processes (one per GPU) per node; under srun/torchrun it must match the launcher",
+        at_least="positive",
+        at_most=MAX_COUNT,
+    )
+    num_nodes: int = option(
+        1, PROCESSES, "nodes in the run", at_least="positive", at_most=MAX_COUNT
+    )
+    accelerator: str = option("gpu", PROCESSES, "gpu (NCCL) or cpu (gloo)", choices=ACCELERATORS)
+    # set when batch_mode is fixed_per_device (`parse` puts the default in)
+    batch_size_per_device: int | None = option(
+        None,
+        BATCH,
+        f"images per device per step, weak scaling (default: {DEFAULT_BATCH_SIZE_PER_DEVICE}"
+        " unless --global-batch-size is given)",
+        metavar="IMAGES",
+        at_least="positive",
+        at_most=MAX_COUNT,
+    )
+    global_batch_size: int | None = option(  # set when batch_mode is fixed_global
+        None,
+        BATCH,
+        "images per step over all devices, strong scaling; must divide by the world size"
+        " (default: none)",
+        metavar="IMAGES",
+        at_least="positive",
+        at_most=MAX_COUNT,
+    )
+    warmup_steps: int = option(
+        10,
+        STEPS,
+        "untimed optimizer steps first (cuDNN autotuning, compilation, DDP bucket rebuild)",
+        metavar="N",
+        at_least="not negative",
+        at_most=MAX_COUNT,
+    )
+    steps: int = option(
+        50, STEPS, "timed optimizer steps", metavar="N", at_least="positive", at_most=MAX_COUNT
+    )
+    precision: str = option(  # requested; resolved by common.precision
+        "auto",
+        SPEED,
+        "auto = bf16 where every GPU supports it, else fp16; fp32 on CPU. "
+        "fp32 = TF32 off; tf32 = fp32 storage, TF32 math; bf16/fp16 = autocast",
+        choices=PRECISIONS,
+    )
+    channels_last: bool = option(False, SPEED, "NHWC memory format for model and images")
+    compile: bool = option(False, SPEED, "torch.compile the model before wrapping it in DDP")
+    compile_mode: str = option(
+        "default", SPEED, "torch.compile mode (with --compile)", choices=COMPILE_MODES
+    )
+    cudnn_benchmark: bool = option(
+        True, SPEED, "let cuDNN autotune convolution algorithms during warm-up"
+    )
+    sgd_impl: str = option(
+        "auto",
+        SPEED,
+        "SGD kernel: auto (torch's choice), foreach, fused or for-loop",
+        choices=SGD_IMPL_CHOICES,
+    )
+    arch: str = option("resnet50", WORKLOAD, "torchvision classification model name (weights=None)")
+    image_size: int = option(
+        224,
+        WORKLOAD,
+        "synthetic image height and width",
+        metavar="PIXELS",
+        at_most=MAX_IMAGE_SIZE,  # the smallest size is the architecture's (validate)
+    )
+    num_classes: int = option(
+        1000, WORKLOAD, "classifier outputs and label range", at_least="positive", at_most=MAX_COUNT
+    )
+    seed: int = option(  # the bound with the world size is validate's
+        1234, WORKLOAD, "seed for model init; rank r's data uses seed + r", at_least="not negative"
+    )
+    lr: float = option(0.1, WORKLOAD, "SGD learning rate", at_least="positive")
+    momentum: float = option(0.9, WORKLOAD, "SGD momentum", at_least="not negative")
+    weight_decay: float = option(0.0, WORKLOAD, "SGD weight decay", at_least="not negative")
+    bucket_cap_mb: float = option(
+        25.0,
+        DDP,
+        "gradient bucket size, MiB",
+        metavar="MB",
+        at_least="positive",
+        at_most=MAX_COUNT,  # DDP turns it into bytes, an int64
+    )
+    gradient_as_bucket_view: bool = option(
+        True, DDP, "gradients are views into the communication buckets"
+    )
+    static_graph: bool = option(False, DDP, "tell DDP the graph is the same every step")
+    broadcast_buffers: bool = option(
+        True, DDP, "broadcast BatchNorm buffers from rank 0 before each forward"
+    )
+    timeout: float = option(  # its range is validate's (TIMEOUT_RANGE)
+        300.0,
+        PROCESSES,
+        "process-group timeout for collectives, in seconds",
+        metavar="SECONDS",
+    )
+    profile_steps: int = option(
+        5,
+        STEPS,
+        "steps profiled after the timed region to measure GPU busy time (GPU only; 0 = off)",
+        metavar="N",
+        at_least="not negative",
+        at_most=MAX_COUNT,
+    )
+    barebones: bool = option(
+        True,
+        TRAINER,
+        "Trainer(barebones=True); --no-barebones turns on the progress bar,"
+        " model summary, logger and checkpointing (Trainer only: native and"
+        " Fabric refuse it)",
+    )
+    # The diagnostics (DIAGNOSTIC_OPTIONS): each changes what a run does, to find out where
+    # time goes; a run with any of these is a diagnosis, not a measurement.
+    ddp_stream: str = option(
+        "auto",
+        DIAGNOSTICS,
+        "CUDA stream the DDP wrapper is built on: auto = the runner's own"
+        " (native current; Fabric and Trainer side, as DDPStrategy does);"
+        " current or side swaps one runner's choice for the other's",
+        choices=DDP_STREAMS,
+    )
+    host_delay_us: int = option(  # its range is validate_diagnostics's
+        0,
+        DIAGNOSTICS,
+        "the host spins N microseconds at the start of every step, standing in"
+        " for per-step framework work; 0 = off",
+        metavar="N",
+        parse=_microseconds,
+    )
+    pyprofile: Path | None = option(
+        None,
+        DIAGNOSTICS,
+        "global rank 0 runs the timed steps under cProfile and writes the stats to FILE"
+        " (read with python -m benchmarks.host_profile; slows every Python call)"
+        " (default: none)",
+        metavar="FILE",
+    )
+    trace: Path | None = option(
+        None,
+        DIAGNOSTICS,
+        "global rank 0 writes a Chrome trace (host and GPU) of the --profile-steps"
+        " steps to FILE, .json or .json.gz (GPU only; read with"
+        " python -m benchmarks.trace_gaps) (default: none)",
+        metavar="FILE",
+    )
+    output: Path | None = option(
+        None,
+        OUTPUT,
+        "JSON result written by global rank 0 (default: none; a summary is always printed)",
+        metavar="PATH",
+    )
+    overwrite_output: bool = option(
+        False,
+        OUTPUT,
+        "allow replacing existing --output, --pyprofile and --trace files",
+        switch=True,
+    )
+    verbose: bool = option(
+        False,
+        OUTPUT,
+        "tracebacks for errors, framework warnings and per-rank messages",
+        switch=True,
+    )
+    check: bool = option(
+        False,
+        OUTPUT,
+        "check the options, launcher variables, CPUs or GPUs as a rank would,"
+        " print one line and exit (0 when all is well); launches nothing",
+        switch=True,
+    )
+    # Resource limit override (in the processes group), so that the CPU check can be forced.
+    oversubscribe_cpus: bool = option(
+        False,
+        PROCESSES,
+        "allow more --accelerator cpu ranks on a node than CPUs they may use"
+        " (the ranks then share CPUs, which distorts per-step times)",
+        switch=True,
+    )
 
     @property
     def world_size(self) -> int:
@@ -140,24 +452,29 @@ class BenchConfig:
 
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict of every option (paths as strings)."""
-        out = dataclasses.asdict(self)
-        for name in ("output", "pyprofile", "trace"):
-            out[name] = str(out[name]) if out[name] is not None else None
-        return out
+        return {
+            name: str(value) if isinstance(value, Path) else value
+            for name, value in dataclasses.asdict(self).items()
+        }
 
     def diagnostics(self) -> dict[str, str]:
         """{option: value} for each diagnostic option that differs from its default."""
-        default = BenchConfig()
         return {
             flag: str(getattr(self, name))
             for name, flag in DIAGNOSTIC_OPTIONS.items()
-            if getattr(self, name) != getattr(default, name)
+            if getattr(self, name) != _DEFAULTS[name]
         }
+
+
+# BenchConfig field -> its option, for the diagnostic options (recorded in environment.diagnostics).
+DIAGNOSTIC_OPTIONS = {
+    f.name: flag(f.name) for f, spec in option_fields(BenchConfig) if spec.group is DIAGNOSTICS
+}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BenchConfig)}
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """The command line shared by `python -m native` and `python -m lightning_impl`."""
-    d = BenchConfig()
     p = OneLineParser(
         prog=prog,
         # the same help text for both runners, whatever the name's length
@@ -169,274 +486,21 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,
     )
-    run = p.add_argument_group("processes")
-    run.add_argument(
-        "--devices",
-        type=int,
-        default=d.devices,
-        help="processes (one per GPU) per node; under srun/torchrun it must match the launcher",
-    )
-    run.add_argument("--num-nodes", type=int, default=d.num_nodes, help="nodes in the run")
-    run.add_argument(
-        "--accelerator",
-        choices=ACCELERATORS,
-        default=d.accelerator,
-        help="gpu (NCCL) or cpu (gloo)",
-    )
-    run.add_argument(
-        "--timeout",
-        type=float,
-        default=d.timeout,
-        metavar="SECONDS",
-        help="process-group timeout for collectives, in seconds",
-    )
-
-    batch = p.add_argument_group("batch (give at most one)").add_mutually_exclusive_group()
-    batch.add_argument(
-        "--batch-size-per-device",
-        type=int,
-        default=None,
-        metavar="IMAGES",
-        # "%(default).0s" prints nothing; it only stops argparse adding "(default: None)"
-        help=f"images per device per step, weak scaling (default: {DEFAULT_BATCH_SIZE_PER_DEVICE}"
-        " unless --global-batch-size is given)%(default).0s",
-    )
-    batch.add_argument(
-        "--global-batch-size",
-        type=int,
-        default=None,
-        metavar="IMAGES",
-        help="images per step over all devices, strong scaling; must divide by the world size"
-        " (default: none)%(default).0s",
-    )
-
-    steps = p.add_argument_group("steps")
-    steps.add_argument(
-        "--warmup-steps",
-        type=int,
-        default=d.warmup_steps,
-        metavar="N",
-        help="untimed optimizer steps first (cuDNN autotuning, compilation, DDP bucket rebuild)",
-    )
-    steps.add_argument(
-        "--steps", type=int, default=d.steps, metavar="N", help="timed optimizer steps"
-    )
-    steps.add_argument(
-        "--profile-steps",
-        type=int,
-        default=d.profile_steps,
-        metavar="N",
-        help="steps profiled after the timed region to measure GPU busy time (GPU only; 0 = off)",
-    )
-
-    speed = p.add_argument_group("numerics and speed")
-    speed.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=d.precision,
-        help="auto = bf16 where every GPU supports it, else fp16; fp32 on CPU. "
-        "fp32 = TF32 off; tf32 = fp32 storage, TF32 math; bf16/fp16 = autocast",
-    )
-    speed.add_argument(
-        "--channels-last",
-        action=argparse.BooleanOptionalAction,
-        default=d.channels_last,
-        help="NHWC memory format for model and images",
-    )
-    speed.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=d.compile,
-        help="torch.compile the model before wrapping it in DDP",
-    )
-    speed.add_argument(
-        "--compile-mode",
-        choices=COMPILE_MODES,
-        default=d.compile_mode,
-        help="torch.compile mode (with --compile)",
-    )
-    speed.add_argument(
-        "--cudnn-benchmark",
-        action=argparse.BooleanOptionalAction,
-        default=d.cudnn_benchmark,
-        help="let cuDNN autotune convolution algorithms during warm-up",
-    )
-    speed.add_argument(
-        "--sgd-impl",
-        choices=SGD_IMPL_CHOICES,
-        default=d.sgd_impl,
-        help="SGD kernel: auto (torch's choice), foreach, fused or for-loop",
-    )
-
-    work = p.add_argument_group("workload")
-    work.add_argument(
-        "--arch", default=d.arch, help="torchvision classification model name (weights=None)"
-    )
-    work.add_argument(
-        "--image-size",
-        type=int,
-        default=d.image_size,
-        metavar="PIXELS",
-        help="synthetic image height and width",
-    )
-    work.add_argument(
-        "--num-classes", type=int, default=d.num_classes, help="classifier outputs and label range"
-    )
-    work.add_argument(
-        "--seed", type=int, default=d.seed, help="seed for model init; rank r's data uses seed + r"
-    )
-    work.add_argument("--lr", type=float, default=d.lr, help="SGD learning rate")
-    work.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
-    work.add_argument("--weight-decay", type=float, default=d.weight_decay, help="SGD weight decay")
-
-    ddp = p.add_argument_group("DistributedDataParallel")
-    ddp.add_argument(
-        "--bucket-cap-mb",
-        type=float,
-        default=d.bucket_cap_mb,
-        metavar="MB",
-        help="gradient bucket size, MiB",
-    )
-    ddp.add_argument(
-        "--gradient-as-bucket-view",
-        action=argparse.BooleanOptionalAction,
-        default=d.gradient_as_bucket_view,
-        help="gradients are views into the communication buckets",
-    )
-    ddp.add_argument(
-        "--static-graph",
-        action=argparse.BooleanOptionalAction,
-        default=d.static_graph,
-        help="tell DDP the graph is the same every step",
-    )
-    ddp.add_argument(
-        "--broadcast-buffers",
-        action=argparse.BooleanOptionalAction,
-        default=d.broadcast_buffers,
-        help="broadcast BatchNorm buffers from rank 0 before each forward",
-    )
-
-    trainer = p.add_argument_group("Lightning Trainer")
-    trainer.add_argument(
-        "--barebones",
-        action=argparse.BooleanOptionalAction,
-        default=d.barebones,
-        help="Trainer(barebones=True); --no-barebones turns on the progress bar,"
-        " model summary, logger and checkpointing (Trainer only: native and"
-        " Fabric refuse it)",
-    )
-
-    _add_diagnostic_options(p, d)
-
-    out = p.add_argument_group("output")
-    out.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="JSON result written by global rank 0 (default: none; a summary is always printed)"
-        "%(default).0s",
-    )
-    out.add_argument(
-        "--overwrite-output",
-        action="store_true",
-        help="allow replacing existing --output, --pyprofile and --trace files",
-    )
-    out.add_argument(
-        "--verbose",
-        action="store_true",
-        help="tracebacks for errors, framework warnings and per-rank messages",
-    )
-    out.add_argument(
-        "--check",
-        action="store_true",
-        help="check the options, launcher variables, CPUs or GPUs as a rank would,"
-        " print one line and exit (0 when all is well); launches nothing",
-    )
-    # Resource limit override: its own block, so that the CPU check can be forced.
-    run.add_argument(
-        "--oversubscribe-cpus",
-        action="store_true",
-        help="allow more --accelerator cpu ranks on a node than CPUs they may use"
-        " (the ranks then share CPUs, which distorts per-step times)",
-    )
+    add_options(p, BenchConfig)
     return p
-
-
-def _microseconds(text: str) -> int:
-    """argparse type for --host-delay-us: a whole number of microseconds."""
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(
-            f"takes whole microseconds, e.g. 2000 for 2 ms; got {text!r}"
-        )
-    return int(text)
-
-
-def _add_diagnostic_options(p: argparse.ArgumentParser, d: BenchConfig) -> None:
-    """The diagnostic options: each changes what a run does, to find out where time goes."""
-    diag = p.add_argument_group(
-        "diagnostics",
-        "a run with any of these is a diagnosis, not a measurement: the result"
-        " lists them in environment.diagnostics and compare warns about it",
-    )
-    diag.add_argument(
-        "--ddp-stream",
-        choices=DDP_STREAMS,
-        default=d.ddp_stream,
-        help="CUDA stream the DDP wrapper is built on: auto = the runner's own"
-        " (native current; Fabric and Trainer side, as DDPStrategy does);"
-        " current or side swaps one runner's choice for the other's",
-    )
-    diag.add_argument(
-        "--host-delay-us",
-        type=_microseconds,
-        default=d.host_delay_us,
-        metavar="N",
-        help="the host spins N microseconds at the start of every step, standing in"
-        " for per-step framework work; 0 = off",
-    )
-    diag.add_argument(
-        "--pyprofile",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="global rank 0 runs the timed steps under cProfile and writes the stats to FILE"
-        " (read with python -m benchmarks.host_profile; slows every Python call)"
-        " (default: none)%(default).0s",
-    )
-    diag.add_argument(
-        "--trace",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="global rank 0 writes a Chrome trace (host and GPU) of the --profile-steps"
-        " steps to FILE, .json or .json.gz (GPU only; read with"
-        " python -m benchmarks.trace_gaps) (default: none)%(default).0s",
-    )
 
 
 def parse(argv: list[str] | None, prog: str) -> BenchConfig:
     """Parse and validate the command line; exits 2 with one line on any user mistake."""
     args = build_parser(prog).parse_args(argv)
-    values = vars(args)
-    if values["batch_size_per_device"] is None and values["global_batch_size"] is None:
-        values["batch_size_per_device"] = DEFAULT_BATCH_SIZE_PER_DEVICE
-    cfg = BenchConfig(**values)
+    default_batch = args.batch_size_per_device is None and args.global_batch_size is None
+    extra = {"batch_size_per_device": DEFAULT_BATCH_SIZE_PER_DEVICE} if default_batch else {}
+    cfg = from_args(BenchConfig, args, **extra)
     from common.errors import exit_on_usage_error
 
     with exit_on_usage_error(prog, cfg.verbose):
         validate(cfg)
     return cfg
-
-
-# Largest value of a count or size option: beyond it torch's C++ sizes overflow (and no run
-# could finish); a mistake caught here instead of a traceback in every rank.
-MAX_COUNT = 2**31 - 1
-# --seed + global rank seeds torch's generators, which take values below 2**64.
-SEED_LIMIT = 2**64
-# The process-group timeout: at least a second (c10d counts milliseconds; less can never
-# complete a rendezvous) and at most a week (a collective that waits longer is a hang).
-TIMEOUT_RANGE = (1.0, 7 * 24 * 3600.0)
 
 
 def _show(value: float) -> str:
@@ -470,53 +534,24 @@ def _at_most(name: str, value: float, limit: float) -> None:
 def validate(cfg: BenchConfig) -> None:
     """Checks that need only the options and the file system; raises UsageError.
 
-    Every number is checked for kind (finite), sign and an upper bound, so that no value
-    that parses can fail later inside a rank. The resources of the machine (GPUs, CPUs)
+    Every number is checked for kind (finite), sign and an upper bound (each field's
+    `option()`, by `check_bounds`), so that no value that parses can fail later inside a
+    rank; then what depends on several options. The resources of the machine (GPUs, CPUs)
     and the launcher variables are checked by `common.launcher.validate`.
     """
-    counts = {
-        "--devices": cfg.devices,
-        "--num-nodes": cfg.num_nodes,
-        "--steps": cfg.steps,
-        "--num-classes": cfg.num_classes,
-        "--image-size": cfg.image_size,
-        "--warmup-steps": cfg.warmup_steps,
-        "--profile-steps": cfg.profile_steps,
-        "--batch-size-per-device": cfg.batch_size_per_device,
-        "--global-batch-size": cfg.global_batch_size,
-    }
-    for name, value in counts.items():
-        if value is not None:
-            _at_most(name, value, MAX_COUNT)
-    _positive("--devices", cfg.devices)
-    _positive("--num-nodes", cfg.num_nodes)
-    if cfg.batch_size_per_device is not None:
-        _positive("--batch-size-per-device", cfg.batch_size_per_device)
+    check_bounds(cfg)
     if cfg.global_batch_size is not None:
-        _positive("--global-batch-size", cfg.global_batch_size)
         cfg.per_device_batch()  # raises when it does not divide by devices x nodes
-    _positive("--steps", cfg.steps)
-    _not_negative("--warmup-steps", cfg.warmup_steps)
-    _not_negative("--profile-steps", cfg.profile_steps)
-    _not_negative("--seed", cfg.seed)
     if cfg.seed + cfg.world_size > SEED_LIMIT:
         raise UsageError(
             f"--seed {cfg.seed} is too large: rank r uses seed + r, which must stay"
             f" below 2**64; use at most {SEED_LIMIT - cfg.world_size}"
         )
-    _positive("--lr", cfg.lr)
-    _not_negative("--momentum", cfg.momentum)
-    _not_negative("--weight-decay", cfg.weight_decay)
-    _positive("--num-classes", cfg.num_classes)
-    _positive("--bucket-cap-mb", cfg.bucket_cap_mb)
-    _at_most("--bucket-cap-mb", cfg.bucket_cap_mb, MAX_COUNT)  # DDP turns it into bytes, an int64
-    _finite("--timeout", cfg.timeout)
     low, high = TIMEOUT_RANGE
     if not low <= cfg.timeout <= high:
         raise UsageError(
             f"--timeout must be between {low:g} and {high:g} seconds (a week), got {cfg.timeout:g}"
         )
-    _at_most("--image-size", cfg.image_size, MAX_IMAGE_SIZE)
     if cfg.accelerator == "cpu" and cfg.precision == "fp16":
         raise UsageError("--precision fp16 needs a GPU; on --accelerator cpu use fp32 or bf16")
     if cfg.accelerator == "cpu" and cfg.precision == "tf32":

@@ -4,9 +4,10 @@
     if cfg.check:
         return preflight.passed(PROG, cfg, plan)   # --check: one line, exit 0, nothing launched
 
-The parent of a self-launched native run decides what to start with this alone, so it starts
-its ranks a fraction of a second after it was started, and each rank imports torch once: the
-parent never does. The ranks run the same checks again (cheaply) before they build anything.
+Every process of a run calls it once, right after `common.config.parse`: the parent of a
+self-launched native run decides what to start with this alone, so it starts its ranks a
+fraction of a second after it was started and never imports torch; each rank (a new process)
+checks again, once, before it builds anything, and hands the `Plan` on to the code that trains.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt  # native: also contextlib, for its nullcontext autocast
 import os
-import sys
+import sys  # native: in launch.py, which parses the command line
 
 import torch
 import torch.distributed as dist
@@ -28,7 +28,7 @@ from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
 from lightning_impl import workarounds  # native: DistributedDataParallel, built by Fabric here
-from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
+from lightning_impl.compat import check_lightning, lightning_facts  # native: (no framework)
 
 PROG = "lightning_impl.fabric"
 IMPLEMENTATION = "fabric"
@@ -40,14 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     mark_phase("imports")
     follow_launcher(os.environ)  # native: in launch.py; a rank Fabric started dies with it
     argv = sys.argv[1:] if argv is None else argv
-    cfg = config.parse(argv, PROG)
+    cfg = config.parse(argv, PROG)  # native: parsed and checked once, in launch.py's main()
     with exit_on_usage_error(PROG, cfg.verbose):
         check_lightning(LIGHTNING)  # native: (no framework to check)
         plan = preflight.check(cfg)  # what a rank would refuse: launcher, GPUs, threads, precision
         if cfg.check:
             return preflight.passed(PROG, cfg, plan)
         become_launcher(os.environ)  # native: launch_ranks passes its pid to the ranks
-        # native: launch_ranks(...) here; Fabric launches in ddp_setup, from inside the run
+        # native: launch_ranks(...) in launch.py; Fabric launches in ddp_setup, inside the run
         workload.configure_threads(plan.threads)
         return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 

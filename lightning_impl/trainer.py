@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt  # native: also contextlib, for its nullcontext autocast
 import os
-import sys
+import sys  # native: in launch.py, which parses the command line
 
 import torch
 import torch.distributed as dist
@@ -28,7 +28,7 @@ from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks, planned_steps  # native: StepHooks (its own loop)
 from common.timing import mark_phase
 from lightning_impl import services, workarounds  # native: DistributedDataParallel
-from lightning_impl.compat import check_lightning, lightning_facts  # native: launch_ranks
+from lightning_impl.compat import check_lightning, lightning_facts  # native: (no framework)
 
 PROG = "lightning_impl"
 IMPLEMENTATION = "lightning"
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     mark_phase("imports")
     follow_launcher(os.environ)  # native: in launch.py; a rank the Trainer started dies with it
     argv = sys.argv[1:] if argv is None else argv
-    cfg = config.parse(argv, PROG)
+    cfg = config.parse(argv, PROG)  # native: parsed and checked once, in launch.py's main()
     with exit_on_usage_error(PROG, cfg.verbose):
         if not cfg.barebones:  # native: refuses --no-barebones (preflight)
             services.services_folder(cfg, create=not cfg.check)  # chosen (or refused) here

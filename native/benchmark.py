@@ -6,8 +6,9 @@
 
 Read it beside lightning_impl/fabric.py and lightning_impl/trainer.py (diff -y -W 210):
 the `# DDP:` marks name each responsibility, and the same marks there say who takes it over.
-`python -m native` enters through native/launch.py, which checks the options and starts the
-ranks without importing torch; each rank (or the only one) then runs main() here.
+`python -m native` enters through native/launch.py, which parses and checks the options once and
+starts the ranks without importing torch; each rank (or the only one) then runs main() here,
+with what launch.py decided. This file is the code of one rank.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import sys
 
 import torch
 import torch.distributed as dist
@@ -28,25 +28,17 @@ from common.errors import UsageError, exit_on_usage_error
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
-from native.launch import launch_ranks
 
 PROG = "native"
 IMPLEMENTATION = "native"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse, validate, then launch the ranks or run as one of them."""
+def main(cfg: config.BenchConfig, plan: preflight.Plan, argv: list[str]) -> int:
+    """Run as one rank: native/launch.py parsed and checked the options (once, before torch)."""
     mark_phase("imports")
-    argv = sys.argv[1:] if argv is None else argv
-    cfg = config.parse(argv, PROG)
+    # DDP: process launch -- native/launch.py starts one process per device and watches them
+    # (torchrun or srun may instead); each, or the only one, runs this as one rank
     with exit_on_usage_error(PROG, cfg.verbose):
-        plan = preflight.check(cfg)  # what a rank would refuse: launcher, GPUs, threads, precision
-        if cfg.check:
-            return preflight.passed(PROG, cfg, plan)
-        if not plan.launch.is_child and cfg.world_size > 1:
-            # DDP: process launch -- start one process per device and watch them (python -m
-            # native does it in native/launch.py, before any torch import)
-            return launch_ranks(PROG, "native", argv, cfg.devices)
         workload.configure_threads(plan.threads)
         return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 

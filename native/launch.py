@@ -3,11 +3,14 @@
 This is the part of DDP that torchrun or srun does for you, and that Lightning's
 `_SubprocessScriptLauncher` plus its child-process observer do inside `trainer.fit()`.
 
-`python -m native` enters at main() here. It parses and checks the options without torch
-(common.preflight), so that the launching process, which never trains, starts the ranks
+`python -m native` enters at main() here. It parses and checks the options once, without
+torch (common.preflight), so that the launching process, which never trains, starts the ranks
 without first paying seconds for torch and torchvision: every rank imports them once, and
-nothing else does. A rank, or a run on one device, then continues in native.benchmark.main,
-in the same process. The ranks die with this process however it dies (common.lifetime).
+nothing else does. A rank (a process a launcher's environment names as one: this module's
+launch_ranks, torchrun or srun), or a run on one device, then continues in
+native.benchmark.main, in the same process, with the parsed options and the checks' plan.
+The ranks die with this process however it dies (common.lifetime). native.benchmark never
+imports this module.
 """
 
 from __future__ import annotations
@@ -29,19 +32,21 @@ PROG = "native"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Check without torch; start the ranks, or run native.benchmark in this process."""
+    """Parse and check once, without torch; then start the ranks, or be one of them."""
     follow_launcher(os.environ)  # a rank ends with the launcher that started it
     argv = sys.argv[1:] if argv is None else argv
     cfg = config.parse(argv, PROG)
     with exit_on_usage_error(PROG, cfg.verbose):
-        plan = preflight.check(cfg)
+        plan = preflight.check(cfg)  # the only check in this process: benchmark.main trusts it
     if cfg.check:
         return preflight.passed(PROG, cfg, plan)
-    if not plan.launch.is_child and cfg.world_size > 1:
-        return launch_ranks(PROG, "native", argv, cfg.devices)
-    from native import benchmark  # torch: only in a process that trains
+    if plan.launch.is_child or cfg.world_size == 1:
+        # A launcher's environment (torchrun, srun, or launch_ranks below) made this process one
+        # rank, or the run has one process: it trains, and starts nobody.
+        from native import benchmark  # torch: only in a process that trains
 
-    return benchmark.main(argv)
+        return benchmark.main(cfg, plan, argv)
+    return launch_ranks(PROG, "native", argv, cfg.devices)
 
 
 def free_port() -> int:

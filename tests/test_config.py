@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import math
 import re
+from pathlib import Path
 
 import pytest
 from conftest import clean_env, run_module
 
 from common import config
 from common.config import BenchConfig
+from common.errors import OneLineParser, UsageError
 
 
 def parse(argv: list[str]) -> BenchConfig:
@@ -222,3 +227,110 @@ def test_host_delay_is_checked_before_any_rank_starts(tmp_path):
         "native: error: argument --host-delay-us: takes whole"
         " microseconds, e.g. 2000 for 2 ms; got '1ms' (see --help)"
     )
+
+
+# --- the parser, the bounds and the diagnostics are read from BenchConfig's fields --------------
+
+
+def test_every_field_is_one_option_in_its_group_in_the_helps_order():
+    parser = config.build_parser("test")
+    groups = {
+        g.title: [a.dest for a in g._group_actions]
+        for g in parser._action_groups
+        if g._group_actions and g.title != "options"
+    }
+    assert list(groups) == [
+        "processes",
+        "batch (give at most one)",
+        "steps",
+        "numerics and speed",
+        "workload",
+        "DistributedDataParallel",
+        "Lightning Trainer",
+        "diagnostics",
+        "output",
+    ]
+    assert groups["batch (give at most one)"] == ["batch_size_per_device", "global_batch_size"]
+    assert groups["processes"][-1] == "oversubscribe_cpus"
+    names = [f.name for f in dataclasses.fields(BenchConfig)]
+    assert sorted(d for dests in groups.values() for d in dests) == sorted(names)
+    assert [a.dest for a in parser._mutually_exclusive_groups[0]._group_actions] == [
+        "batch_size_per_device",
+        "global_batch_size",
+    ]
+
+
+def test_the_diagnostic_options_are_the_diagnostics_groups_fields():
+    assert config.DIAGNOSTIC_OPTIONS == {
+        "ddp_stream": "--ddp-stream",
+        "host_delay_us": "--host-delay-us",
+        "pyprofile": "--pyprofile",
+        "trace": "--trace",
+    }
+
+
+def bounded_fields():
+    return [
+        (field.name, spec)
+        for field, spec in config.option_fields(BenchConfig)
+        if spec.at_least or spec.at_most
+    ]
+
+
+@pytest.mark.parametrize("name,spec", bounded_fields(), ids=[n for n, _ in bounded_fields()])
+def test_every_bound_in_a_field_is_enforced_by_parse(name, spec, capsys):
+    flag = config.flag(name)
+    cases = []
+    if spec.at_least == "positive":
+        cases.append(("0", f"{flag} must be positive, got 0"))
+    if spec.at_least == "not negative":
+        cases.append(("-1", f"{flag} must be 0 or more, got -1"))
+    if spec.at_most is not None:
+        over = int(spec.at_most) + 1
+        # a float option shows its value by %g
+        cases.append((str(over), f"{flag} \\S+ is too large; use at most {int(spec.at_most)}"))
+    for value, message in cases:
+        with pytest.raises(SystemExit):
+            parse([flag, value])
+        assert re.fullmatch(f"test: error: {message}\n", capsys.readouterr().err), (flag, value)
+
+
+# The same conventions for another command's options (the module docstring's example).
+CHUNKS = config.Group("chunks", "how the arms are interleaved")
+PICK = config.Group("pick one", exclusive=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkOptions:
+    chunk_steps: int = config.option(
+        10, CHUNKS, "timed steps per chunk", metavar="N", at_least="positive", at_most=1000
+    )
+    settle: float = config.option(0.5, CHUNKS, "seconds between chunks", at_least="not negative")
+    shuffle: bool = config.option(True, CHUNKS, "shuffle the arms' order")
+    dry_run: bool = config.option(False, PICK, "print the plan only", switch=True)
+    plan: Path | None = config.option(None, PICK, "the plan file (default: none)")
+    not_an_option: int = 3
+
+
+def test_add_options_builds_groups_types_switches_and_exclusion_from_any_dataclass(tmp_path):
+    parser = OneLineParser(prog="t", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    config.add_options(parser, ChunkOptions)
+    text = parser.format_help()
+    assert "chunks:\n  how the arms are interleaved" in text
+    assert "--chunk-steps N" in text and "(default: 10)" in text and "(default: None)" not in text
+    assert "--shuffle, --no-shuffle" in text and "--not-an-option" not in text
+    args = parser.parse_args(["--chunk-steps", "4", "--no-shuffle", "--plan", str(tmp_path)])
+    opts = config.from_args(ChunkOptions, args)
+    assert opts == ChunkOptions(chunk_steps=4, shuffle=False, plan=tmp_path)
+    assert config.from_args(ChunkOptions, args, settle=2.0).settle == 2.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--dry-run", "--plan", "p"])
+    for bad, message in [
+        ({"chunk_steps": 0}, "--chunk-steps must be positive, got 0"),
+        ({"chunk_steps": 1001}, "--chunk-steps 1001 is too large; use at most 1000"),
+        ({"settle": -0.5}, "--settle must be 0 or more, got -0.5"),
+        ({"settle": math.inf}, "--settle must be a finite number, got inf"),
+    ]:
+        with pytest.raises(UsageError, match=f"^{re.escape(message)}$"):
+            config.check_bounds(ChunkOptions(**bad))
+    config.check_bounds(ChunkOptions())

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
+from conftest import needs_lightning
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -468,3 +470,143 @@ def test_ranks_started_by_a_runner_or_lightning_are_left_to_their_parent():
     del self_child["TORCHELASTIC_RUN_ID"]
     rendezvous(self_child)  # nothing listens at port 1, and that is the parent's to see
     rendezvous({**PLAIN_LIGHTNING_CHILD, "MASTER_PORT": "1"})
+
+
+# --- native's launch: one parse and one preflight per process; a launcher's rank starts nobody --
+
+LAUNCHER_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+@pytest.fixture
+def native_main(monkeypatch):
+    """native.launch.main with the calls it makes recorded: each preflight.check (its Plan),
+    each launch_ranks and each rank's run (what it was handed); neither trains nor starts."""
+    from common import preflight
+    from native import benchmark, launch
+
+    for name in list(os.environ):
+        if name.startswith(("SLURM_", "TORCHELASTIC_", "DDPBENCH_")) or name in (
+            *LAUNCHER_NAMES,
+            "MASTER_ADDR",
+            "MASTER_PORT",
+        ):
+            monkeypatch.delenv(name)
+    calls: dict[str, list] = {"check": [], "launch_ranks": [], "run": []}
+    real_check = preflight.check
+
+    def check(*args, **kwargs):
+        plan = real_check(*args, **kwargs)
+        calls["check"].append(plan)
+        return plan
+
+    monkeypatch.setattr(preflight, "check", check)
+    monkeypatch.setattr(
+        launch, "launch_ranks", lambda *args: calls["launch_ranks"].append(args) or 0
+    )
+    monkeypatch.setattr(
+        benchmark,
+        "run",
+        lambda cfg, launch_, prec, threads, argv: (
+            calls["run"].append((cfg, launch_, prec, threads, argv)) or 0
+        ),
+    )
+    return launch.main, calls
+
+
+def test_a_one_device_run_is_checked_once_and_trains_with_that_plan(native_main):
+    main, calls = native_main
+    argv = ["--accelerator", "cpu", "--steps", "3"]
+    assert main(argv) == 0
+    [plan] = calls["check"]
+    [(cfg, launch_, prec, threads, argv_)] = calls["run"]
+    assert (launch_, prec, threads, argv_) == (plan.launch, plan.precision, plan.threads, argv)
+    assert cfg.steps == 3 and calls["launch_ranks"] == []
+
+
+def test_a_self_launching_parent_is_checked_once_and_starts_the_ranks(native_main):
+    main, calls = native_main
+    argv = ["--accelerator", "cpu", "--devices", "2", "--oversubscribe-cpus"]
+    assert main(argv) == 0
+    assert len(calls["check"]) == 1 and calls["run"] == []
+    assert calls["launch_ranks"] == [("native", "native", argv, 2)]
+
+
+def test_a_rank_of_torchrun_is_checked_once_and_starts_nobody(native_main, monkeypatch):
+    """The launcher's environment makes this process one rank: it trains, it does not spawn."""
+    main, calls = native_main
+    with listening() as rank0:
+        env = {**TORCHRUN, "MASTER_PORT": str(rank0.getsockname()[1])}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert main(["--accelerator", "cpu", "--devices", "2", "--oversubscribe-cpus"]) == 0
+    [plan] = calls["check"]
+    [(_, launch_, *_)] = calls["run"]
+    assert calls["launch_ranks"] == [] and launch_ is plan.launch
+    assert (launch_.kind, launch_.rank, launch_.world_size) == ("torchrun", 1, 2)
+
+
+def test_check_checks_once_and_neither_trains_nor_launches(native_main, capsys):
+    main, calls = native_main
+    assert main(["--accelerator", "cpu", "--devices", "2", "--oversubscribe-cpus", "--check"]) == 0
+    assert len(calls["check"]) == 1 and calls["run"] == calls["launch_ranks"] == []
+    assert capsys.readouterr().out.startswith("native: check passed: 2 rank(s) via self")
+
+
+@needs_lightning
+@pytest.mark.parametrize("module", ["lightning_impl.fabric", "lightning_impl.trainer"])
+@pytest.mark.parametrize("check", [False, True])
+def test_a_lightning_runner_checks_once_in_its_process(module, check, native_main, monkeypatch):
+    """Each Lightning runner parses and checks in its own main(), once, and hands the plan on."""
+    import importlib
+
+    from common import lifetime
+
+    runner = importlib.import_module(module)
+    _, calls = native_main  # counts preflight.check; the environment without launcher variables
+    # become_launcher sets it: unset now, and unset again after the test
+    monkeypatch.setenv(lifetime.LAUNCHER_PID_VAR, "")
+    monkeypatch.delenv(lifetime.LAUNCHER_PID_VAR)
+    ran = []
+    monkeypatch.setattr(runner, "run", lambda *args: ran.append(args) or 0)
+    assert runner.main(["--accelerator", "cpu", *(["--check"] if check else [])]) == 0
+    [plan] = calls["check"]
+    if check:
+        assert ran == []
+    else:
+        [(cfg, launch_, prec, threads, _)] = ran
+        assert (launch_, prec, threads) == (plan.launch, plan.precision, plan.threads)
+        assert cfg.accelerator == "cpu" and not cfg.check
+
+
+COUNT_CHECKS = """
+import os
+from common import preflight
+
+_real = preflight.check
+
+
+def _counted(*args, **kwargs):
+    with open(os.path.join({folder!r}, str(os.getpid())), "a") as f:
+        f.write("check\\n")
+    return _real(*args, **kwargs)
+
+
+preflight.check = _counted
+"""
+
+
+@pytest.mark.slow
+def test_every_process_of_a_self_launched_run_checks_once(tmp_path):
+    """Subprocesses: the parent and each rank it starts run preflight.check exactly once."""
+    from conftest import TINY, clean_env, run_module
+
+    hook, counts = tmp_path / "hook", tmp_path / "counts"
+    hook.mkdir()
+    counts.mkdir()
+    (hook / "sitecustomize.py").write_text(COUNT_CHECKS.format(folder=str(counts)))
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(hook), env["PYTHONPATH"]])
+    proc = run_module("native", [*TINY, "--devices", "2"], env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    per_process = {p.name: p.read_text().count("check") for p in counts.iterdir()}
+    assert len(per_process) == 3 and set(per_process.values()) == {1}, per_process
