@@ -18,6 +18,7 @@ import torch
 
 from common import checks, environment
 from common.config import BenchConfig
+from common.forkserver import process_facts
 from common.output import OutputError
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
@@ -212,6 +213,7 @@ def build_result(
         host_ms_per_step=sum(host) / len(host),
         phase_seconds=phases,
         energy=energy_summary([r["telemetry"] for r in records], cfg.steps, global_batch),
+        process=process_facts(),
     )
 
 

@@ -116,6 +116,15 @@ class RankTelemetry(_Strict):
     samples_span_seconds: float | None = Field(default=None, ge=0)
 
 
+class ProcessInfo(_Strict):
+    """How the run's processes were made: started fresh (imports paid by the run: the imports
+    phase) or forked from a warm interpreter (common/forkserver.py), whose imports were paid
+    once, by the server, and are not part of this run's phases."""
+
+    kind: Literal["fresh", "forked"]
+    server_import_seconds: float | None = Field(default=None, ge=0)  # forked: the server's
+
+
 class RankResult(_Strict):
     """What one rank measured and computed."""
 
@@ -300,6 +309,7 @@ class Result(_Strict):
     # Absent in older results: the GPUs' energy over the timed window (each rank's telemetry has
     # its own share and what else the machine did)
     energy: EnergySummary | None = None
+    process: ProcessInfo | None = None  # absent in older results (all fresh)
 
 
 class OriginalResult(BaseModel):

@@ -8,8 +8,11 @@ each comparison's interval comes from one number per run (intervals.compare_arms
 for an experiment folder, Stein's interval when it stopped by that rule, else run-level).
 Each arm's host CPU ms per step (where the results record it) is compared the same way.
 
-Everything the formats and the plot show is computed here once; `report.py` and `plot.py`
-only lay it out.
+Everything the formats and the plot show is computed here once, in typed rows
+(compare.rows); `sections.py` (through `render.py`), `report.py` and `plot.py` only lay it
+out, and `verdicts.py` words it. One comparison is computed in `overhead_of` (arm, baseline,
+their runs -> an Overhead and the method's warnings): a familywise adjustment of the intervals
+hooks there or over `analyse`'s list of them.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from common.result import HOST_BOUND_BELOW
-from compare import distributions, intervals
+from compare import distributions, intervals, verdicts
 from compare.display import world_unit
 from compare.errors import CompareError, WorkloadMismatch
 from compare.flags import (
@@ -33,7 +35,7 @@ from compare.flags import (
     steady_state_warnings,
     steady_states,
 )
-from compare.header import HeaderRow, header_rows, title_of
+from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
 from compare.model import Run, run_record
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
@@ -45,94 +47,13 @@ from compare.pairing import (
     version_differences,
     workload_differences,
 )
+from compare.rows import ArmRow, HostCost, Overhead, ScalingRow, aggregate
 
-# Aggregation over repeats in one table row: medians of the runs' values, except memory (max).
-_MEDIAN_OF_RUNS = (
-    "images_per_second_median",
-    "images_per_second_per_device",
-    "step_median_ms",
-    "step_p5_ms",
-    "step_p95_ms",
-    "images_per_second",
-    "warmup_seconds",
-    "first_step_seconds",
-    "run_seconds",
-    "imports_seconds",
-    "timed_share",
-)
-_MAX_OF_RUNS = ("peak_allocated_gib", "peak_reserved_gib")
 # Original-script results record one wall-clock mean per run and no step times: a comparison
 # with them uses that mean for every run on both sides, so both sides measure the same thing.
 ESTIMATOR_WALL = (
     "geometric mean of per-run wall-clock mean steps (original scripts record no step times)"
 )
-
-
-@dataclass(frozen=True)
-class Overhead:
-    """An arm's step time against a baseline's at one world size, from one number per run."""
-
-    world_size: int
-    arm: str
-    baseline: str
-    percent: float  # point estimate in % of the baseline (exp(mean log ratio) - 1)
-    ci_low: float | None  # None, like half_width and df, without a verdict
-    ci_high: float | None
-    half_width: float | None  # percentage points
-    verdict: str
-    verdict_possible: bool
-    significant: bool
-    no_verdict_reason: str | None  # why there is no interval (too few runs, not interleaved, ...)
-    estimator: str
-    method: str  # intervals.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
-    arm_runs: int
-    baseline_runs: int
-    blocks: int | None  # complete blocks used (block methods); None for run-level
-    dropped_blocks: list[int]  # blocks missing the arm or the baseline (a failed run)
-    df: float | None
-    min_detectable_percent: float | None  # detected in >= 75% of experiments of this design
-    min_detectable_note: str | None  # why it is not shown
-    arm_median_ms: float  # geometric mean over runs of each run's median step
-    baseline_median_ms: float
-    fastest_run_percent: float | None  # descriptive; None with unequal run counts
-    step_jitter_percent: float | None  # descriptive only: median over runs of (p95 - p5) / median
-    numerics_identical: str
-    # Host CPU ms per step, arm minus baseline (run-level interval, converted from the ratio at
-    # the baseline's geometric mean); None where either side lacks the field (older results)
-    host_diff_ms: float | None = None
-    host_ci_low_ms: float | None = None
-    host_ci_high_ms: float | None = None
-    host_verdict: str | None = None
-
-
-@dataclass(frozen=True)
-class HostCost:
-    """One arm's host CPU time per timed step at one world size (main thread, mean over ranks),
-    and whether extra host work can reach its step time (the GPU's idle share)."""
-
-    world_size: int
-    arm: str
-    runs: int  # runs that recorded host time
-    host_ms: float | None  # mean over runs; None: not recorded ('-')
-    host_half_width_ms: float | None  # of the 95% t-interval over runs (2 runs or more)
-    step_ms: float  # geometric mean of per-run median steps
-    gpu_busy: float | None  # median over runs of the GPU busy share of the timed step
-    gpu_idle_ms: float | None  # step_ms x (1 - gpu_busy): per step, the GPU waits this long
-    slack: str  # in words: does extra host work reach the step time?
-
-
-@dataclass(frozen=True)
-class ScalingRow:
-    """One arm at one world size against its smallest world size."""
-
-    arm: str
-    world_size: int
-    throughput: float
-    speedup: float
-    efficiency: float
-    overhead_percent: float | None
-    overhead_ci_low: float | None
-    overhead_ci_high: float | None
 
 
 @dataclass
@@ -141,7 +62,7 @@ class Report:
 
     title: str
     header: list[HeaderRow]
-    table: list[dict[str, Any]]  # one row per arm label and world size
+    table: list[ArmRow]  # one row per arm label and world size
     run_table: list[dict[str, Any]]  # one row per run (csv)
     pairs: list[dict[str, Any]]
     overhead: list[Overhead]
@@ -158,6 +79,8 @@ class Report:
     baseline: str = "native"
     labels: list[str] = field(default_factory=list)  # arm labels, baseline first
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
+    heading: str = ""  # the title without the diagnostics ("" : the title)
+    diagnostics: str = ""  # "diagnostic: lightning --host-delay-us=2000" when runs used any
 
     @property
     def units(self) -> str:
@@ -173,7 +96,7 @@ class Report:
             "unit": self.unit,
             "header": [dataclasses.asdict(row) for row in self.header],
             "runs": self.run_table,
-            "table": self.table,
+            "table": [dataclasses.asdict(row) for row in self.table],
             "pairs": self.pairs,
             "overhead": [dataclasses.asdict(o) for o in self.overhead],
             "host": [dataclasses.asdict(h) for h in self.host],
@@ -186,21 +109,6 @@ class Report:
             "warnings": [flag.text for flag in self.warnings],
             "notes": self.notes,
         }
-
-
-def _aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> dict[str, Any]:
-    """One table row for the repeats of one arm at one world size."""
-    values = [run.values for run in runs]
-    row: dict[str, Any] = {"arm": label, "world_size": world, "runs": len(runs)}
-    for key in _MEDIAN_OF_RUNS:
-        present = [v[key] for v in values if v[key] is not None]
-        row[key] = distributions.median(present) if present else None
-    for key in _MAX_OF_RUNS:
-        present = [v[key] for v in values if v[key] is not None]
-        row[key] = max(present) if present else None
-    row["parameters_synchronized"] = all(v["parameters_synchronized"] for v in values)
-    row["numerics_identical"] = numerics
-    return row
 
 
 def per_run_ms(runs: Sequence[Run], wall_clock: bool) -> list[float]:
@@ -261,27 +169,7 @@ def host_difference(
     def to_ms(pct: float | None) -> float | None:
         return None if pct is None else level * pct / 100.0
 
-    if iv.verdict_possible:
-        words = (
-            "more"
-            if iv.ci_low > 0
-            else "less"
-            if iv.ci_high < 0  # type: ignore[operator]
-            else None
-        )
-        span = f"95% CI {to_ms(iv.ci_low):+.3f}..{to_ms(iv.ci_high):+.3f} ms"
-        line = (
-            f"{arm} spends {abs(to_ms(iv.percent)):.3f} ms {words} host CPU per step than"
-            f" {baseline} ({iv.percent:+.2f}%; {span})"
-            if words
-            else f"no difference detectable in host CPU per step between {arm} and {baseline}"
-            f" ({to_ms(iv.percent):+.3f} ms; {span})"
-        )
-    else:
-        line = (
-            f"{arm} vs {baseline} host CPU per step: {to_ms(iv.percent):+.3f} ms;"
-            f" no verdict: {iv.no_verdict_reason}"
-        )
+    line = verdicts.host_sentence(arm, baseline, iv, level)
     return {
         "host_diff_ms": to_ms(iv.percent),
         "host_ci_low_ms": to_ms(iv.ci_low),
@@ -321,7 +209,7 @@ def overhead_of(
         ci_low=iv.ci_low,
         ci_high=iv.ci_high,
         half_width=iv.half_width,
-        verdict=intervals.interval_line(arm, baseline, iv),
+        verdict=verdicts.comparison(arm, baseline, iv),
         verdict_possible=iv.verdict_possible,
         significant=iv.significant,
         no_verdict_reason=iv.no_verdict_reason,
@@ -344,25 +232,6 @@ def overhead_of(
     return overhead, iv.warnings
 
 
-def slack_words(busy: float | None) -> str:
-    """Whether extra host work reaches the step time, from the GPU's busy share."""
-    if busy is None:
-        return (
-            "GPU busy share not recorded (profiled steps give it): whether extra host work"
-            " reaches the step time is unknown here; the host-slack plan measures it"
-        )
-    if busy < HOST_BOUND_BELOW:
-        return (
-            f"host-bound: the GPU idles {1 - busy:.0%} of the step waiting for the host, so"
-            " extra host work (and a difference in host ms) reaches the step time"
-        )
-    return (
-        f"GPU-bound: the GPU is busy {busy:.0%} of the step and the host keeps ahead, so host"
-        " work is hidden until it exceeds the step (host ms then includes spinning waits"
-        " for the GPU)"
-    )
-
-
 def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
     """Each arm's host CPU ms per step and the step's slack, per world size."""
     rows = []
@@ -383,7 +252,7 @@ def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
                 step,
                 busy,
                 None if busy is None else step * (1.0 - busy),
-                slack_words(busy),
+                verdicts.slack_words(busy),
             )
         )
     return rows
@@ -440,7 +309,7 @@ def _run_row(
         "implementation": run.implementation,
         "original_script": run.original,
         "runs": 1,
-        **run.values,
+        **dataclasses.asdict(run.values),
         "first_half_median_ms": steady.first_half_median_ms,
         "second_half_median_ms": steady.second_half_median_ms,
         "steady_state_change_percent": steady.change_percent,
@@ -538,7 +407,7 @@ def analyse(
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
     same = {key: o.numerics_identical for key, o in vs_base.items()}
     table = [
-        _aggregate(label, world, rs, same.get((label, world), "-"))
+        aggregate(label, world, rs, same.get((label, world), "-"))
         for (label, world), rs in cells.items()
     ]
     steady = steady_states(runs)
@@ -557,6 +426,8 @@ def analyse(
     versions = version_differences(runs)  # what the arms compare: notes, not warnings
     return Report(
         title=title_of(runs),
+        heading=heading_of(runs),
+        diagnostics=diagnostics_note(runs).removeprefix(" · "),
         header=header_rows(runs, base),
         table=table,
         run_table=run_table,

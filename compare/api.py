@@ -4,6 +4,7 @@
     report = analyse_paths(["out/exp1"])                  # the Report the command prints
     report = analyse_runs(runs, baseline)                 # the same from loaded runs
     [o.percent for o in report.overhead]                  # typed Overhead values
+    [row.step_median_ms for row in report.table]          # typed ArmRow values (compare.rows)
 
 Errors are `common.errors.UsageError`s (ResultError for a bad file or manifest, CompareError
 for runs that cannot be compared), each one line naming the file or option and the fix.
@@ -14,11 +15,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from compare.analysis import Overhead, Report, analyse
+from compare.analysis import Report, analyse
 from compare.load import load_inputs
-from compare.model import Run
+from compare.model import Measures, Run
+from compare.rows import ArmRow, HostCost, Overhead, ScalingRow
 
-__all__ = ["Overhead", "Report", "Run", "analyse_paths", "analyse_runs", "load"]
+__all__ = [
+    "ArmRow",
+    "HostCost",
+    "Measures",
+    "Overhead",
+    "Report",
+    "Run",
+    "ScalingRow",
+    "analyse_paths",
+    "analyse_runs",
+    "load",
+]
 
 
 def load(paths: Sequence[Path | str], include_warmup: bool = False) -> tuple[list[Run], str | None]:

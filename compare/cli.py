@@ -36,17 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Compare benchmark results of several arms (native, fabric, lightning,"
-            " lightning-services, or"
-            " the labels of an experiment folder): configuration side by side, throughput,"
-            " step-time"
-            " percentiles, each arm's overhead over the baseline, slow ranks and, over several"
-            " world sizes,"
+            " lightning-services, or the labels of an experiment folder). The report opens with"
+            " the answer, one line per comparison (verdict, runs, interval), the host-cost lines"
+            " and the warnings; then configuration, throughput, step-time percentiles, each"
+            " arm's overhead over the baseline, slow ranks and, over several world sizes,"
             " scaling. Runs of one arm label and workload are repeats; runs may differ in world"
-            " size only."
-            " The unit of evidence is a run: each contributes its median step, and the overhead's"
-            f" {intervals.CONFIDENCE:.0%} interval is Welch's t-interval on the mean log"
-            f" per-run median; with fewer than {intervals.MIN_RUNS} runs a side there is a point"
-            " estimate and no verdict."
+            " size only. The unit of evidence is a run: each contributes its median step. The"
+            f" overhead's {intervals.CONFIDENCE:.0%} interval is on the log ratio: paired by block"
+            " for an experiment folder (Stein's two-stage rule when it stopped by that rule),"
+            " else Welch's t-interval on the mean log per-run median; with fewer than"
+            f" {intervals.MIN_RUNS} runs a side there is a point estimate and no verdict."
             " Results of the original single-file scripts form their own group."
         ),
         epilog="Exit status: 0 on success; 2 for a missing or invalid file, runs that measure"
@@ -71,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=FORMATS,
         default="text",
-        help="text (default): aligned tables; markdown: GitHub tables; csv: one row per run;"
+        help="text (default): the answer, then aligned tables; markdown: the same, GitHub tables;"
+        " csv: one row per run;"
         " json: everything, machine-readable; html: one self-contained page (figures embedded,"
         " reads offline, prints well)",
     )
@@ -103,7 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare runs whose workloads differ beyond the world size (differences become"
         " warnings)",
     )
-    p.add_argument("--verbose", action="store_true", help="print a traceback with any error")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show every configuration row (those the same in every arm too) and each legend"
+        " under its table; print a traceback with any error",
+    )
     return p
 
 
@@ -226,7 +231,7 @@ def run(args: argparse.Namespace) -> None:
             " results do not); leave out --drift"
         )
     check_not_inputs(args, report)
-    text = render(report, args.format, points)
+    text = render(report, args.format, points, verbose=args.verbose)
     if args.plot is not None:
         write_plot(report, args.plot, args.overwrite_output)
         print(f"{PROG}: wrote plot {args.plot}", file=sys.stderr)

@@ -1,29 +1,28 @@
-"""Values as the tables and lines show them: cells, lists of run files, units, provenance.
+"""Values as the tables and lines show them: cells, lists of run files, units.
 
 cell(True) == "yes"; cell(None) == "-"; cell(0.25) == "0.25"; cell(3.14159, ".2f") == "3.14"
-span(["a.json", "b.json", "c.json", "d.json"]) == "a.json .. d.json (4 files)"
+span(["a.json", "b.json", "c.json"]) == "a.json .. c.json (3 files)"
+span(["fabric-2.6.2+git35e56ef-r1.json", ..., "fabric-2.6.2+git35e56ef-r3.json"])
+    == "fabric-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"   # longer than SPAN_WIDTH in full
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from compare.model import Run
+from compare.model import Run, text_of
+
+SPAN_WIDTH = 60  # characters: a longer span names its last file by what differs from the first
 
 
 def cell(value: Any, spec: str = "") -> str:
-    """A value as text: '-' for missing, yes/no for booleans, numbers by format spec (floats
-    without one by %g)."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)) and spec:
+    """A value as a table cell: numbers by format spec, else as recorded facts read
+    (`compare.model.text_of`: '-' for missing, yes/no for booleans, floats by %g)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and spec:
         return format(value, spec)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return text_of(value)
 
 
 def world_unit(runs: Sequence[Run]) -> str:
@@ -33,12 +32,15 @@ def world_unit(runs: Sequence[Run]) -> str:
 
 
 def span(names: Sequence[str]) -> str:
-    """Run files for a reader: all of up to 3, else the first and last and how many."""
-    if len(names) > 3:
-        return f"{names[0]} .. {names[-1]} ({len(names)} files)"
+    """Run files for a reader: one or two, else the first and last and how many (a table
+    column stays narrow)."""
+    if len(names) > 2:
+        first, last = names[0], names[-1]
+        full = f"{first} .. {last} ({len(names)} files)"
+        if len(full) <= SPAN_WIDTH:
+            return full
+        shared = len(os.path.commonprefix([first, last]))
+        folder = first.rfind("/", 0, shared) + 1  # the names differ in a folder: keep it whole
+        cut = folder if "/" in last[shared:] else max(folder, first.rfind("-", 0, shared) + 1)
+        return f"{first} .. {last[cut:]} ({len(names)} files)"
     return ", ".join(names)
-
-
-def environment_of(run: Run) -> dict[str, str]:
-    """Provenance facts of a run as display strings ('-' where the result did not record it)."""
-    return {name: cell(value) for name, value in run.facts.items()}

@@ -5,14 +5,17 @@ per-step syncs, slow ranks, steady state.
     slow = slow_ranks(runs)               # distributions.slow_ranks applied to every run's ranks
     steady = steady_states(runs)          # first vs second half of every run's timed steps
 
-A `Flag` keeps its numbers apart from its words, so that the report can show the flags of one
-kind and arm as one line with the numbers as ranges, without reading its own text back.
+A `Flag` keeps its numbers apart from its words, so that `grouped_warnings` (here, beside the
+templates it fills) shows the flags of one kind and arm as one line with the numbers as ranges,
+without reading finished text back.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from string import Formatter
 
 from common.result import HOST_BOUND_BELOW
 from compare import distributions
@@ -46,6 +49,65 @@ class Flag:
     def text(self) -> str:
         """The warning as one line: "file: message", or the message when about several runs."""
         return f"{self.file}: {self.message}" if self.file else self.message
+
+
+def grouped_warnings(flags: Sequence[Flag]) -> list[str]:
+    """Warnings of one kind about runs of one arm as one line: the numbers as ranges, then the
+    runs.
+
+    host-bound flags of n-r1.json (GPU busy 82%) and n-r2.json (89%) become
+    "host-bound (GPU busy 82..89% ...) [2 runs: n-r1.json, n-r2.json]"; a warning about one
+    run, or about several runs at once, stays as it is, in its order.
+    """
+    groups: dict[object, list[Flag]] = {}
+    for i, flag in enumerate(flags):
+        key = (
+            (flag.kind, flag.arm, flag.template, tuple(sorted(flag.words.items())))
+            if flag.file
+            else i
+        )
+        groups.setdefault(key, []).append(flag)
+    out = []
+    for members in groups.values():
+        if len(members) == 1:
+            out.append(members[0].text)
+            continue
+        numbers = {
+            name: _range([m.numbers[name] for m in members], spec)
+            for _, name, spec, _ in Formatter().parse(members[0].template)
+            if name in members[0].numbers
+        }
+        text = members[0].template.format(
+            **{name: _Literal(value) for name, value in numbers.items()}, **members[0].words
+        )
+        runs = sorted((m.file or "" for m in members), key=_natural)
+        out.append(f"{text} [{len(members)} runs: {', '.join(runs)}]")
+    return out
+
+
+class _Literal(str):
+    """Text that a format spec leaves as it is (a range already formatted)."""
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+def _range(values: list[float], spec: str | None) -> str:
+    """'lo..hi' of the values in `spec` (a unit after the number written once), or one value."""
+    low, high = format(min(values), spec or ""), format(max(values), spec or "")
+    if low == high:
+        return low
+    n = 0  # characters of a unit both end with ("%"), written once
+    while (
+        n < min(len(low), len(high)) and low[-1 - n] == high[-1 - n] and not low[-1 - n].isdigit()
+    ):
+        n += 1
+    return f"{low[: len(low) - n]}..{high}"
+
+
+def _natural(name: str) -> list[object]:
+    """native-r2 before native-r10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 @dataclass(frozen=True)

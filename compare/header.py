@@ -2,6 +2,7 @@
 
 rows = header_rows(runs)     # field | one column per arm label, differing rows marked
 title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
+heading_of(runs), diagnostics_note(runs)   # its two parts (markdown's heading is one line)
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.display import cell, environment_of, span, world_unit
+from compare.display import cell, span, world_unit
 from compare.model import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run
 from compare.pairing import labels
 
@@ -26,6 +27,12 @@ class HeaderRow:
     values: dict[str, str]
     differs: bool
 
+    @property
+    def same_in_every_arm(self) -> bool:
+        """One value everywhere (a row the report folds away unless --verbose): never the
+        facts that differ by nature (file, start time, Slurm job)."""
+        return not self.differs and self.field not in _ALWAYS_DIFFERENT
+
 
 def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[HeaderRow]:
     """Configuration and environment rows: each arm's distinct values."""
@@ -35,7 +42,7 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
         config["precision_requested"] = run.precision_requested
         config["warmup_steps"] = str(run.warmup_steps)
         config["seed"] = str(run.seed)
-        facts.append({"file": run.file, **config, **environment_of(run)})
+        facts.append({"file": run.file, **config, **run.fact_texts})
     names = [
         "file",
         *WORKLOAD_FIELDS,
@@ -68,29 +75,42 @@ def _cell(name: str, values: list[str]) -> str:
     first and last start time, the lowest and highest GPU busy share."""
     if name == "file":
         return span(values)
-    if name == "started (UTC)" and len(values) > 1:
-        return f"{min(values)} .. {max(values)}"
+    if name == "started (UTC)":
+        first, last = (_moment(v) for v in (min(values), max(values)))
+        if len(values) == 1 or first == last:
+            return first
+        same_day = first[:10] == last[:10]
+        return f"{first} .. {last[11:] if same_day else last}"
     if name == "GPU busy (timed step)" and len(values) > 1 and "-" not in values:
         ordered = sorted(values, key=lambda v: float(v.rstrip("%")))
         return f"{ordered[0]}..{ordered[-1]}"
     return ", ".join(values)
 
 
+def _moment(value: str) -> str:
+    """'2026-12-02T23:29:33+00:00' (or '...Z') as '2026-12-02 23:29:33' (the row says UTC)."""
+    return value.removesuffix("Z").removesuffix("+00:00").replace("T", " ", 1)
+
+
 def title_of(runs: Sequence[Run]) -> str:
+    """The report's title: its heading and, when runs used them, the diagnostic options."""
+    return heading_of(runs) + diagnostics_note(runs)
+
+
+def heading_of(runs: Sequence[Run]) -> str:
     """Run facts for a plot title: GPU, precision, batch, channels_last and compile."""
     first = runs[0].workload
-    gpus = ", ".join(dict.fromkeys(environment_of(run)["gpu"] for run in runs))
+    gpus = ", ".join(dict.fromkeys(run.fact_texts["gpu"] for run in runs))
     per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
     batch = (
         f"{first['batch_size_per_device']} images/{per}"
         if first["batch_mode"] == "fixed_per_device"
         else f"global batch {first['global_batch_size']}"
     )
-    title = (
+    return (
         f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
         f"channels_last {cell(first['channels_last'])} · compile {cell(first['compile'])}"
     )
-    return title + diagnostics_note(runs)
 
 
 def diagnostics_note(runs: Sequence[Run]) -> str:

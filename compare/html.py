@@ -1,5 +1,8 @@
 """The report as one self-contained HTML page: verdicts first, figures embedded, tables, notes.
 
+The sections are the text report's (compare.sections), laid out by compare.render's html rule;
+this module adds the page: its style, the figures and the order.
+
     page = report_page(report, drift_points(runs))   # the figures drawn, then the page
 
 Everything the page needs is inside it (styles inline, figures as base64 PNG), so it reads
@@ -14,10 +17,11 @@ import html
 import io
 from collections.abc import Sequence
 
+from compare import render
 from compare.analysis import Report
 from compare.drift import DriftPoint, draw_drift
 from compare.plot import draw
-from compare.report import Section, sections
+from compare.sections import document
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1f23;
@@ -30,7 +34,7 @@ h2 { font-size: 1.05rem; margin: 1.6rem 0 .5rem; border-bottom: 1px solid #d0d7d
 table { border-collapse: collapse; margin: .4rem 0; font-size: 12.5px; }
 th, td { border: 1px solid #d0d7de; padding: .2rem .45rem; text-align: left; }
 th { background: #f6f8fa; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 figure { margin: 1rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
 figcaption { color: #57606a; font-size: 12.5px; }
@@ -41,55 +45,6 @@ ul { padding-left: 1.2rem; }
   figure img { max-height: 22cm; }
 }
 """
-
-
-def _is_number(text: str) -> bool:
-    """A cell that reads as a number is right-aligned."""
-    stripped = text.replace(",", "").replace("%", "").replace("..", "").lstrip("+-")
-    return bool(stripped) and stripped.replace(".", "", 1).replace("e-", "", 1).isdigit()
-
-
-def _table(section: Section) -> str:
-    """One HTML table from a section's headers and rows (cells escaped)."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in section.headers)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="num">{html.escape(c)}</td>'
-            if _is_number(c)
-            else f"<td>{html.escape(c)}</td>"
-            for c in row
-        )
-        + "</tr>"
-        for row in section.rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _section(section: Section) -> str:
-    """A heading, its table (if any) and its lines as a list."""
-    parts = [f"<h2>{html.escape(section.title)}</h2>"]
-    if section.headers and section.rows:
-        parts.append(_table(section))
-    if section.lines:
-        css = ' class="warnings"' if section.title == "Warnings" else ""
-        items = "".join(
-            f"<li>{html.escape(line.removeprefix('! '))}</li>" for line in section.lines
-        )
-        parts.append(f"<ul{css}>{items}</ul>")
-    return "\n".join(parts)
-
-
-def _verdicts(report: Report) -> str:
-    """The answer: one line per comparison, before anything else."""
-    if not report.overhead:
-        lines = ['<p class="verdict">No overhead computed: no world size has runs of two arms.</p>']
-    else:
-        lines = [
-            f'<p class="verdict">{html.escape(f"{o.world_size} {report.unit}: {o.verdict}")}</p>'
-            for o in report.overhead
-        ]
-    return '<div class="verdicts">' + "".join(lines) + "</div>"
 
 
 def _figure(caption: str, png: bytes) -> str:
@@ -103,13 +58,15 @@ def _figure(caption: str, png: bytes) -> str:
 
 
 def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> str:
-    """The whole page: title, verdicts, figures, then every section of the text report."""
+    """The whole page: title, verdicts and warnings, figures, then every section of the text
+    report (compare.sections, laid out by compare.render; every configuration row shown)."""
     title = html.escape(report.title)
+    answer, *rest = render.html(document(report, verbose=True))
     body = [
         f"<h1>{title}</h1>",
-        _verdicts(report),
+        answer,
         *(_figure(caption, png) for caption, png in figures),
-        *(_section(s) for s in sections(report)),
+        *rest,
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -166,6 +166,40 @@ class Placement:
     settling: ManifestSettling | None = None  # how its experiment waited for a settled host
 
 
+@dataclass(frozen=True)
+class Measures:
+    """A run's own measurements as the tables aggregate them (None where the result has
+    none: the original scripts recorded no step percentiles, warm-up or phases)."""
+
+    images_per_second_median: float  # global batch / median step (originals: wall clock)
+    images_per_second_per_device: float
+    step_median_ms: float  # every rank's steps pooled (originals: the wall-clock mean)
+    step_p5_ms: float | None
+    step_p95_ms: float | None
+    images_per_second: float  # wall clock
+    warmup_seconds: float | None
+    first_step_seconds: float | None
+    run_seconds: float | None  # the run's phases added up (launch to result)
+    imports_seconds: float | None
+    timed_share: float | None  # timed steps / run_seconds
+    process: str | None  # fresh or forked (older results: None, they were fresh)
+    server_import_seconds: float | None  # a forked run's server imports, paid once per arm
+    peak_allocated_gib: float | None
+    peak_reserved_gib: float | None
+    parameters_synchronized: bool
+
+
+def text_of(value: Any) -> str:
+    """A recorded value as text: '-' for missing, yes/no for booleans, floats by %g."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     """One loaded result: its arm label, workload key, measurements and provenance, typed."""
@@ -180,7 +214,7 @@ class Run:
     precision_requested: str
     warmup_steps: int
     seed: int
-    values: dict[str, Any]  # the table's measurements (None where the result has none)
+    values: Measures  # the measurements the tables aggregate (compare.rows.ArmRow)
     wall_ms: float  # wall-clock mean step (milliseconds_per_step): the originals' only time
     ranks: tuple[RankFacts, ...]  # empty for original results: they recorded no step times
     facts: dict[str, Any]  # provenance by ENVIRONMENT_FIELDS name (those recorded)
@@ -198,6 +232,11 @@ class Run:
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
     duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
+
+    @property
+    def fact_texts(self) -> dict[str, str]:
+        """Provenance facts as text (`text_of`): what differences between runs are found on."""
+        return {name: text_of(value) for name, value in self.facts.items()}
 
     @property
     def block(self) -> int | None:
@@ -236,12 +275,12 @@ class Run:
     @property
     def median_ms(self) -> float:
         """Median step time; for an original result its only sample, the wall-clock mean."""
-        return self.values["step_median_ms"]
+        return self.values.step_median_ms
 
     @property
     def throughput(self) -> float:
         """Global images/s from the median step (original results: wall clock, all they have)."""
-        return self.values["images_per_second_median"]
+        return self.values.images_per_second_median
 
 
 def run_from(
@@ -292,20 +331,20 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         "original": False,
         "ranks": ranks,
         "facts": facts,
-        "values": {
-            "images_per_second_median": r.images_per_second_median,
-            "images_per_second_per_device": r.images_per_second_per_device,
-            "step_median_ms": r.step_time_ms.median,
-            "step_p5_ms": r.step_time_ms.p5,
-            "step_p95_ms": r.step_time_ms.p95,
-            "images_per_second": r.images_per_second,
-            "warmup_seconds": r.warmup_seconds,
-            "first_step_seconds": r.first_step_seconds,
+        "values": Measures(
+            images_per_second_median=r.images_per_second_median,
+            images_per_second_per_device=r.images_per_second_per_device,
+            step_median_ms=r.step_time_ms.median,
+            step_p5_ms=r.step_time_ms.p5,
+            step_p95_ms=r.step_time_ms.p95,
+            images_per_second=r.images_per_second,
+            warmup_seconds=r.warmup_seconds,
+            first_step_seconds=r.first_step_seconds,
             **_time_split(r),
-            "peak_allocated_gib": r.peak_allocated_gib,
-            "peak_reserved_gib": r.peak_reserved_gib,
-            "parameters_synchronized": r.parameters_synchronized,
-        },
+            peak_allocated_gib=r.peak_allocated_gib,
+            peak_reserved_gib=r.peak_reserved_gib,
+            parameters_synchronized=r.parameters_synchronized,
+        ),
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their
         # profiled window), not the profiled window's busy fraction: the profiler slows the host.
@@ -339,15 +378,21 @@ def _host_ms(r: Result) -> float | None:
 
 def _time_split(r: Result) -> dict[str, float | None]:
     """Where rank 0's wall time went (older results: None): the run's seconds as its phases add
-    up (launch to result), the imports among them, and the share that was timed steps."""
-    phases = r.phase_seconds
+    up (launch to result), the imports among them, and the share that was timed steps; how its
+    process was made and, when forked, the server's imports (paid once, outside the run)."""
+    phases, process = r.phase_seconds, r.process
+    made = {  # fresh or forked (common/forkserver.py); older results: fresh, not recorded
+        "process": process.kind if process is not None else None,
+        "server_import_seconds": process.server_import_seconds if process is not None else None,
+    }
     if phases is None:
-        return {"run_seconds": None, "imports_seconds": None, "timed_share": None}
+        return {"run_seconds": None, "imports_seconds": None, "timed_share": None, **made}
     total = sum(v for v in phases.model_dump().values() if v is not None)
     return {
         "run_seconds": total,
         "imports_seconds": phases.imports,
         "timed_share": phases.timed / total if total > 0 else None,
+        **made,
     }
 
 
@@ -360,22 +405,24 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
         "original": True,
         "ranks": (),
         "facts": {name: read(r) for name, read in _ORIGINAL_FACTS.items()},
-        "values": {
-            "images_per_second_median": r.images_per_second,
-            "images_per_second_per_device": r.images_per_second / r.world_size,
-            "step_median_ms": r.milliseconds_per_step,
-            "step_p5_ms": None,
-            "step_p95_ms": None,
-            "images_per_second": r.images_per_second,
-            "warmup_seconds": None,
-            "first_step_seconds": None,
-            "run_seconds": None,
-            "imports_seconds": None,
-            "timed_share": None,
-            "peak_allocated_gib": r.peak_allocated_gib,
-            "peak_reserved_gib": r.peak_reserved_gib,
-            "parameters_synchronized": r.parameters_synchronized,
-        },
+        "values": Measures(
+            images_per_second_median=r.images_per_second,
+            images_per_second_per_device=r.images_per_second / r.world_size,
+            step_median_ms=r.milliseconds_per_step,
+            step_p5_ms=None,
+            step_p95_ms=None,
+            images_per_second=r.images_per_second,
+            warmup_seconds=None,
+            first_step_seconds=None,
+            run_seconds=None,
+            imports_seconds=None,
+            timed_share=None,
+            process=None,
+            server_import_seconds=None,
+            peak_allocated_gib=r.peak_allocated_gib,
+            peak_reserved_gib=r.peak_reserved_gib,
+            parameters_synchronized=r.parameters_synchronized,
+        ),
         "diagnostics": {},
         "gpu_share": None,
         "sigterm_sync": None,
@@ -436,10 +483,10 @@ def run_record(run: Run) -> dict[str, Any]:
         "counted": run.warmup is None,
         "world_size": run.world_size,
         "run_median_ms": run.pace_median_ms,
-        "step_median_ms": run.values["step_median_ms"],
-        "step_p5_ms": run.values["step_p5_ms"],
-        "step_p95_ms": run.values["step_p95_ms"],
-        "images_per_second": run.values["images_per_second_median"],
+        "step_median_ms": run.values.step_median_ms,
+        "step_p5_ms": run.values.step_p5_ms,
+        "step_p95_ms": run.values.step_p95_ms,
+        "images_per_second": run.values.images_per_second_median,
         "host_ms_per_step": run.host_ms_per_step,
         "gpu_busy_share": run.gpu_share,
         "started_utc": run.started_utc,

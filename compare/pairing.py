@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compare.display import cell, environment_of
-from compare.model import ORIGINAL_LABEL, Run
+from compare.model import ORIGINAL_LABEL, Run, text_of
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
@@ -83,14 +82,14 @@ def workload_differences(runs: Sequence[Run]) -> list[Difference]:
     """Workload fields (other than the world size and what follows from it) that differ."""
     keys = [scaling_key(run) for run in runs]
     fields = list(dict.fromkeys(name for key in keys for name in key))
-    facts = [{name: cell(key.get(name)) for name in fields} for key in keys]
+    facts = [{name: text_of(key.get(name)) for name in fields} for key in keys]
     return _differences(runs, facts, fields, skip_missing=False)
 
 
 def environment_differences(runs: Sequence[Run]) -> list[Difference]:
     """Environment facts that differ between runs (facts a result did not record are ignored),
     less the versions under test (version_differences)."""
-    facts = [environment_of(run) for run in runs]
+    facts = [run.fact_texts for run in runs]
     tested = {d.field for d in version_differences(runs)}
     found = _differences(runs, facts, WARN_ENVIRONMENT, skip_missing=True)
     return [d for d in found if d.field not in tested]
@@ -100,7 +99,7 @@ def version_differences(runs: Sequence[Run]) -> list[Difference]:
     """Versions (VERSIONS) that differ between arms while each arm ran one: what is compared.
 
     A version that differs between runs of one arm stays an environment difference."""
-    facts = [environment_of(run) for run in runs]
+    facts = [run.fact_texts for run in runs]
     found = _differences(runs, facts, VERSIONS, skip_missing=False)
     return [d for d in found if all(len(values) <= 1 for values in d.values.values())]
 

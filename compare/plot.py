@@ -40,19 +40,19 @@ def color_of(report: Report, label: str) -> str:
 
 
 def _labels(report: Report) -> list[str]:
-    return report.labels or list(dict.fromkeys(row["arm"] for row in report.table))
+    return report.labels or list(dict.fromkeys(row.arm for row in report.table))
 
 
 def _throughput(ax: Axes, report: Report) -> None:
     """(1) Global throughput bars, one per arm side by side, per world size."""
-    worlds = sorted({row["world_size"] for row in report.table})
+    worlds = sorted({row.world_size for row in report.table})
     names = _labels(report)
     width = 0.8 / max(len(names), 1)
     for k, label in enumerate(names):
         offset = (k - (len(names) - 1) / 2) * width
-        rows = {row["world_size"]: row for row in report.table if row["arm"] == label}
+        rows = {row.world_size: row for row in report.table if row.arm == label}
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
-        ys = [rows[w]["images_per_second_median"] for w in worlds if w in rows]
+        ys = [rows[w].images_per_second_median for w in worlds if w in rows]
         if xs:
             bars = ax.bar(xs, ys, width, color=color_of(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)

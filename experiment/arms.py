@@ -98,6 +98,7 @@ class Arm:
     options: tuple[str, ...] = ()
     python: str | None = None  # None: the experiment's --python
     env: Env | None = None
+    launch: str | None = None  # "fork" or "fresh" for this arm alone (fork-check); None: --launch
 
     @property
     def argv(self) -> list[str]:

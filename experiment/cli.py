@@ -141,11 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--launch",
-        choices=("auto", "self", "srun"),
+        choices=("auto", "fork", "fresh", "srun"),
         default="auto",
-        help="self: the runner starts its ranks; srun: each run through srun"
-        " --kill-on-bad-exit=1 with --devices/--num-nodes from the job;"
-        " auto (default): srun inside a Slurm allocation, else self",
+        help="fork: every run (each of its ranks) forked from a warm interpreter per arm"
+        " python, which imported torch and the runner once; fresh: a new process per run,"
+        " which starts its ranks itself; srun: each run through srun --kill-on-bad-exit=1 with"
+        " --devices/--num-nodes from the job; auto (default): srun inside a Slurm allocation,"
+        " else fork",
     )
     p.add_argument(
         "--python",
@@ -261,9 +263,16 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                     **common,
                 )
             )
-    if mode == "srun":
-        for s in found:
+    for s in found:
+        if mode == "srun":
+            if any(a.launch for a in s.arms):
+                raise UsageError(
+                    f"--plan {args.plan}: its arms fork or start runs on this host, not through"
+                    " srun; run it outside a Slurm job step or give --launch fork"
+                )
             launch.srun_options(s.options)
+        if any((a.launch or s.launch) == "fork" for a in s.arms):
+            launch.check_fork_options(s.options)
     return found
 
 

@@ -1,4 +1,5 @@
-"""How each run starts: self-launched on a workstation, or through srun inside a Slurm job.
+"""How each run starts: forked from a warm interpreter (`ForkServer`, the default on a
+workstation), a fresh process that self-launches its ranks, or through srun inside a Slurm job.
 
 The job's shape is read as the runners read it (`common.launcher.slurm_job_shape`), and the
 runners derive their rendezvous port from the job id themselves (`slurm_master_port`).
@@ -8,7 +9,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
 
+from common import forkserver
 from common.errors import UsageError
 from common.launcher import slurm_job_shape, whole_number
 
@@ -18,9 +26,10 @@ SRUN = ["srun", "--kill-on-bad-exit=1"]
 
 
 def resolve_mode(mode: str) -> str:
-    """auto -> srun inside a Slurm allocation (SLURM_JOB_ID set), else self."""
+    """auto -> srun inside a Slurm allocation (SLURM_JOB_ID set), else fork; fork, fresh and
+    srun as given."""
     if mode == "auto":
-        return "srun" if os.environ.get("SLURM_JOB_ID") else "self"
+        return "srun" if os.environ.get("SLURM_JOB_ID") else "fork"
     return mode
 
 
@@ -50,7 +59,7 @@ def srun_options(options: list[str]) -> list[str]:
         raise UsageError("--launch srun but srun is not on PATH")
     if not os.environ.get("SLURM_JOB_ID"):
         raise UsageError(
-            "--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch self"
+            "--launch srun outside a Slurm allocation (SLURM_JOB_ID unset); use --launch fork"
         )
     per_node, nodes = slurm_job_shape(os.environ)
     if os.environ.get("SLURM_CPUS_PER_TASK"):
@@ -88,3 +97,168 @@ def command(python: str, argv: list[str], mode: str) -> list[str]:
     fake = os.environ.get(FAKE_RUNNER_VARIABLE)
     cmd = [python, fake, *argv] if fake else [python, *argv]
     return [*SRUN, *cmd] if mode == "srun" else cmd
+
+
+# --- runs forked from a warm interpreter (common/forkserver.py) ----------------------------
+SERVER_START_TIMEOUT_S = 600  # the imports of a cold interpreter on a slow file system
+
+
+class ServerFailed(Exception):
+    """A fork server could not start or died: one line, and the experiment stops."""
+
+
+def fork_target(argv: list[str]) -> tuple[str, list[str]]:
+    """(module or program, its arguments) of a run's `-m MODULE ARGS` (or the test's fake
+    runner, which receives `-m MODULE ARGS` as arguments)."""
+    fake = os.environ.get(FAKE_RUNNER_VARIABLE)
+    if fake:
+        return fake, argv
+    return argv[1], argv[2:]
+
+
+def fork_ranks(argv: list[str]) -> int:
+    """How many ranks the server forks for a run: --devices (1 for a --check, and for the
+    tests' fake runner, which stands in for the runner and its launcher)."""
+    if "--check" in argv or os.environ.get(FAKE_RUNNER_VARIABLE):
+        return 1
+    devices = option_value(argv, "--devices")
+    return int(devices) if devices and devices.isdigit() and int(devices) > 0 else 1
+
+
+def check_fork_options(options: list[str]) -> None:
+    """UsageError for what a fork server cannot run: more than one node."""
+    nodes = option_value(options, "--num-nodes")
+    if nodes not in (None, "1"):
+        raise UsageError(
+            f"--launch fork runs every rank on this host, not --num-nodes {nodes};"
+            " use --launch fresh (or srun inside a Slurm job)"
+        )
+
+
+class ForkedRun:
+    """A run forked by a server, waited for as a subprocess.Popen is (pid, poll, wait)."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self.server = server
+        self.pid = pid  # the run's leader: its process group
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._receive(0.001)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = 0.5 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
+            self._receive(min(0.5, left))
+        return self.returncode
+
+    def _receive(self, timeout: float) -> None:
+        message = self.server.receive(timeout)
+        if isinstance(message, forkserver.Exited) and message.pid == self.pid:
+            self.returncode = message.status
+
+
+class ForkServer:
+    """One arm interpreter's warm server: started, asked for runs, stopped."""
+
+    def __init__(self, python: str, env: dict[str, str], modules: list[str], log: Path) -> None:
+        self.python, self.log = python, log
+        ours, theirs = socket.socketpair()
+        imports = [arg for m in modules for arg in ("--import", m)]
+        with open(log, "a", encoding="utf-8") as f:
+            self.proc = subprocess.Popen(
+                [python, "-m", "common.forkserver", "--fd", str(theirs.fileno()), *imports],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # Ctrl-C reaches the experiment, which stops it
+            )
+        theirs.close()
+        self.channel = forkserver.Channel(ours)
+        self.import_seconds: float | None = None
+
+    def ready(self, stopping: Callable[[], bool] = lambda: False) -> float:
+        """Wait for the server's imports; their seconds. ServerFailed with its one line."""
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while time.monotonic() < deadline and not stopping():
+            try:
+                message = self.channel.receive(0.5)
+            except TimeoutError:
+                continue
+            if isinstance(message, forkserver.Ready):
+                self.import_seconds = message.import_seconds
+                return message.import_seconds
+            if isinstance(message, forkserver.Refused):
+                raise ServerFailed(
+                    f"the fork server of {self.python} cannot start: {message.error}"
+                )
+            raise ServerFailed(self.gone())
+        if stopping():
+            return 0.0
+        raise ServerFailed(
+            f"the fork server of {self.python} sent nothing in {SERVER_START_TIMEOUT_S} s;"
+            f" see {self.log}"
+        )
+
+    def gone(self) -> str:
+        """Why the server is gone, in one line."""
+        try:
+            status = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            status = None
+        how = (
+            "stopped answering"
+            if status is None
+            else f"exited with status {status}"
+            if status >= 0
+            else f"was killed by {signal.Signals(-status).name}"
+        )
+        return f"the fork server of {self.python} {how}; see {self.log}"
+
+    def receive(self, timeout: float) -> object | None:
+        """The server's next message, None when none came in time; ServerFailed if it died."""
+        try:
+            message = self.channel.receive(timeout)
+        except TimeoutError:
+            return None
+        except (OSError, ValueError) as error:
+            raise ServerFailed(f"{self.gone()} ({error})") from None
+        if message is None:
+            raise ServerFailed(self.gone())
+        return message
+
+    def start(self, module: str, argv: list[str], env: dict[str, str], log: Path) -> ForkedRun:
+        """Fork one run; its handle once the server says it started."""
+        ranks = fork_ranks(argv)
+        try:
+            self.channel.send(forkserver.Start(module, argv, env, str(log.resolve()), ranks))
+        except OSError:
+            raise ServerFailed(self.gone()) from None
+        while True:
+            message = self.receive(SERVER_START_TIMEOUT_S)
+            if isinstance(message, forkserver.Started):
+                return ForkedRun(self, message.pid)
+            if message is None:
+                raise ServerFailed(f"the fork server of {self.python} did not start a run")
+
+    def close(self) -> None:
+        """End the server (closing its socket ends its loop); SIGKILL if it lingers."""
+        try:
+            self.channel.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()

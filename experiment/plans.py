@@ -130,6 +130,15 @@ def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
 
 PLANS: tuple[Plan, ...] = (
     Plan(
+        "fork-check",
+        "Does a run forked from a warm interpreter measure what a fresh process measures"
+        " (native started fresh against native forked, an A/A)?",
+        arms=(Arm("fresh", "native", launch="fresh"), Arm("forked", "native", launch="fork")),
+        repeats=10,
+        # gpu-bound: the demo's workload; as-given: only the options after -- (the CPU test)
+        variants=(Variant("gpu-bound", B256), Variant("as-given")),
+    ),
+    Plan(
         "overhead",
         "What does Lightning's Trainer cost against native, in each regime?",
         repeats=7,

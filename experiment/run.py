@@ -1,4 +1,7 @@
-"""The experiment loop: ABBA blocks of fresh runs, the manifest after every run, the estimate.
+"""The experiment loop: ABBA blocks of runs, the manifest after every run, the estimate.
+
+Each run is a process of its own: forked from a warm server per arm interpreter
+(`launch.ForkServer`, --launch fork), started fresh, or through srun.
 
 The running estimate and the final reports come from compare in this process (`compare.api`):
 typed `Overhead` values, and a failure of compare is shown as one, never as "none yet".
@@ -163,7 +166,9 @@ class Experiment:
     def __init__(self, s: Settings) -> None:
         self.s = s
         self.runs: list[ManifestRun] = []
-        self.current: subprocess.Popen | None = None
+        self.current: subprocess.Popen | launch.ForkedRun | None = None
+        self.servers: dict[str, launch.ForkServer] = {}  # arm python -> its fork server
+        self.server_failed: str | None = None
         self.signal: int | None = None
         self.start = time.monotonic()
         self.created = utc_now()
@@ -214,13 +219,21 @@ class Experiment:
 
     def stop_current(self) -> None:
         """SIGTERM to the running run's process group (srun forwards it to the ranks)."""
-        if self.current is not None and self.current.poll() is None:
+        if self.current is None:
+            return
+        if isinstance(self.current, launch.ForkedRun):  # no socket read in a signal handler
+            running = self.current.returncode is None
+        else:
+            running = self.current.poll() is None
+        if running:
             try:
                 os.killpg(self.current.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
 
-    def wait(self, proc: subprocess.Popen, timeout: float | None) -> tuple[int, bool]:
+    def wait(
+        self, proc: subprocess.Popen | launch.ForkedRun, timeout: float | None
+    ) -> tuple[int, bool]:
         """Wait for proc, then stop what is left of its process group; (exit status, timed
         out). Past timeout: SIGTERM to the group, grace, SIGKILL."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -241,6 +254,41 @@ class Experiment:
         end_group(proc.pid)  # ranks that outlive their launcher would write a result later
         return status, timed_out
 
+    # --- fork servers -----------------------------------------------------------------
+    def mode(self, arm: Arm) -> str:
+        """How this arm's runs start: its own launch (the fork-check plan) or the experiment's."""
+        return arm.launch or self.s.launch
+
+    def run_env(self) -> dict[str, str]:
+        """The environment of every run (and of the fork servers)."""
+        env = launch.srun_environment() if self.s.launch == "srun" else dict(os.environ)
+        env.update(self.s.env)
+        return env
+
+    def start_servers(self) -> None:
+        """One fork server per arm interpreter of a forked arm, warm before the first run;
+        ServerFailed with its one line when one cannot start."""
+        modules: dict[str, set[str]] = {}
+        for arm in self.s.arms:
+            if self.mode(arm) == "fork":
+                module, _ = launch.fork_target(arm.argv)
+                modules.setdefault(arm.python or self.s.python, set()).add(module)
+        for k, (python, names) in enumerate(modules.items(), 1):
+            log = self.s.out / "logs" / f"forkserver-{k}.log"
+            self.servers[python] = server = launch.ForkServer(
+                python, self.run_env(), sorted(names), log
+            )
+            seconds = server.ready(lambda: self.signal is not None)
+            if self.signal is not None:
+                raise Stopped
+            print(f"{PROG}: fork server {k} ({python}) ready, imports {seconds:.1f} s", flush=True)
+
+    def stop_servers(self) -> None:
+        """End every fork server (each ends its runs' leaders with it)."""
+        for server in self.servers.values():
+            server.close()
+        self.servers.clear()
+
     # --- one run ----------------------------------------------------------------------
     def run_one(
         self, index: int, block: int, position: int, arm: Arm, warmup: bool = False
@@ -260,16 +308,28 @@ class Experiment:
             if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
                 path.parent.mkdir(parents=True)
         argv = [*arm.argv, *options, *self.extra, "--output", str(result.resolve())]
-        cmd = launch.command(arm.python or self.s.python, argv, self.s.launch)  # its own, if named
-        env = launch.srun_environment() if self.s.launch == "srun" else dict(os.environ)
-        env.update(self.s.env)
+        python, mode = arm.python or self.s.python, self.mode(arm)  # its own, if named
+        cmd = launch.command(python, argv, mode)  # as a fresh process would run it
+        env = self.run_env()
         started, t0 = utc_now(), time.monotonic()
         with open(log, "w", encoding="utf-8") as f:
-            self.current = subprocess.Popen(
-                cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-            status, timed_out = self.wait(self.current, self.s.run_timeout)
+            try:
+                if mode == "fork":
+                    self.current = self.servers[python].start(*launch.fork_target(argv), env, log)
+                else:
+                    self.current = subprocess.Popen(
+                        cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                    )
+                status, timed_out = self.wait(self.current, self.s.run_timeout)
+            except launch.ServerFailed as error:  # the run died with its server: failed
+                self.server_failed = str(error)
+                if self.current is not None:
+                    end_group(self.current.pid)
+                status, timed_out = 1, False
             self.current = None
+        if self.server_failed:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{PROG}: {self.server_failed}\n")
         if timed_out:
             with open(log, "a", encoding="utf-8") as f:
                 f.write(f"{PROG}: stopped after the run timeout of {self.s.run_timeout:g} s\n")
@@ -429,6 +489,7 @@ class Experiment:
         (self.s.out / "logs").mkdir(exist_ok=True)
         old = {sig: signal.signal(sig, self.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            self.start_servers()
             status = self._run()
             if self.signal is not None:  # during the final reports: stopped, not a success
                 raise Stopped
@@ -444,7 +505,17 @@ class Experiment:
                 flush=True,
             )
             return 128 + sig
+        except launch.ServerFailed as error:  # the runs so far stay recorded
+            self.write_manifest()
+            print(
+                f"{PROG}: error: {error}; the experiment stops, {len(self.runs)} run(s) recorded"
+                f" in {self.s.out}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
         finally:
+            self.stop_servers()
             for sig, handler in old.items():
                 signal.signal(sig, handler)
 
@@ -534,6 +605,8 @@ class Experiment:
         record = self.run_one(len(self.runs) + 1, block, position, arm, warmup)
         self.runs.append(record)
         self.write_manifest()
+        if self.server_failed:
+            raise launch.ServerFailed(self.server_failed)
         if self.signal is not None:
             raise Stopped
         name = f"{arm.label} {'w' if warmup else 'r'}{block}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +37,7 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
     pair: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = output_of(capsys, *pair)
+    words = " ".join(text.split())  # the prose is wrapped at 100 columns
     assert (
         text.index("Configuration and environment")
         < text.index("Speed")
@@ -43,8 +45,8 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
     )
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
     # the sentence says why there is no verdict (intervals.interval_line)
-    assert "2 GPU(s): lightning vs native: point estimate +" in text
-    assert "no verdict: the interval needs at least 2 runs a side" in text
+    assert "2 GPU(s): lightning vs native: point estimate +" in words
+    assert "no verdict: the interval needs at least 2 runs a side" in words
     assert text.index("Overhead: arm vs") < text.index(
         "Steady state: first vs second half of timed steps"
     )
@@ -175,8 +177,7 @@ def test_help_describes_every_option() -> None:
 
 
 def test_text_groups_a_warning_of_many_runs_into_one_line_per_arm_with_ranges() -> None:
-    from compare.flags import Flag
-    from compare.report import grouped_warnings
+    from compare.flags import Flag, grouped_warnings
 
     host = "host-bound (GPU busy {share:.1%} of the timed step): the GPU waits"
     steady = "not in steady state: {change:+.1f}% (limit ±2%)"
@@ -211,7 +212,8 @@ def test_the_configuration_names_many_files_by_the_first_and_last(
     ]
     files.append(write(tmp_path / "lightning-r1.json", make_result("lightning")))
     assert main([*map(str, files), "--format", "text"]) == 0
-    row = next(
+    # a table too wide for 100 columns is split by arm: the file row of every part
+    row = " ".join(
         line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("file")
     )
     assert "native-r1.json .. native-r5.json (5 files)" in row and "lightning-r1.json" in row
@@ -230,3 +232,91 @@ def test_cpu_runs_count_ranks_not_gpus(tmp_path: Path, capsys: pytest.CaptureFix
     assert "GPU(s)" not in text and "img/s/GPU" not in text
     assert main([*map(str, files), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["unit"] == "CPU rank(s)"
+
+
+def test_text_and_markdown_open_with_the_answer_and_fit_100_columns(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Title, then one line per comparison (verdict, runs, interval), then the tables."""
+    lines = output_of(capsys, *pair).splitlines()
+    assert lines[0].startswith("resnet50 on NVIDIA H200") and lines[1] == ""
+    verdict = r"lightning vs native, 2 GPUs: \+\d+\.\d\d% \(1 run a side\), no verdict: "
+    assert re.match(verdict, lines[2])
+    assert lines.index(next(x for x in lines if x.startswith("Configuration"))) > 2
+    assert max(len(line) for line in lines) <= 100
+    md = output_of(capsys, *pair, "--format", "markdown").splitlines()
+    assert md[0].startswith("# resnet50 on NVIDIA H200") and md[1] == ""
+    assert re.match("- " + verdict, md[2])
+    assert max(len(line) for line in md if not line.startswith("|")) <= 100  # tables stay whole
+
+
+def test_configuration_rows_the_same_in_every_arm_fold_unless_verbose(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    short = output_of(capsys, *pair)
+    config = short.split("Configuration and environment")[1].split("\n\n")[0]
+    assert not re.search(r"^\s+arch\s", config, flags=re.M)
+    folded = re.search(r"(\d+) more fields are the same in every arm \(--verbose", config)
+    assert folded and int(folded.group(1)) > 10
+    # the legends come after every table: the last section
+    assert short.index("Slow ranks") < short.index("\nLegend\n") < short.index("estimator:")
+    full = output_of(capsys, *pair, "--verbose")
+    config = full.split("Configuration and environment")[1].split("\n\n")[0]
+    assert re.search(r"^\s+arch\s+resnet50\s+resnet50$", config, flags=re.M)
+    assert "more fields are the same" not in full and "\nLegend\n" not in full
+    assert full.index("estimator:") < full.index("Host cost per step")  # under its table
+    assert max(len(line) for line in full.splitlines()) <= 100
+
+
+def test_numbers_are_right_aligned_by_column_in_every_format(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One rule: a numeric column is right-aligned in text, markdown and HTML, '-' and
+    intervals ("1.48..2.14") included."""
+    from compare.analysis import analyse
+    from compare.api import load
+    from compare.html import render_html
+
+    text = output_of(capsys, *pair)
+    host = text.split("Host cost per step")[1].split("\n\n")[0].splitlines()
+    header, rule, *rows = host[1 : 3 + len(pair)]
+    assert "± ms" in header and rows
+    spans = [m.span() for m in re.finditer(r"-+", rule)]  # each column's extent
+    for row in rows:  # numbers flush right, "-" cells included; the arm's name flush left
+        assert all(row[end - 1] != " " for i, (_, end) in enumerate(spans) if i != 1), row
+        assert row[spans[1][0]] != " " and row[spans[1][0] - 1] == " ", row
+    assert {row[spans[1][0] :].split()[0] for row in rows} == {"native", "lightning"}
+    runs, _ = load(pair)
+    page = render_html(analyse(runs))
+    assert '<th class="num">95% CI %</th>' in page
+    assert re.search(r'<td class="num">-</td>', page)  # a missing number sits with the numbers
+    ci = re.search(r"<td[^>]*>[-+]?\d+\.\d+\.\.[-+]?\d+\.\d+</td>", page)
+    assert ci is None or 'class="num"' in ci.group(0)
+
+
+def test_the_arm_table_is_typed_rows_whose_fields_name_the_columns(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ArmRow's fields are the json table's keys and carry each column's header and format."""
+    from dataclasses import fields
+
+    from compare.rows import ArmRow
+
+    report = json.loads(output_of(capsys, *pair, "--format", "json"))
+    assert [list(row) for row in report["table"]] == [[f.name for f in fields(ArmRow)]] * 2
+    speed = ArmRow.columns("speed")
+    assert [h for _, h, _ in speed][3:5] == ["img/s ↑", "img/s/GPU ↑"]
+    text = output_of(capsys, *pair)
+    assert "  ".join(["median ms ↓", "p5 ms ↓", "p95 ms ↓"]) in text
+
+
+def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:
+    """So that a configuration column stays narrow; a folder that differs is kept whole."""
+    from compare.display import span
+
+    long = [f"lightning-2.6.2+git35e56ef-r{k}.json" for k in (1, 2, 3)]
+    assert span(long) == "lightning-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"
+    assert span(["n-r1.json", "n-r2.json", "n-r3.json"]) == "n-r1.json .. n-r3.json (3 files)"
+    assert span(["n-r1.json", "n-r2.json"]) == "n-r1.json, n-r2.json"
+    folders = [f"devices-{k}/lightning-2.6.2+git35e56ef-r1.json" for k in (1, 2, 3)]
+    assert span(folders) == f"{folders[0]} .. {folders[-1]} (3 files)"

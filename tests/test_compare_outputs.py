@@ -176,14 +176,14 @@ def test_the_report_shows_where_each_arms_wall_time_went():
 
     folder = ROOT / "results" / "h200" / "overhead" / "gpu-bound-2.5-minutes"
     runs, baseline = load([folder])
-    rows = {row["arm"]: row for row in analyse_runs(runs, baseline).table}
+    rows = {row.arm: row for row in analyse_runs(runs, baseline).table}
     for arm in ("native", "lightning"):
         phases = [json.loads(r.path.read_text())["phase_seconds"] for r in runs if r.label == arm]
         totals = [sum(v for v in p.values() if v is not None) for p in phases]
-        assert rows[arm]["run_seconds"] == statistics.median(totals)
-        assert rows[arm]["imports_seconds"] == statistics.median(p["imports"] for p in phases)
+        assert rows[arm].run_seconds == statistics.median(totals)
+        assert rows[arm].imports_seconds == statistics.median(p["imports"] for p in phases)
         shares = [p["timed"] / t for p, t in zip(phases, totals)]
-        assert rows[arm]["timed_share"] == statistics.median(shares)
-        assert 0 < rows[arm]["timed_share"] < 0.5  # imports and warm-up dominate these runs
+        assert rows[arm].timed_share == statistics.median(shares)
+        assert 0 < rows[arm].timed_share < 0.5  # imports and warm-up dominate these runs
     proc = _compare(str(folder))
     assert "timed % of run" in proc.stdout and "imports s" in proc.stdout

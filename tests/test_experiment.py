@@ -513,7 +513,7 @@ def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_p
         options=[],
         repeats=1,
         python=sys.executable,
-        launch="self",
+        launch="fresh",
     )
     exp = Experiment(settings)
     for i, arm in enumerate(settings.arms, 1):

@@ -274,7 +274,7 @@ def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch)
         options=[],
         repeats=1,
         python=sys.executable,
-        launch="self",
+        launch="fresh",
         warmup_runs=0,
     )
     monkeypatch.setenv("DDPBENCH_EXPERIMENT_FAKE_RUNNER", str(FAKE))

@@ -144,17 +144,7 @@ def test_the_graph_holds_the_known_imports():
     assert "native.launch" not in graph["native.benchmark"]
 
 
-# compare/html.py <-> compare/report.py is issue 31's, undone by compare's one render layer (the
-# `report` branch): strict, so that this mark has to go when the circle does.
-KNOWN_CIRCLE = pytest.mark.xfail(
-    strict=True, reason="compare.html <-> compare.report until compare's render layer lands"
-)
-
-
-@pytest.mark.parametrize(
-    "package",
-    [pytest.param(p, marks=KNOWN_CIRCLE) if p == "compare" else p for p in PACKAGES],
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_circles(package):
     """Each circle is reported in the package of its first module (alphabetically)."""
     graph = import_graph()

@@ -1,0 +1,225 @@
+"""The one render layer: typed sections laid out as text, markdown or HTML, one rule for cells.
+
+    text(document)        # aligned tables, prose wrapped: no line wider than WIDTH
+    markdown(document)    # GitHub tables, bullets wrapped at WIDTH
+    html(document)        # <h2>, <table>, <ul>, every value escaped
+
+A column says once whether it holds numbers (`Column.numeric`); numbers are right-aligned in
+every format, never guessed from the cell's text. A text table too wide for WIDTH is split
+into several with its key columns (`Column.key`, the row's name) repeated, as pandas wraps a
+wide frame; a markdown table is left whole (its viewer lays it out), its prose wrapped. A
+section's `legend` (what the columns mean) is printed after every table, in a last "Legend"
+section, or under its own table with `verbose` (and always in HTML).
+
+Written here because pandas' to_markdown needs `tabulate`, which compare does not require.
+"""
+
+from __future__ import annotations
+
+import html as html_escape
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+WIDTH = 100  # columns: the longest line of a text or markdown report
+INDENT = "  "
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, whether its cells are numbers (right-aligned in every
+    format) and whether it names the row (repeated when a wide table is split)."""
+
+    header: str
+    numeric: bool = False
+    key: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """Columns and rows of cells, already formatted (compare.display.cell)."""
+
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def split(self, width: int, measure) -> list[Table]:
+        """Tables of at most `width` (by `measure(columns, rows)`), key columns in each."""
+        keys = [i for i, c in enumerate(self.columns) if c.key]
+        rest = [i for i, c in enumerate(self.columns) if not c.key]
+        parts: list[list[int]] = []
+        for i in rest:
+            if parts and measure(self._take(keys + parts[-1] + [i])) <= width:
+                parts[-1].append(i)
+            else:
+                parts.append([i])
+        return [self._take(keys + p) for p in parts] if len(parts) > 1 else [self]
+
+    def _take(self, indices: Sequence[int]) -> Table:
+        """The table of some columns."""
+        return Table(
+            tuple(self.columns[i] for i in indices),
+            tuple(tuple(row[i] for i in indices) for row in self.rows),
+        )
+
+
+@dataclass(frozen=True)
+class Section:
+    """A block of a report: a title ("" for the answer at the top), an optional table, lines
+    of prose, and a legend (what the table's columns and rules mean)."""
+
+    title: str
+    table: Table | None = None
+    lines: tuple[str, ...] = ()
+    legend: tuple[str, ...] = ()
+    kind: str = ""  # "answer" | "warnings" | "" (how HTML marks it)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A report to lay out: its title and its sections in reading order."""
+
+    title: str
+    sections: tuple[Section, ...] = field(default_factory=tuple)
+    subtitle: str = ""  # a line under the title (markdown: a paragraph under the heading)
+
+
+def _wrap(line: str, first: str, rest: str, width: int = WIDTH) -> list[str]:
+    """A prose line wrapped at spaces (words and paths never broken)."""
+    return textwrap.wrap(
+        line,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def _legend_last(doc: Document, verbose: bool) -> list[Section]:
+    """The sections, each legend under its own table (verbose) or gathered at the end."""
+    if verbose:
+        return [Section(s.title, s.table, (*s.lines, *s.legend), (), s.kind) for s in doc.sections]
+    legend = [line for s in doc.sections for line in s.legend]
+    plain = [Section(s.title, s.table, s.lines, (), s.kind) for s in doc.sections]
+    return plain + ([Section("Legend", lines=tuple(legend))] if legend else [])
+
+
+def _text_width(table: Table) -> int:
+    """The widest line of the table as text_table lays it out."""
+    widths = _widths(table)
+    return len(INDENT) + sum(widths) + 2 * (len(widths) - 1)
+
+
+def _widths(table: Table) -> list[int]:
+    """Each column's widest cell, header included."""
+    return [
+        max([len(c.header), *(len(row[i]) for row in table.rows)])
+        for i, c in enumerate(table.columns)
+    ]
+
+
+def text_table(table: Table) -> str:
+    """Columns padded to their widest cell, numeric columns right-aligned, a rule under the
+    header."""
+    widths = _widths(table)
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            cell.rjust(w) if column.numeric else cell.ljust(w)
+            for cell, w, column in zip(cells, widths, table.columns)
+        ]
+        return (INDENT + "  ".join(padded)).rstrip()
+
+    rule = INDENT + "  ".join("-" * w for w in widths)
+    headers = [c.header for c in table.columns]
+    return "\n".join([line(headers), rule, *(line(row) for row in table.rows)])
+
+
+def _escape(cell: str) -> str:
+    """A pipe would end the markdown cell early."""
+    return cell.replace("|", "\\|")
+
+
+def markdown_table(table: Table) -> str:
+    """A GitHub table: header row, separator row (numbers right-aligned), body rows."""
+    separator = ["---:" if c.numeric else "---" for c in table.columns]
+    lines = [[c.header for c in table.columns], separator, *table.rows]
+    return "\n".join("| " + " | ".join(_escape(c) for c in cells) + " |" for cells in lines)
+
+
+def text(doc: Document, verbose: bool = False) -> str:
+    """Aligned terminal tables and wrapped prose, no line wider than WIDTH."""
+    heading = _wrap(doc.title, "", "") + (_wrap(doc.subtitle, "", "") if doc.subtitle else [])
+    blocks = ["\n".join(heading)]
+    for s in _legend_last(doc, verbose):
+        body = _wrap(s.title, "", INDENT) if s.title else []
+        if s.table is not None and s.table.rows:
+            body += [text_table(t) for t in s.table.split(WIDTH, _text_width)]
+        first = "" if s.kind == "answer" else INDENT  # the answer starts at the margin
+        mark = "! " if s.kind == "warnings" else ""
+        for line in s.lines:
+            body += _wrap(mark + line, first, first + INDENT)
+        if body:
+            blocks.append("\n".join(body))
+    return "\n\n".join(blocks) + "\n"
+
+
+def markdown(doc: Document, verbose: bool = False) -> str:
+    """GitHub-flavoured markdown: a heading, tables and bullet points per section."""
+    # a heading is one line: what does not fit opens the paragraph under it
+    heading, *rest = _wrap(doc.title, "# ", "")
+    blocks = [heading]
+    if rest or doc.subtitle:
+        blocks.append("\n".join(_wrap(" ".join([*rest, doc.subtitle]).strip(), "", "")))
+    for s in _legend_last(doc, verbose):
+        body = [f"## {s.title}"] if s.title else []  # a heading is one line, however long
+        if s.table is not None and s.table.rows:
+            body.append(markdown_table(s.table))  # a viewer lays it out: never split
+        mark = "! " if s.kind == "warnings" else ""
+        bullets = ["\n".join(_wrap(mark + line, "- ", "  ")) for line in s.lines]
+        if bullets:
+            body.append("\n".join(bullets))
+        if body:
+            blocks.append("\n\n".join(body))
+    return "\n\n".join(blocks) + "\n"
+
+
+def html_table(table: Table) -> str:
+    """One HTML table (cells escaped; numeric columns right-aligned by class)."""
+    head = "".join(
+        f'<th class="num">{_h(c.header)}</th>' if c.numeric else f"<th>{_h(c.header)}</th>"
+        for c in table.columns
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="num">{_h(cell)}</td>' if column.numeric else f"<td>{_h(cell)}</td>"
+            for cell, column in zip(row, table.columns)
+        )
+        + "</tr>"
+        for row in table.rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _h(value: str) -> str:
+    """Text, never markup."""
+    return html_escape.escape(value)
+
+
+def html(doc: Document) -> list[str]:
+    """Each section as HTML (the answer as verdict paragraphs; legends under their tables)."""
+    out = []
+    for s in _legend_last(doc, verbose=True):
+        if s.kind == "answer":
+            lines = "".join(f'<p class="verdict">{_h(line)}</p>' for line in s.lines)
+            out.append(f'<div class="verdicts">{lines}</div>')
+            continue
+        parts = [f"<h2>{_h(s.title)}</h2>"] if s.title else []
+        if s.table is not None and s.table.rows:
+            parts.append(html_table(s.table))
+        if s.lines:
+            css = ' class="warnings"' if s.kind == "warnings" else ""
+            parts.append(f"<ul{css}>" + "".join(f"<li>{_h(x)}</li>" for x in s.lines) + "</ul>")
+        out.append("\n".join(parts))
+    return out

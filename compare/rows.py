@@ -1,0 +1,155 @@
+"""The typed rows of a report: one frozen dataclass per table, its fields the columns.
+
+    ArmRow.columns("speed")          # (field name, header, format) of the speed table
+    aggregate("native", 2, runs, "yes")   # an ArmRow from the repeats of one arm
+
+A field's metadata carries what every output needs: the header the text, markdown and HTML
+tables show, the number format, the aggregation over an arm's repeats (median or max) and the
+table it belongs to. The json and csv outputs and the DataFrames take the same fields
+(`dataclasses.asdict`), so a column is named once. To add one (an energy column, say), add a
+field here with its metadata and the same name to `compare.model.Measures` (what a run
+measured): the tables, json, csv and notebooks all gain it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from compare import distributions
+from compare.model import Run
+
+
+def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
+    """A field's metadata: its header, number format, aggregation over repeats ("median",
+    "max", "distinct": the one value of every run or "mixed"; "" when set otherwise) and the
+    tables it is shown in (space-separated)."""
+    return field(metadata={"header": header, "format": fmt, "aggregate": aggregate, "table": table})
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    """One arm at one world size: the medians of its repeats (memory: the max)."""
+
+    arm: str = column("arm", table="speed cost")
+    world_size: int = column("GPUs", "d", table="speed cost")
+    runs: int = column("runs", "d", table="speed")
+    images_per_second_median: float | None = column("img/s ↑", ".1f", "median", "speed")
+    images_per_second_per_device: float | None = column("img/s/GPU ↑", ".1f", "median", "speed")
+    step_median_ms: float | None = column("median ms ↓", ".2f", "median", "speed")
+    step_p5_ms: float | None = column("p5 ms ↓", ".2f", "median", "speed")
+    step_p95_ms: float | None = column("p95 ms ↓", ".2f", "median", "speed")
+    images_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
+    run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
+    imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
+    process: str | None = column("process", "", "distinct", "cost")
+    server_import_seconds: float | None = column("server imports s ↓", ".2f", "median", "cost")
+    timed_share: float | None = column("timed % of run ↑", ".0%", "median", "cost")
+    warmup_seconds: float | None = column("warm-up s ↓", ".2f", "median", "cost")
+    first_step_seconds: float | None = column("first step s ↓", ".3f", "median", "cost")
+    peak_allocated_gib: float | None = column("peak alloc GiB ↓", ".2f", "max", "cost")
+    peak_reserved_gib: float | None = column("peak reserved GiB ↓", ".2f", "max", "cost")
+    parameters_synchronized: bool = column("params synced", table="cost")
+    numerics_identical: str = column("same numerics", table="cost")
+
+    @classmethod
+    def columns(cls, table: str) -> list[tuple[str, str, str]]:
+        """(field name, header, format) of the fields shown in one table, in order."""
+        return [
+            (f.name, f.metadata["header"], f.metadata["format"])
+            for f in fields(cls)
+            if table in f.metadata["table"].split()
+        ]
+
+
+def aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> ArmRow:
+    """The row of the repeats of one arm at one world size (None where no run has a value)."""
+    values = [run.values for run in runs]
+    measured: dict[str, Any] = {}
+    for f in fields(ArmRow):
+        how = f.metadata["aggregate"]
+        if how:
+            present = [getattr(v, f.name) for v in values if getattr(v, f.name) is not None]
+            if how == "distinct":  # one value shared by every run, else "mixed"
+                measured[f.name] = (
+                    None if not present else present[0] if len(set(present)) == 1 else "mixed"
+                )
+                continue
+            pick = distributions.median if how == "median" else max
+            measured[f.name] = pick(present) if present else None
+    return ArmRow(
+        arm=label,
+        world_size=world,
+        runs=len(runs),
+        parameters_synchronized=all(v.parameters_synchronized for v in values),
+        numerics_identical=numerics,
+        **measured,
+    )
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """An arm's step time against a baseline's at one world size, from one number per run."""
+
+    world_size: int
+    arm: str
+    baseline: str
+    percent: float  # point estimate in % of the baseline (exp(mean log ratio) - 1)
+    ci_low: float | None  # None, like half_width and df, without a verdict
+    ci_high: float | None
+    half_width: float | None  # percentage points
+    verdict: str
+    verdict_possible: bool
+    significant: bool
+    no_verdict_reason: str | None  # why there is no interval (too few runs, not interleaved, ...)
+    estimator: str
+    method: str  # intervals.METHOD_BLOCKS, METHOD_STEIN or METHOD_WELCH (and its adjustments)
+    arm_runs: int
+    baseline_runs: int
+    blocks: int | None  # complete blocks used (block methods); None for run-level
+    dropped_blocks: list[int]  # blocks missing the arm or the baseline (a failed run)
+    df: float | None
+    min_detectable_percent: float | None  # detected in >= 75% of experiments of this design
+    min_detectable_note: str | None  # why it is not shown
+    arm_median_ms: float  # geometric mean over runs of each run's median step
+    baseline_median_ms: float
+    fastest_run_percent: float | None  # descriptive; None with unequal run counts
+    step_jitter_percent: float | None  # descriptive only: median over runs of (p95 - p5) / median
+    numerics_identical: str
+    # Host CPU ms per step, arm minus baseline (run-level interval, converted from the ratio at
+    # the baseline's geometric mean); None where either side lacks the field (older results)
+    host_diff_ms: float | None = None
+    host_ci_low_ms: float | None = None
+    host_ci_high_ms: float | None = None
+    host_verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """One arm's host CPU time per timed step at one world size (main thread, mean over ranks),
+    and whether extra host work can reach its step time (the GPU's idle share)."""
+
+    world_size: int
+    arm: str
+    runs: int  # runs that recorded host time
+    host_ms: float | None  # mean over runs; None: not recorded ('-')
+    host_half_width_ms: float | None  # of the 95% t-interval over runs (2 runs or more)
+    step_ms: float  # geometric mean of per-run median steps
+    gpu_busy: float | None  # median over runs of the GPU busy share of the timed step
+    gpu_idle_ms: float | None  # step_ms x (1 - gpu_busy): per step, the GPU waits this long
+    slack: str  # in words: does extra host work reach the step time?
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    """One arm at one world size against its smallest world size."""
+
+    arm: str
+    world_size: int
+    throughput: float
+    speedup: float
+    efficiency: float
+    overhead_percent: float | None
+    overhead_ci_low: float | None
+    overhead_ci_high: float | None

@@ -1,0 +1,298 @@
+"""A `Report` as typed sections in reading order: the answer first, then the tables.
+
+    doc = document(report)               # render.Document: title, answer, warnings, tables
+    print(render.text(doc), end="")
+
+The answer is one line per comparison (verdict, runs, interval: compare.verdicts), the
+host-cost lines and the warnings; then configuration (rows that are the same in every arm
+folded into one line unless `verbose`), speed, start-up, overhead, host cost, steady state,
+slow ranks, scaling and notes. A table's columns come from its row type's fields
+(compare.rows), so a new field is a new column everywhere. To add a section, write a function
+returning a render.Section and put it in `document`'s list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compare import distributions, intervals, verdicts
+from compare.analysis import Report
+from compare.display import cell
+from compare.flags import grouped_warnings
+from compare.render import Column, Document, Section, Table
+from compare.rows import ArmRow
+
+LEGEND = "↑ higher is better, ↓ lower is better"
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    """'a..b' or '-' without an interval."""
+    return "-" if low is None or high is None else f"{low:.2f}..{high:.2f}"
+
+
+def table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
+    """A render.Table from columns and rows of cells."""
+    return Table(tuple(columns), tuple(tuple(row) for row in rows))
+
+
+def num(header: str) -> Column:
+    """A numeric column (right-aligned in every format)."""
+    return Column(header, numeric=True)
+
+
+def key(header: str, numeric: bool = False) -> Column:
+    """A column that names the row (repeated when a wide text table is split)."""
+    return Column(header, numeric=numeric, key=True)
+
+
+def answer(report: Report) -> Section:
+    """The verdicts, one line per comparison, and the host-cost differences."""
+    if not report.overhead:
+        return Section("", lines=("no overhead computed: no world size has runs of two arms",))
+    lines = [verdicts.oneliner(o, report.unit) for o in report.overhead]
+    host = (verdicts.host_oneliner(o, report.unit) for o in report.overhead)
+    lines += [line for line in host if line is not None]
+    return Section("", lines=tuple(lines), kind="answer")
+
+
+def configuration(report: Report, verbose: bool) -> Section:
+    """The configuration and environment side by side; rows the same in every arm folded."""
+    names = report.labels or sorted({label for r in report.header for label in r.values})
+    shown = [r for r in report.header if verbose or not r.same_in_every_arm]
+    folded = len(report.header) - len(shown)
+    return Section(
+        "Configuration and environment (* = values differ between runs)",
+        table(
+            [key("*"), key("field"), *(Column(n) for n in names)],
+            [
+                ["*" if r.differs else "", r.field, *(r.values.get(n, "(no run)") for n in names)]
+                for r in shown
+            ],
+        ),
+        (f"{folded} more fields are the same in every arm (--verbose shows them)",)
+        if folded
+        else (),
+    )
+
+
+def arm_table(report: Report, which: str) -> Table:
+    """The per-arm table of one group of ArmRow's fields (compare.rows)."""
+    cpu = report.unit != "GPU(s)"
+    names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
+    columns = ArmRow.columns(which)
+    head = [
+        (key if name in ("arm", "world_size") else Column)(names.get(h, h), numeric=bool(f))
+        for name, h, f in columns
+    ]
+    return table(
+        head, [[cell(getattr(row, name), f) for name, _, f in columns] for row in report.table]
+    )
+
+
+def overhead(report: Report) -> Section:
+    """The overhead table, the full verdicts and the legend (what each column promises)."""
+    first = report.overhead[0]
+    methods = list(dict.fromkeys(o.method for o in report.overhead))
+    legend = (
+        "overhead % = (geometric mean of per-run median steps, arm / baseline - 1) x 100; one"
+        " number per run, a step's time its slowest rank's",
+        f"estimator: {first.estimator}",
+        *(f"interval ({intervals.CONFIDENCE:.0%}): {m}" for m in methods),
+        "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
+        (
+            "detectable % = a true overhead of this size gets a verdict in at least"
+            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
+            f" tails); '-' below {intervals.MIN_DETECTABLE_DF} degrees of freedom or without an"
+            " interval"
+        ),
+        f"fastest-run % = {intervals.FASTEST_RUN_LABEL}; '-' with unequal run counts",
+        "step jitter = (p95 - p5) / median within a run, descriptive only",
+    )
+    columns = [
+        key(report.units, numeric=True),
+        key("arm vs baseline"),
+        num("overhead % ↓"),
+        num("95% CI %"),
+        num("± pp"),
+        num("detectable %"),
+        num("runs"),
+        num("blocks"),
+        num("fastest-run % ↓"),
+        num("step jitter %"),
+    ]
+    rows = [
+        [
+            cell(o.world_size),
+            f"{o.arm} vs {o.baseline}",
+            f"{o.percent:+.2f}",
+            _ci(o.ci_low, o.ci_high),
+            cell(o.half_width, ".2f"),
+            cell(o.min_detectable_percent, ".2f"),
+            f"{o.arm_runs}/{o.baseline_runs}",
+            cell(o.blocks),
+            cell(o.fastest_run_percent, "+.2f"),
+            cell(o.step_jitter_percent, ".1f"),
+        ]
+        for o in report.overhead
+    ]
+    return Section(
+        "Overhead: arm vs baseline, % of the baseline's step time (↓ lower is better)",
+        table(columns, rows),
+        tuple(f"{o.world_size} {report.unit}: {o.verdict}" for o in report.overhead),
+        legend,
+    )
+
+
+def host(report: Report) -> Section:
+    """Each arm's host CPU ms per step, and whether host work reaches the step."""
+    columns = [
+        key(report.units, numeric=True),
+        key("arm"),
+        num("host ms/step ↓"),
+        num("± ms"),
+        num("runs"),
+        num("step ms"),
+        num("GPU busy %"),
+        num("GPU idle ms/step"),
+    ]
+    rows = [
+        [
+            cell(h.world_size),
+            h.arm,
+            cell(h.host_ms, ".3f"),
+            cell(h.host_half_width_ms, ".3f"),
+            f"{h.runs}",
+            f"{h.step_ms:.2f}",
+            cell(None if h.gpu_busy is None else h.gpu_busy * 100, ".1f"),
+            cell(h.gpu_idle_ms, ".2f"),
+        ]
+        for h in report.host
+    ]
+    legend = (
+        "host ms = the main thread's CPU time over the timed steps / steps, mean over ranks (no"
+        " per-step sync); ± = its 95% t-interval over runs; differences use the same method as"
+        " the overhead, on the ratio, shown in ms at the baseline's level; '-' = not recorded"
+        " (older results); GPU busy/idle from the profiled steps",
+    )
+    host_rows = report.host
+    verdict_lines = [
+        f"{o.world_size} {report.unit}: {o.host_verdict}"
+        for o in report.overhead
+        if o.host_verdict is not None
+    ]
+    return Section(
+        "Host cost per step (↓ lower is better)",
+        table(columns, rows),
+        (*verdict_lines, *(f"{h.world_size} {report.unit} {h.arm}: {h.slack}" for h in host_rows)),
+        legend,
+    )
+
+
+def steady_state(report: Report) -> Section:
+    """First vs second half of each run's timed steps ('-' for results without step times)."""
+    rows = [
+        [
+            s.file,
+            cell(s.first_half_median_ms, ".2f"),
+            cell(s.second_half_median_ms, ".2f"),
+            cell(s.change_percent, "+.2f"),
+        ]
+        for s in report.steady_state
+    ]
+    rule = (
+        f"steady state: |Δ| over {distributions.STEADY_STATE_TOLERANCE:.0%} means the run was still"
+        " warming up (or drifting: clocks, heat) while timed; each step's time is its slowest"
+        " rank's"
+    )
+    columns = [
+        key("run file"),
+        num("first-half median ms"),
+        num("second-half median ms"),
+        num("Δ %"),
+    ]
+    return Section(
+        "Steady state: first vs second half of timed steps", table(columns, rows), (), (rule,)
+    )
+
+
+def slow_ranks(report: Report) -> Section:
+    """Ranks whose median step stands out in their run."""
+    rule = (
+        "slow rank: its median step time exceeds the median of the ranks' medians by more than"
+        f" max({distributions.SLOW_RANK_MADS:g} x MAD,"
+        f" {distributions.SLOW_RANK_FLOOR:.0%} of that median); needs 3+ ranks"
+    )
+    slow = [
+        f"{s.arm} {s.file}: rank {s.rank} on {s.hostname}: median {s.median_ms:.2f} ms vs"
+        f" {s.run_median_ms:.2f} ms for the run ({(s.median_ms / s.run_median_ms - 1) * 100:+.1f}%)"
+        for s in report.slow_ranks
+    ]
+    return Section("Slow ranks", lines=tuple(slow or ["none flagged"]), legend=(rule,))
+
+
+def scaling(report: Report) -> Section:
+    """Speed-up and efficiency table, titled with the scaling mode recognised."""
+    mode, rule = {
+        "weak": (
+            "weak scaling recognised",
+            "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)",
+        ),
+        "strong": (
+            "strong scaling recognised",
+            "efficiency = speed-up / (N/N0) (fixed global batch)",
+        ),
+        "mixed": ("scaling mode unknown", "efficiency = speed-up / (N/N0) (batch modes differ)"),
+    }[report.scaling_mode or "mixed"]
+    rows = [
+        [
+            s.arm,
+            cell(s.world_size),
+            f"{s.throughput:.1f}",
+            f"{s.speedup:.3f}",
+            f"{s.efficiency:.1%}",
+            cell(s.overhead_percent, "+.2f"),
+            _ci(s.overhead_ci_low, s.overhead_ci_high),
+        ]
+        for s in report.scaling
+    ]
+    columns = [
+        key("arm"),
+        key(report.units, numeric=True),
+        num("img/s ↑"),
+        num("speed-up ↑"),
+        num("efficiency ↑"),
+        num(f"overhead vs {report.baseline} % ↓"),
+        num("95% CI %"),
+    ]
+    return Section(f"Scaling: {mode}", table(columns, rows), legend=(rule,))
+
+
+def document(report: Report, verbose: bool = False) -> Document:
+    """The report's sections in reading order: the answer, warnings, then the tables."""
+    out = [answer(report)]
+    if report.warnings:
+        lines = tuple(grouped_warnings(report.warnings))
+        out.append(Section("Warnings", lines=lines, kind="warnings"))
+    out += [
+        configuration(report, verbose),
+        Section(f"Speed ({LEGEND})", arm_table(report, "speed")),
+        Section(
+            f"Start-up, memory and checks ({LEGEND})",
+            arm_table(report, "cost"),
+            legend=(
+                "params synced = every rank ends with the same parameters (want yes); same"
+                " numerics = the arm ends with the baseline's parameters bit for bit (want yes on"
+                " CPU; GPU runs are not bitwise reproducible)",
+            ),
+        ),
+    ]
+    if report.overhead:
+        out += [overhead(report), host(report)]
+    else:
+        out.append(Section("Overhead", lines=("not computed: no world size has runs of two arms",)))
+    out += [steady_state(report), slow_ranks(report)]
+    if report.scaling:
+        out.append(scaling(report))
+    if report.notes:
+        out.append(Section("Notes", lines=tuple(report.notes)))
+    return Document(report.heading or report.title, tuple(out), report.diagnostics)
