@@ -24,7 +24,15 @@ from datetime import datetime
 from typing import Any
 
 from compare import distributions, intervals, verdicts
+from compare.attribution import Attribution, noise_attributions
 from compare.display import world_unit
+from compare.energy import (
+    EnergyDifference,
+    EnergyRow,
+    energy_difference,
+    energy_rows,
+    joules_per_image,
+)
 from compare.errors import CompareError, WorkloadMismatch
 from compare.flags import (
     Flag,
@@ -81,6 +89,9 @@ class Report:
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
     heading: str = ""  # the title without the diagnostics ("" : the title)
     diagnostics: str = ""  # "diagnostic: lightning --host-delay-us=2000" when runs used any
+    energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
+    energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
+    noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
 
     @property
     def units(self) -> str:
@@ -108,6 +119,9 @@ class Report:
             "steady_state": [dataclasses.asdict(s) for s in self.steady_state],
             "warnings": [flag.text for flag in self.warnings],
             "notes": self.notes,
+            "energy": [dataclasses.asdict(e) for e in self.energy],
+            "energy_differences": [dataclasses.asdict(e) for e in self.energy_differences],
+            "noise": [dataclasses.asdict(a) for a in self.noise],
         }
 
 
@@ -127,13 +141,17 @@ def started_s(run: Run) -> float | None:
 
 
 def run_points(
-    runs: Sequence[Run], wall_clock: bool = False, host: bool = False
+    runs: Sequence[Run], wall_clock: bool = False, host: bool = False, energy: bool = False
 ) -> list[intervals.RunPoint]:
     """A intervals.RunPoint per counted run (warm-up runs left out): its label, its number (median
     pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
-    from the manifest and its start time. With `host`, runs without host time are left out."""
+    from the manifest and its start time. With `host`, runs without host time are left out;
+    with `energy`, the number is J/image (compare.energy) and runs without one are left out."""
     chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
     values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
+    if energy:
+        chosen = [r for r in chosen if joules_per_image(r) is not None]
+        values = [joules_per_image(r) for r in chosen]
     return [
         intervals.RunPoint(
             arm=r.label,
@@ -386,12 +404,25 @@ def analyse(
     warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
     worlds = sorted({world for _, world in cells})
     overhead: list[Overhead] = []
+    energy: list[EnergyDifference] = []
     pairs = []
     for world in worlds:
         here = [label for label in labels(runs, base) if (label, world) in cells]
         for arm, against in comparisons(here, base):
             o, said = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
             overhead.append(o)
+            both = [*cells[(arm, world)], *cells[(against, world)]]
+            energy.append(
+                energy_difference(
+                    world,
+                    arm,
+                    against,
+                    cells[(arm, world)],
+                    cells[(against, world)],
+                    run_points(both, energy=True),
+                    rule_of(both),
+                )
+            )
             warnings += [Flag.plain("method", line) for line in said]
             pairs.append(
                 {
@@ -446,4 +477,7 @@ def analyse(
         baseline=base,
         labels=[label for label in labels(runs, base)],
         unit=unit,
+        energy=energy_rows(runs, base),
+        energy_differences=energy,
+        noise=noise_attributions(runs, base),
     )

@@ -2,7 +2,7 @@
 each comparison's difference by the same method as the step time.
 
     rows = energy_rows(runs)                       # one EnergyRow per (arm, world size)
-    diffs = energy_differences(runs, "native")     # one EnergyDifference per comparison
+    report = analyse(runs); report.energy_differences   # one EnergyDifference per comparison
 
 A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
 (NVML's counter, read after the syncs at both ends) over the images of all timed steps. As for
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from compare import distributions, intervals
 from compare.model import Run
-from compare.pairing import group, labels
+from compare.pairing import group
+from compare.verdicts import where
 
 UNIT = "J/image"
 
@@ -112,40 +113,26 @@ def energy_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Energy
     return [energy_row(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
 
 
-def _points(runs: Sequence[Run]) -> list[intervals.RunPoint]:
-    """A RunPoint per counted run with an energy figure: its J/image where time has its ms."""
-    from compare.analysis import started_s  # here, not above: analysis may import this module
-
-    return [
-        intervals.RunPoint(
-            arm=r.label,
-            ms=float(joules_per_image(r)),  # type: ignore[arg-type]
-            block=r.block,
-            position=r.position,
-            started_s=started_s(r),
-            name=r.file,
-        )
-        for r in _counted(runs)
-        if joules_per_image(r) is not None
-    ]
-
-
 def energy_difference(
-    world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
+    world: int,
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    points: Sequence[intervals.RunPoint],
+    first_stage_blocks: int | None = None,
 ) -> EnergyDifference:
-    """intervals.compare_arms on the runs' J/image, arm against baseline (the method time uses)."""
-    points = _points([*arm_runs, *base_runs])
+    """intervals.compare_arms on the runs' J/image (`points`: analysis.run_points(energy=True)),
+    arm against baseline, with the stopping rule time uses: the method time uses."""
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
     if not all(counts):
-        side = arm_runs if counts[0] == 0 else base_runs
-        why = unavailable(_counted(side)[0]) if _counted(side) else "no counted runs"
+        side = _counted(arm_runs if counts[0] == 0 else base_runs)
+        why = unavailable(side[0]) if side else "no counted runs"
         return EnergyDifference(
             world, arm, baseline, None, None, None, None, None, *counts, why, (),
             f"{arm} vs {baseline} energy per image: not measured ({why})",
         )  # fmt: skip
-    from compare.analysis import rule_of
-
-    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
+    iv = intervals.compare_arms(points, arm, baseline, first_stage_blocks)
     return EnergyDifference(
         world_size=world,
         arm=arm,
@@ -191,21 +178,24 @@ def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     )
 
 
-def energy_differences(runs: Sequence[Run], baseline: str | None = None) -> list[EnergyDifference]:
-    """Every comparison the report makes for time (analysis.comparisons), for J/image."""
-    from compare.analysis import comparisons
-
-    present = labels(runs, baseline)
-    base = baseline or ("native" if "native" in present else present[0])
-    cells = group(runs, base)
-    out = []
-    for world in sorted({w for _, w in cells}):
-        here = [label for label in labels(runs, base) if (label, world) in cells]
-        for arm, against in comparisons(here, base):
-            out.append(
-                energy_difference(world, arm, against, cells[(arm, world)], cells[(against, world)])
-            )
-    return out
+def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
+    """The energy difference of one comparison in one line, as the report's answer gives time's
+    (None: not measured, so the answer says nothing of it)."""
+    if e.percent is None:
+        return None
+    head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
+    runs = (
+        f"{e.arm_runs} runs a side"
+        if e.arm_runs == e.baseline_runs
+        else f"{e.arm_runs} {e.arm}, {e.baseline_runs} {e.baseline} runs"
+    )
+    if e.ci_low is None or e.ci_high is None:
+        return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
+    ci = f"{intervals.CONFIDENCE:.0%} CI {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
+    if e.ci_low > 0 or e.ci_high < 0:
+        words = "more" if e.ci_low > 0 else "less"
+        return f"{head} {abs(e.percent):.2f}% {words} ({runs}; {ci})"
+    return f"{head} no difference detectable, {e.percent:+.2f}% ({runs}; {ci})"
 
 
 def energy_cell(row: EnergyRow) -> str:

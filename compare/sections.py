@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from compare import distributions, intervals, verdicts
 from compare.analysis import Report
 from compare.display import cell
+from compare.energy import energy_oneliner
 from compare.flags import grouped_warnings
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow
@@ -52,7 +53,19 @@ def answer(report: Report) -> Section:
     lines = [verdicts.oneliner(o, report.unit) for o in report.overhead]
     host = (verdicts.host_oneliner(o, report.unit) for o in report.overhead)
     lines += [line for line in host if line is not None]
+    # energy per image, where the runs measured it (CPU runs and older results say nothing here)
+    energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
+    lines += [line for line in energy if line is not None]
     return Section("", lines=tuple(lines), kind="answer")
+
+
+def noise(report: Report) -> Section:
+    """Why an arm's runs spread, from the telemetry (compare.attribution), and the rule used."""
+    return Section(
+        "Why runs spread",
+        lines=tuple(a.sentence for a in report.noise),
+        legend=(f"rule: {report.noise[0].rule}",),
+    )
 
 
 def configuration(report: Report, verbose: bool) -> Section:
@@ -291,6 +304,8 @@ def document(report: Report, verbose: bool = False) -> Document:
     else:
         out.append(Section("Overhead", lines=("not computed: no world size has runs of two arms",)))
     out += [steady_state(report), slow_ranks(report)]
+    if report.noise:
+        out.append(noise(report))
     if report.scaling:
         out.append(scaling(report))
     if report.notes:

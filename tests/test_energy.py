@@ -5,6 +5,7 @@ rate is asserted."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -12,8 +13,9 @@ import pytest
 
 from common.result import EnergySummary, RankTelemetry
 from compare import intervals
+from compare.analysis import analyse
 from compare.attribution import CAUSES, CLOCK, HOST, STEAL, attribute_noise, noise_attributions
-from compare.energy import energy_cell, energy_differences, energy_rows
+from compare.energy import energy_cell, energy_rows
 from compare.model import Placement, run_from
 from compare_factory import make_result
 
@@ -55,6 +57,11 @@ def run(
     )
     name = f"{arm}-{block}-{position}-{len(step_ms)}-{step_ms[0]}.json"
     return run_from(name, result, placement=Placement(block=block, position=position))
+
+
+def energy_differences(runs):
+    """The report's energy differences (analysis.analyse computes them with the time's)."""
+    return analyse(runs).energy_differences
 
 
 def flat(ms: float, steps: int = 20) -> list[float]:
@@ -288,3 +295,64 @@ def test_results_without_telemetry_attribute_from_what_they_have():
     a = attribute_noise("native", 1, runs)
     assert [c.name for c in a.covariates] == [HOST]
     assert a.cause == CAUSES[HOST]
+
+
+# --- what the report, HTML, CSV, JSON and DataFrames show -----------------------------------------
+
+
+def measured_experiment():
+    """6 ABBA blocks, fabric 1% more J/image; native's runs spread with the host's speed."""
+    rng = np.random.default_rng(12)
+    runs = []
+    for block in range(6):
+        order = ("native", "fabric") if block % 2 == 0 else ("fabric", "native")
+        for position, arm in enumerate(order):
+            speed = math.exp(rng.normal(0, 0.03))
+            jpi = 0.137 * (1.01 if arm == "fabric" else 1.0) * math.exp(rng.normal(0, 0.001))
+            runs.append(
+                run(
+                    arm,
+                    steps_around(rng, 50 * speed),
+                    jpi,
+                    host_ms=40 * speed * math.exp(rng.normal(0, 0.002)),
+                    block=block,
+                    position=position,
+                )
+            )
+    return runs
+
+
+def test_every_format_shows_energy_per_image_and_why_runs_spread():
+    from compare.frame import runs_frame  # noqa: F401  (the DataFrame is run_record's rows)
+    from compare.report import render
+
+    report = analyse(measured_experiment())
+    text = render(report, "text")
+    answer = text.split("\n\n")[1]
+    (diff,) = report.energy_differences
+    assert f"energy per image, fabric vs native, 1 GPU: {diff.percent:.2f}% more" in answer
+    assert "J/image ↓" in text and f"{report.table[0].joules_per_image:.4f}" in text
+    assert "Why runs spread" in text and "the host's speed varied" in text
+    assert "rule: runs spread when" in render(report, "text", verbose=True)
+    assert "J/image" in render(report, "markdown") and "Why runs spread" in render(report, "html")
+    csv = render(report, "csv").splitlines()
+    assert "joules_per_image" in csv[0].split(",")
+    doc = json.loads(render(report, "json"))
+    assert doc["energy_differences"][0]["percent"] == pytest.approx(1.0, abs=0.2)
+    assert doc["noise"] and doc["noise"][0]["cause"] == CAUSES[HOST]
+
+
+def test_runs_without_energy_show_a_dash_and_no_energy_line():
+    runs = [
+        run(arm, flat(50 + i + (arm == "fabric"))) for arm in ("native", "fabric") for i in range(3)
+    ]
+    report = analyse(runs)
+    assert [row.joules_per_image for row in report.table] == [None, None]
+    from compare.report import render
+
+    text = render(report, "text")
+    assert "energy per image" not in text.split("\n\n")[1]  # nothing said where nothing measured
+    speed = text[text.index("Speed") :]
+    header = next(line for line in speed.splitlines() if "J/image" in line)
+    row = speed.splitlines()[speed.splitlines().index(header) + 2]
+    assert row.rstrip().endswith("-")
