@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from compare import distributions, intervals, verdicts
 from compare.analysis import Report
 from compare.display import cell
-from compare.energy import energy_oneliner
+from compare.energy import energy_cell, energy_oneliner
 from compare.flags import grouped_warnings
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow
@@ -57,6 +57,20 @@ def answer(report: Report) -> Section:
     energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
     lines += [line for line in energy if line is not None]
     return Section("", lines=tuple(lines), kind="answer")
+
+
+def energy_levels(report: Report) -> tuple[str, ...]:
+    """Each arm's J/image with its interval over runs, where its runs measured it."""
+    return tuple(
+        f"J/image, {e.arm}, {verdicts.where(e.world_size, report.unit)}: {energy_cell(e)}"
+        f" ({intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean;"
+        f" {e.watts:,.0f} W median)"
+        if e.watts is not None
+        else f"J/image, {e.arm}, {verdicts.where(e.world_size, report.unit)}: {energy_cell(e)}"
+        f" ({intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean)"
+        for e in report.energy
+        if e.joules_per_image is not None
+    )
 
 
 def noise(report: Report) -> Section:
@@ -288,7 +302,7 @@ def document(report: Report, verbose: bool = False) -> Document:
         out.append(Section("Warnings", lines=lines, kind="warnings"))
     out += [
         configuration(report, verbose),
-        Section(f"Speed ({LEGEND})", arm_table(report, "speed")),
+        Section(f"Speed ({LEGEND})", arm_table(report, "speed"), energy_levels(report)),
         Section(
             f"Start-up, memory and checks ({LEGEND})",
             arm_table(report, "cost"),

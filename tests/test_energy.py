@@ -333,6 +333,8 @@ def test_every_format_shows_energy_per_image_and_why_runs_spread():
     assert f"energy per image, fabric vs native, 1 GPU: {diff.percent:.2f}% more" in answer
     assert "J/image ↓" in text and f"{report.table[0].joules_per_image:.4f}" in text
     assert "Why runs spread" in text and "the host's speed varied" in text
+    level = report.energy[0]
+    assert f"J/image, native, 1 GPU: {energy_cell(level)} (95% over 6 runs" in text
     assert "rule: runs spread when" in render(report, "text", verbose=True)
     assert "J/image" in render(report, "markdown") and "Why runs spread" in render(report, "html")
     csv = render(report, "csv").splitlines()
