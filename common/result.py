@@ -312,6 +312,60 @@ class Result(_Strict):
     process: ProcessInfo | None = None  # absent in older results (all fresh)
 
 
+class InterleavedArm(_Strict):
+    """One of the two loops of an interleaved run: its label, whose loop, its DDP stream."""
+
+    label: str  # e.g. native, fabric, native-b (A/A)
+    loop: Literal["native", "fabric"]
+    ddp_stream: Literal["current", "side"]  # the stream its DDP wrapper was built on
+    parameter_digest: str  # sha256 of rank 0's final parameters of this loop's model
+    parameters_synchronized: bool  # the same digest on every rank
+    final_loss_mean: float
+
+
+class InterleavedRun(_Strict):
+    """One run of the interleaved mode: its chunks in the order they ran, each timed.
+
+    The run is the unit of evidence: compare.interleaved turns each run into one number, the
+    mean over its adjacent pairs of chunks of log(arm chunk / baseline chunk)."""
+
+    order: list[Literal[0, 1]] = Field(min_length=2)  # 0: baseline's chunk, 1: the arm's
+    chunk_ms: list[float] = Field(min_length=2)  # each chunk's time, slowest rank
+    chunk_host_ms: list[float] = Field(min_length=2)  # main thread CPU time, mean over ranks
+    seconds: float = Field(gt=0)  # wall clock of the run, synchronised at both ends
+
+
+class InterleavedResult(_Strict):
+    """Native's and Fabric's loops in one process, chunk by chunk (kind "interleaved").
+
+    Not a `Result`: it answers its own question (per-step cost in one process, interleaved)
+    and compare never mixes it with results of separate processes (load_result refuses it;
+    compare.interleaved reads it)."""
+
+    schema_version: Literal[1]
+    kind: Literal["interleaved"]
+    arms: list[InterleavedArm] = Field(min_length=2, max_length=2)  # baseline, then the arm
+    chunk_steps: int = Field(ge=1)  # K: steps per chunk
+    pairing: Literal["AB", "ABBA"]
+    pairs: int = Field(ge=1)  # timed pairs of chunks per run
+    warmup_pairs: int = Field(ge=0)  # pairs before the first run, not counted
+    timer: Literal["cuda-events", "wall-clock"]  # how chunks were timed
+    model: str
+    world_size: int = Field(ge=1)
+    batch_size_per_device: int = Field(ge=1)
+    global_batch_size: int = Field(ge=1)
+    precision_resolved: str
+    config: dict[str, Any]
+    options: dict[str, Any]  # the mode's own options (lightning_impl.interleaved.Options)
+    precision: PrecisionInfo
+    runs: list[InterleavedRun] = Field(min_length=1)
+    lightning: LightningInfo | None = None
+    environment: Environment
+
+
+INTERLEAVED = "interleaved"
+
+
 class OriginalResult(BaseModel):
     """The flat JSON written by the original single-file scripts (no schema_version)."""
 
@@ -456,6 +510,12 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
     (`data`: its JSON, when the caller has read it already)."""
     data = read_json(path) if data is None else data
     version = data.get("schema_version")
+    if data.get("kind") == INTERLEAVED:
+        raise ResultError(
+            f"{path}: an interleaved result (native's and Fabric's loops in one process); it"
+            " answers its own question and is never mixed with separate runs: read it with"
+            f" python -m compare.interleaved {path}"
+        )
     try:
         # strict: a boolean or a numeric string is not silently taken for a number
         if version is None:
@@ -471,7 +531,26 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
         raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
 
 
-def write_result(result: Result, path: Path, overwrite: bool) -> None:
+def load_interleaved(path: Path, data: dict[str, Any] | None = None) -> InterleavedResult:
+    """Load and validate an interleaved result; ResultError naming the file and field."""
+    data = read_json(path) if data is None else data
+    if data.get("kind") != INTERLEAVED:
+        raise ResultError(
+            f'{path}: not an interleaved result (no kind "{INTERLEAVED}"); a result of'
+            " separate runs is read by python -m compare"
+        )
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ResultError(
+            f"{path}: schema_version {data.get('schema_version')!r} is not supported"
+            f" (this suite reads {SCHEMA_VERSION})"
+        )
+    try:
+        return InterleavedResult.model_validate(data, strict=True)
+    except ValidationError as error:
+        raise ResultError(f"{path}: not a valid interleaved result: {_describe(error)}") from None
+
+
+def write_result(result: Result | InterleavedResult, path: Path, overwrite: bool) -> None:
     """Write the result as JSON through `common.output` (mode "new", or "overwrite" when asked);
     OutputError naming the path if not.
 

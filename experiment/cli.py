@@ -284,6 +284,40 @@ def list_plans() -> None:
         print(f"{plan.name:<{width}}  {plan.question}{variants}")
 
 
+# Options of separate-process experiments that an in-process plan does not take.
+IN_PROCESS_REFUSES = (
+    "envs",
+    "warmup_runs",
+    "target_half_width",
+    "first_stage_blocks",
+    "settle_minutes",
+    "budget_minutes",
+    "run_timeout",
+    "launch",
+)
+
+
+def _in_process(args: argparse.Namespace, runner: list[str]) -> int:
+    """A plan of the interleaved mode (experiment/in_process.py)."""
+    from experiment import in_process
+
+    defaults = build_parser().parse_args([])
+    for name in IN_PROCESS_REFUSES:
+        if getattr(args, name) != getattr(defaults, name):
+            flag = "--" + name.replace("_", "-")
+            with exit_on_usage_error(PROG):
+                raise UsageError(
+                    f"{flag} does not apply to plan {args.plan}: its repeats are processes of"
+                    " the interleaved mode, which sets its own runs (--runs after --)"
+                )
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("out") / f"{args.plan}-{stamp}"
+    plan = plans.find(args.plan)
+    return in_process.main(
+        plan, args.variant, runner, out, args.python, args.repeats or plan.repeats
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status. A user mistake (argparse's or a UsageError)
     ends it with one line and exit status 2, before any run starts."""
@@ -293,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_plans:
         list_plans()
         return 0
+    if args.plan is not None and not args.arms:
+        with exit_on_usage_error(PROG):
+            in_process = plans.find(args.plan).in_process
+        if in_process:
+            return _in_process(args, runner)  # the interleaved mode: one process per repeat
     try:
         with exit_on_usage_error(PROG):
             found = experiments(args, runner, ["python", "-m", "experiment", *argv])

@@ -95,6 +95,9 @@ class Plan:
     options: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = (Variant(""),)
     compare_options: tuple[str, ...] = ()
+    # True: each repeat is one process of the interleaved mode (lightning_impl/interleaved.py,
+    # both loops in it; its arms are its options), read by compare.interleaved, not compare
+    in_process: bool = False
 
 
 # The two regimes: the GPU sets the pace (runs differ by ~0.5%), or the host does (the
@@ -291,6 +294,29 @@ PLANS += (
         repeats=5,
         options=CPU_GLOO,
         variants=(Variant("", env=ALLOW_OLD),),
+    ),
+)
+
+
+# The interleaved mode at the original workload (32/GPU, NCHW, bf16): one process a repeat,
+# 10 runs of 100 pairs each (at K=2 and ~25 ms a step, about 20 s a run: within 5 minutes with
+# the warm-up). The mode takes no --steps: runs x pairs x 2K steps are timed.
+IN_PROCESS = ("--precision", "bf16", "--warmup-steps", "50")
+PLANS += (
+    Plan(
+        "in-process",
+        "Per-step cost in one process, interleaved: Fabric's loop against native's, chunk by"
+        " chunk, A/A of each loop, native on the side stream, and where the GPU sets the pace?",
+        repeats=1,
+        options=IN_PROCESS,
+        in_process=True,
+        variants=(
+            Variant("fabric-vs-native", ("--baseline", "native", "--arm", "fabric")),
+            Variant("a-a-native", ("--baseline", "native", "--arm", "native")),
+            Variant("a-a-fabric", ("--baseline", "fabric", "--arm", "fabric")),
+            Variant("native-side-stream", ("--baseline", "native", "--arm", "native-side")),
+            Variant("gpu-bound", (*B256, "--baseline", "native", "--arm", "fabric")),
+        ),
     ),
 )
 

@@ -1,0 +1,578 @@
+"""Native's training loop and Fabric's in one process, in chunks of K steps, interleaved.
+
+    python -m lightning_impl.interleaved --precision bf16 --runs 10 --output in-process.json
+    python -m lightning_impl.interleaved --baseline native --arm native   # A/A in one process
+    python -m lightning_impl.interleaved --accelerator cpu --devices 2 --arch resnet18 \\
+        --image-size 32 --chunk-steps 1 --pairs 4 --runs 2
+
+Where the host's speed swings on a scale of a second, separate runs of each arm differ more
+than the arms do. Here both loops live in one process, on the same device(s), and take turns:
+chunks of K steps in a balanced random order (AB: each adjacent pair of chunks AB or BA,
+half each, shuffled; ABBA: each two pairs ABBA or BAAB, which cancels a linear drift inside
+them). A run is one such sequence; compare/interleaved.py turns each run into one number, the
+mean over its pairs of log(arm chunk / baseline chunk), and forms a t-interval over runs.
+
+Read it beside native/benchmark.py and lightning_impl/fabric.py: native_build and
+native_train_step are native's build and train_step, fabric_build and fabric_train_step are
+Fabric's, line for line (tests/test_interleaved.py holds them to that). What differs is who
+makes the one process group: Fabric does (fabric.launch(), as its runner), and native's DDP
+wrapper joins the same default group, on the same device, with the same data and seeds.
+
+The Trainer's loop cannot be interleaved: Trainer.fit owns the loop from the first step to
+the last, so a chunk of it cannot run between chunks of another loop. Trainer vs Fabric stays
+a question for separate processes (python -m experiment).
+
+Each chunk boundary records one CUDA event on the current stream (on the CPU: a perf_counter
+reading, the timer seam) and reads the main thread's CPU time; nothing waits per step or per
+chunk, so even K=1 keeps the GPU queue full. The ranks synchronise at the start and the end
+of each run only. Warm-up pairs (both loops) run first and are not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from common import config, launcher, precision, preflight, workload
+from common.checks import all_gather, check_ranks_agree, parameter_digest
+from common.environment import environment, utc_now
+from common.errors import OneLineParser, UsageError, exit_on_usage_error
+from common.lifetime import become_launcher, follow_launcher
+from common.report import rank_failed
+from common.result import SCHEMA_VERSION, InterleavedResult, write_result
+from common.timing import synchronize_ranks
+from lightning_impl import workarounds
+from lightning_impl.compat import check_lightning, lightning_facts
+
+PROG = "lightning_impl.interleaved"
+LIGHTNING = workarounds.LIGHTNING
+# Chunk size and pairing by default. Provisional: K=2 ABBA. The first probe (issue 35) found
+# chunks of 10 too coarse (adjacent-chunk SD 6-10% at 0.5 s a pair); the host swings within a
+# second, so shorter chunks see more alike conditions, and 2 steps keep a chunk's own
+# boundary effects (the other loop's queue tail) a smaller share than 1 step does. ABBA cancels
+# a linear drift within every 4 chunks. benchmarks/chunk_study.py measures the choice on the
+# H200; change these two after reading its table.
+DEFAULT_CHUNK_STEPS = 2
+DEFAULT_PAIRING = "ABBA"
+PAIRINGS = ("AB", "ABBA")
+# The loops: whose loop, and the stream its DDP wrapper is built on (the diagnostic variants
+# swap one runner's stream for the other's, as --ddp-stream does for separate runs).
+LOOPS = {
+    "native": ("native", "current"),
+    "native-side": ("native", "side"),
+    "fabric": ("fabric", "side"),
+    "fabric-current": ("fabric", "current"),
+}
+MAX_CHUNK_STEPS = 10_000
+MAX_PAIRS = 1_000_000
+
+
+INTERLEAVING = config.Group(
+    "interleaving",
+    "the interleaved mode's own options; the workload options above are the runners'",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The mode's own options; the workload is BenchConfig's, the same for both loops."""
+
+    baseline: str = config.option(
+        "native", INTERLEAVING, "the loop every estimate is relative to", choices=tuple(LOOPS)
+    )
+    arm: str = config.option(
+        "fabric",
+        INTERLEAVING,
+        "the loop compared with it (the baseline's name again: A/A in one process)",
+        choices=tuple(LOOPS),
+    )
+    chunk_steps: int = config.option(
+        DEFAULT_CHUNK_STEPS,
+        INTERLEAVING,
+        "K: optimizer steps per chunk",
+        metavar="K",
+        at_least="positive",
+        at_most=MAX_CHUNK_STEPS,
+    )
+    pairing: str = config.option(
+        DEFAULT_PAIRING,
+        INTERLEAVING,
+        "order of chunks: AB (each pair AB or BA) or ABBA (each two pairs ABBA or BAAB)",
+        choices=PAIRINGS,
+    )
+    pairs: int = config.option(
+        100,
+        INTERLEAVING,
+        "timed pairs of chunks per run (ABBA: an even number)",
+        metavar="N",
+        at_least="positive",
+        at_most=MAX_PAIRS,
+    )
+    runs: int = config.option(
+        10,
+        INTERLEAVING,
+        "runs, each with its own random order (the unit of evidence)",
+        metavar="N",
+        at_least="positive",
+        at_most=MAX_PAIRS,
+    )
+    warmup_pairs: int | None = config.option(
+        None,
+        INTERLEAVING,
+        "untimed pairs before the first run (default: enough for --warmup-steps steps)",
+        metavar="N",
+        at_least="not negative",
+        at_most=MAX_PAIRS,
+    )
+
+    def resolved_warmup_pairs(self, cfg: config.BenchConfig) -> int:
+        """warmup_pairs, or enough pairs for cfg.warmup_steps steps of each loop."""
+        if self.warmup_pairs is not None:
+            return self.warmup_pairs
+        return math.ceil(cfg.warmup_steps / self.chunk_steps)
+
+    def labels(self) -> tuple[str, str]:
+        """The two loops' labels: the arm's gets -b when it is the baseline's (A/A)."""
+        return self.baseline, self.arm if self.arm != self.baseline else f"{self.arm}-b"
+
+
+def validate_options(options: Options, cfg: config.BenchConfig) -> None:
+    """Every option of the mode, and the BenchConfig options it does not take; UsageError."""
+    config.check_bounds(options)
+    if options.pairing == "ABBA" and options.pairs % 2:
+        raise UsageError(
+            f"--pairs {options.pairs} with --pairing ABBA: ABBA orders two pairs at a time;"
+            " give an even --pairs or --pairing AB"
+        )
+    loops = {LOOPS[options.baseline], LOOPS[options.arm]}
+    if {("fabric", "side"), ("fabric", "current")} <= loops:
+        raise UsageError(
+            "--baseline and --arm fabric and fabric-current: one process has one Fabric"
+            " strategy, so one stream for its wrappers; compare them in separate processes"
+        )
+    default = config.BenchConfig()
+    not_taken = {
+        "--steps": "give --pairs and --chunk-steps (timed steps = runs x pairs x 2K)",
+        "--profile-steps": "the mode profiles nothing",
+        "--trace": "the mode writes no trace",
+        "--pyprofile": "the mode writes no profile",
+        "--ddp-stream": "name the stream in the loop: --arm native-side or fabric-current",
+        "--host-delay-us": "the mode spins no host delay",
+        "--compile": "the mode runs eager loops only",
+    }
+    for flag, fix in not_taken.items():
+        name = flag.removeprefix("--").replace("-", "_")
+        if getattr(cfg, name) != getattr(default, name):
+            raise UsageError(f"{flag} does not apply to the interleaved mode; {fix}")
+
+
+def parse(argv: list[str]) -> tuple[config.BenchConfig, Options]:
+    """The runners' options (common.config) plus the mode's; exits 2 with one line if wrong."""
+    mode = OneLineParser(prog=PROG, add_help=False, allow_abbrev=False)
+    config.add_options(mode, Options)
+    known, rest = mode.parse_known_args(argv)
+    if "-h" in rest or "--help" in rest:
+        full = config.build_parser(PROG)
+        config.add_options(full, Options)
+        full.parse_args(["--help"])
+    cfg = config.parse(rest, PROG)
+    options = config.from_args(Options, known)
+    with exit_on_usage_error(PROG, cfg.verbose):
+        validate_options(options, cfg)
+    return cfg, options
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, validate, then run as rank 0 (Fabric starts the others) or as one of them."""
+    follow_launcher(os.environ)
+    argv = sys.argv[1:] if argv is None else argv
+    cfg, options = parse(argv)
+    with exit_on_usage_error(PROG, cfg.verbose):
+        check_lightning(LIGHTNING)
+        plan = preflight.check(cfg)
+        if cfg.check:
+            return preflight.passed(PROG, cfg, plan)
+        become_launcher(os.environ)
+        workload.configure_threads(plan.threads)
+        return run(cfg, options, plan.launch, plan.precision, plan.threads, argv)
+
+
+# --- the process group: Fabric's, as lightning_impl/fabric.py makes it ------------------------
+
+
+def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision):
+    """Fabric joins the one process group (both loops use it); return Fabric, which holds the
+    device. lightning_impl/fabric.py's ddp_setup, line for line."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+    from lightning.fabric.strategies import DDPStrategy
+
+    strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(
+        # DDP: process group -- handed to Fabric (DDPStrategy: NCCL/gloo, the same timeout)
+        process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
+        timeout=dt.timedelta(seconds=cfg.timeout),
+        # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
+        cluster_environment=(
+            SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
+        ),
+        # DDP: model wrapper -- handed to Fabric: fabric.setup wraps with native's arguments
+        **workload.ddp_kwargs(cfg),
+    )
+    fabric = LIGHTNING.Fabric(
+        # DDP: device placement -- handed to Fabric (local rank -> GPU)
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        num_nodes=cfg.num_nodes,
+        strategy=strategy,  # DDPStrategy also for one device, as in the Trainer arm
+        # DDP: mixed precision -- handed to Fabric (autocast dtype and GradScaler)
+        **workarounds.fabric_precision(prec, "cuda" if cfg.accelerator == "gpu" else "cpu"),
+    )
+    # DDP: process launch -- handed to Fabric: it starts the other ranks (self-launched),
+    # then sets the device and joins the process group in every rank
+    fabric.launch()
+    return fabric
+
+
+# --- native's loop: native/benchmark.py's build and train_step, line for line ----------------
+
+
+def native_build(cfg: config.BenchConfig, device: torch.device, prec: precision.Precision):
+    """The model on its device inside DDP, the optimizer, and for fp16 the gradient scaler."""
+    model = workload.compile_model(cfg, workload.build_model(cfg)).to(device)
+    # DDP: model wrapper -- the keyword arguments Lightning's DDPStrategy gets, built on the
+    # current stream (DDPStrategy uses a side stream; --ddp-stream side mirrors it)
+    with workload.ddp_construction_stream(device, cfg, natural="current"):
+        device_ids = [device.index] if device.type == "cuda" else None
+        model = DistributedDataParallel(model, device_ids=device_ids, **workload.ddp_kwargs(cfg))
+    optimizer = workload.build_optimizer(cfg, model.parameters())
+    # DDP: mixed precision -- a GradScaler for fp16 only, as Lightning's "16-mixed"
+    scaler = torch.amp.GradScaler(device.type) if prec.grad_scaler else None
+    return model, optimizer, scaler
+
+
+def native_train_step(model, optimizer, scaler, images, labels, autocast) -> torch.Tensor:
+    """One optimizer step in Lightning's automatic-optimisation order."""
+    # DDP: mixed precision -- autocast covers forward and loss only
+    with autocast():
+        loss = workload.loss_fn(model(images), labels)
+    # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
+    # DDP all-reduces gradient buckets during backward
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        if not getattr(optimizer, "_step_supports_amp_scaling", False):  # fused SGD unscales itself
+            scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+    return loss.detach()
+
+
+# --- Fabric's loop: lightning_impl/fabric.py's build and train_step, line for line -----------
+
+
+def fabric_build(cfg: config.BenchConfig, fabric):
+    """The model on its device inside DDP, the optimizer, and for fp16 the gradient scaler."""
+    model = workload.compile_model(cfg, workload.build_model(cfg))  # native: .to(device)
+    optimizer = workload.build_optimizer(cfg, model.parameters())
+    # DDP: model wrapper -- handed to fabric.setup: device, then DDPStrategy's wrapper (built on
+    # a side stream; --ddp-stream current builds it on the current one, as native does).
+    # _reapply_compile=False: compiled inside DDP, as native (Fabric would compile the wrapper)
+    model, optimizer = fabric.setup(model, optimizer, _reapply_compile=False)
+    # DDP: mixed precision -- native's GradScaler is in Fabric's precision plugin (fp16)
+    return model, optimizer  # native: model, optimizer, scaler
+
+
+def fabric_train_step(fabric, model, optimizer, images, labels) -> torch.Tensor:
+    """One optimizer step in Lightning's automatic-optimisation order."""
+    # DDP: mixed precision -- autocast covers forward and loss only
+    with fabric.autocast():  # native: with autocast(), its own torch.autocast
+        loss = workload.loss_fn(model(images), labels)
+    # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
+    # DDP all-reduces gradient buckets during backward
+    optimizer.zero_grad(set_to_none=True)
+    # native: if scaler is None: loss.backward(); optimizer.step()
+    #         else: scaler.scale(loss).backward(); scaler.unscale_, .step(optimizer), .update()
+    fabric.backward(loss)  # scales the loss for fp16
+    optimizer.step()  # for fp16 Fabric's scaler unscales, steps and updates
+    return loss.detach()
+
+
+# --- both loops, the order of chunks and their timing -----------------------------------------
+
+
+@dataclass
+class Loop:
+    """One loop in the process: its label, whose loop, its stream, one step, its model."""
+
+    label: str
+    loop: str
+    ddp_stream: str
+    step: Callable[[], torch.Tensor]
+    module: torch.nn.Module  # the model inside DDP (for the parameter digest)
+    loss: torch.Tensor | None = None
+
+
+def build_loop(label: str, name: str, cfg, fabric, prec, images, labels) -> Loop:
+    """The loop `name` (LOOPS) built as its runner builds it, sharing this rank's batch."""
+    loop, stream = LOOPS[name]
+    cfg = dataclasses.replace(cfg, ddp_stream=stream)
+    if loop == "native":
+        model, optimizer, scaler = native_build(cfg, fabric.device, prec)
+        dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
+        device_type = fabric.device.type
+        autocast = (
+            (lambda: torch.autocast(device_type, dtype=dtype, cache_enabled=cache))
+            if dtype is not None
+            else contextlib.nullcontext
+        )
+
+        def step() -> torch.Tensor:
+            return native_train_step(model, optimizer, scaler, images, labels, autocast)
+    else:
+        model, optimizer = fabric_build(cfg, fabric)
+
+        def step() -> torch.Tensor:
+            return fabric_train_step(fabric, model, optimizer, images, labels)
+
+    return Loop(label, loop, stream, step, model.module)
+
+
+def chunk_order(pairing: str, pairs: int, rng: random.Random) -> list[int]:
+    """A balanced random order of 2 x pairs chunks (0: baseline, 1: arm).
+
+    AB: pairs of chunks, half AB and half BA (an odd one out at random), shuffled.
+    ABBA: blocks of two pairs, half ABBA and half BAAB (an odd one out at random), shuffled.
+    """
+    unit = ((0, 1), (1, 0)) if pairing == "AB" else ((0, 1, 1, 0), (1, 0, 0, 1))
+    units = pairs if pairing == "AB" else pairs // 2
+    kinds = [i % 2 for i in range(units)]
+    if units % 2:
+        kinds[-1] = rng.randrange(2)
+    rng.shuffle(kinds)
+    return [c for k in kinds for c in unit[k]]
+
+
+class ChunkClock:
+    """Boundaries between chunks: CUDA events on the current stream, or perf_counter on the
+    CPU (the seam the CPU tests run through); the main thread's CPU time at each boundary."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+        self._marks: list = []
+        self._cpu: list[int] = []
+
+    def mark(self) -> None:
+        """A boundary now, without waiting for the device."""
+        if self._cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self._marks.append(event)
+        else:
+            self._marks.append(time.perf_counter())
+        self._cpu.append(time.thread_time_ns())
+
+    def chunks(self) -> tuple[list[float], list[float]]:
+        """(wall ms, host CPU ms) of each chunk; call after the device was synchronised."""
+        pairs = list(zip(self._marks, self._marks[1:]))
+        if self._cuda:
+            wall = [a.elapsed_time(b) for a, b in pairs]
+        else:
+            wall = [(b - a) * 1e3 for a, b in pairs]
+        host = [(b - a) / 1e6 for a, b in zip(self._cpu, self._cpu[1:])]
+        return wall, host
+
+
+def run_chunks(loops: list[Loop], order: list[int], k: int, device) -> tuple[list, list, float]:
+    """Run the chunks in `order`, K steps each; (chunk ms, host ms, seconds) of this rank."""
+    clock = ChunkClock(device)
+    synchronize_ranks(device)
+    start = time.perf_counter()
+    clock.mark()
+    for which in order:
+        loop = loops[which]
+        for _ in range(k):
+            loop.loss = loop.step()
+        clock.mark()
+    synchronize_ranks(device)
+    wall, host = clock.chunks()
+    return wall, host, time.perf_counter() - start
+
+
+def warm_up(loops: list[Loop], pairs: int, k: int) -> None:
+    """Untimed pairs, AB then BA: autotuning, DDP's bucket rebuild and caches of both loops."""
+    for i in range(pairs):
+        for which in (0, 1) if i % 2 == 0 else (1, 0):
+            for _ in range(k):
+                loops[which].loss = loops[which].step()
+
+
+def run(
+    cfg: config.BenchConfig,
+    options: Options,
+    launch: launcher.Launch,
+    prec: precision.Precision,
+    threads: int,
+    argv: list[str],
+) -> int:
+    """One rank: the process group, both loops, the runs, the result; teardown in every case."""
+    started = utc_now()
+    workarounds.quiet_lightning(cfg.verbose)
+    # one Fabric strategy in the process: its stream is the Fabric loop's (fabric-current)
+    fabric_stream = next(
+        (LOOPS[n][1] for n in (options.baseline, options.arm) if LOOPS[n][0] == "fabric"), "side"
+    )
+    fabric = ddp_setup(dataclasses.replace(cfg, ddp_stream=fabric_stream), launch, prec)
+    rank, world_size, device = fabric.global_rank, fabric.world_size, fabric.device
+    say = (lambda msg: print(f"{PROG}: {msg}", flush=True)) if rank == 0 else (lambda msg: None)
+    workarounds.stop_at_once_on_signals(fabric.strategy, PROG, rank, ctrl_c=True)
+    try:
+        check_ranks_agree(
+            prec.resolved,
+            "the resolved precision",
+            "GPUs differ between nodes: choose --precision explicitly",
+        )
+        precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
+        batch_size = cfg.per_device_batch(world_size)
+        images, labels = workload.make_batch(cfg, batch_size, rank, device)
+        names = (options.baseline, options.arm)
+        loops = [
+            build_loop(label, name, cfg, fabric, prec, images, labels)
+            for label, name in zip(options.labels(), names)
+        ]
+        k = options.chunk_steps
+        warmup = options.resolved_warmup_pairs(cfg)
+        say(
+            f"{world_size} rank(s), {device.type}, {prec.resolved}: {loops[0].label} and"
+            f" {loops[1].label}, chunks of {k} step(s), {options.pairing}, {warmup} warm-up"
+            f" pair(s), {options.runs} run(s) of {options.pairs} pairs"
+        )
+        warm_up(loops, warmup, k)
+        runs = []
+        for r in range(options.runs):
+            order = chunk_order(options.pairing, options.pairs, random.Random(f"{cfg.seed}:{r}"))
+            wall, host, seconds = run_chunks(loops, order, k, device)
+            runs.append((order, wall, host, seconds))
+        facts = (launch, started, ["python", "-m", PROG, *argv])
+        result = build_result(cfg, options, fabric, prec, loops, runs, facts)
+        if result is not None:
+            publish(result, cfg)
+        return 0
+    except UsageError:
+        raise
+    except Exception as error:
+        workarounds.stop_started_ranks(fabric.strategy)
+        if cfg.verbose:
+            raise
+        return rank_failed(PROG, rank, error)
+    finally:
+        dist.destroy_process_group()
+
+
+def build_result(cfg, options, fabric, prec, loops, runs, facts):
+    """Gather every rank's chunks and digests; global rank 0 returns the result, others None."""
+    from common.environment import device_name, diagnostics, hostname
+
+    mine = {
+        "runs": [(wall, host) for _, wall, host, _ in runs],
+        "digests": [parameter_digest(loop.module).sha256 for loop in loops],
+        "losses": [
+            float(loop.loss.float().cpu()) if loop.loss is not None else 0.0 for loop in loops
+        ],
+        "host": hostname(),
+        "device": device_name(fabric.device),
+    }
+    records = all_gather(mine)
+    if fabric.global_rank != 0:
+        return None
+    arms = []
+    for i, loop in enumerate(loops):
+        losses = [r["losses"][i] for r in records]
+        if not all(math.isfinite(x) for x in losses):
+            raise RuntimeError(f"{loop.label} diverged: final losses per rank {losses}")
+        digests = [r["digests"][i] for r in records]
+        arms.append(
+            {
+                "label": loop.label,
+                "loop": loop.loop,
+                "ddp_stream": loop.ddp_stream,
+                "parameter_digest": digests[0],
+                "parameters_synchronized": len(set(digests)) == 1,
+                "final_loss_mean": sum(losses) / len(losses),
+            }
+        )
+    out_runs = []
+    for j, (order, _, _, seconds) in enumerate(runs):
+        walls = [r["runs"][j][0] for r in records]
+        hosts = [r["runs"][j][1] for r in records]
+        out_runs.append(
+            {
+                "order": order,
+                "chunk_ms": [max(ts) for ts in zip(*walls)],  # the slowest rank sets the pace
+                "chunk_host_ms": [sum(ts) / len(ts) for ts in zip(*hosts)],
+                "seconds": seconds,
+            }
+        )
+    launch, started, command = facts
+    world = fabric.world_size
+    per_device = cfg.per_device_batch(world)
+    env = environment(
+        fabric.device,
+        [r["device"] for r in records],
+        [r["host"] for r in records],
+        launch.kind,
+        launch.slurm,
+        started,
+        command,
+        diagnostics=diagnostics(cfg),
+    )
+    return InterleavedResult(
+        schema_version=SCHEMA_VERSION,
+        kind="interleaved",
+        arms=arms,
+        chunk_steps=options.chunk_steps,
+        pairing=options.pairing,
+        pairs=options.pairs,
+        warmup_pairs=options.resolved_warmup_pairs(cfg),
+        timer="cuda-events" if fabric.device.type == "cuda" else "wall-clock",
+        model=f"torchvision.models.{cfg.arch}",
+        world_size=world,
+        batch_size_per_device=per_device,
+        global_batch_size=per_device * world,
+        precision_resolved=prec.resolved,
+        config=cfg.as_dict(),
+        options=dataclasses.asdict(options),
+        precision=prec.as_dict(),
+        runs=out_runs,
+        lightning=lightning_facts(world, trainer=False),
+        environment=env,
+    )
+
+
+def publish(result: InterleavedResult, cfg: config.BenchConfig) -> None:
+    """Rank 0: the answer in a few lines, then the file (common.output's writer) if asked."""
+    from compare.interleaved import analyse, render_section
+
+    where = cfg.output or Path("(this run)")
+    print(render_section(analyse([(where, result)])), end="", flush=True)
+    if cfg.output is not None:
+        write_result(result, cfg.output, cfg.overwrite_output)
+        print(f"  result: {cfg.output}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
