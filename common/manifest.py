@@ -135,6 +135,11 @@ def manifest_json_schema() -> dict[str, Any]:
 def load_manifest(path: Path) -> Manifest:
     """Read and validate a manifest; ResultError naming the file and the first bad field."""
     data = read_json(path)
+    if isinstance(data, dict) and isinstance(data.get("manifest_version"), bool):  # True == 1
+        raise ResultError(
+            f"{path}: manifest_version {data['manifest_version']!r} is not a version (this suite"
+            " reads 1)"
+        )
     try:
         return Manifest.model_validate(data, strict=True)
     except ValidationError as error:

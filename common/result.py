@@ -520,7 +520,7 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
         # strict: a boolean or a numeric string is not silently taken for a number
         if version is None:
             return OriginalResult.model_validate(data, strict=True)
-        if version != SCHEMA_VERSION:
+        if type(version) is not int or version != SCHEMA_VERSION:  # True == 1, yet no version
             raise ResultError(
                 f"{path}: schema_version {version!r} is not supported"
                 f" (this suite reads {SCHEMA_VERSION})"

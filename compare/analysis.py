@@ -18,6 +18,7 @@ hooks there or over `analyse`'s list of them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -171,18 +172,37 @@ def rule_of(runs: Sequence[Run]) -> int | None:
     return rules.pop() if len(rules) == 1 else None
 
 
-def host_difference(
-    arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
-) -> dict[str, Any]:
-    """Host ms per step, arm against baseline, by the same method as the step time; {} when a
-    side has no run with host time. The interval is on the ratio; in ms at the baseline's
-    geometric mean host time."""
+def host_interval_of(
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    confidence: float = intervals.CONFIDENCE,
+) -> intervals.ArmInterval | None:
+    """Host ms per step, arm against baseline, by the same method as the step time, at this
+    confidence; None when a side has no run with host time."""
     points = run_points([*arm_runs, *base_runs], host=True)
-    base = [p.ms for p in points if p.arm == baseline]
-    if not base or not any(p.arm == arm for p in points):
+    if not all(any(p.arm == side for p in points) for side in (arm, baseline)):
+        return None
+    rule = rule_of([*arm_runs, *base_runs])
+    return intervals.compare_arms(points, arm, baseline, rule, confidence)
+
+
+def host_difference(
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    iv: intervals.ArmInterval | None = None,
+) -> dict[str, Any]:
+    """The host difference's fields of an Overhead (`iv`: host_interval_of by default, or
+    Holm-adjusted by analyse); {} when a side has no run with host time. The interval is on
+    the ratio; in ms at the baseline's geometric mean host time."""
+    iv = iv or host_interval_of(arm, baseline, arm_runs, base_runs)
+    if iv is None:
         return {}
-    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
-    level = distributions.geometric_mean(base)
+    points = run_points([*arm_runs, *base_runs], host=True)
+    level = distributions.geometric_mean([p.ms for p in points if p.arm == baseline])
 
     def to_ms(pct: float | None) -> float | None:
         return None if pct is None else level * pct / 100.0
@@ -193,19 +213,33 @@ def host_difference(
         "host_ci_low_ms": to_ms(iv.ci_low),
         "host_ci_high_ms": to_ms(iv.ci_high),
         "host_verdict": line,
+        "host_confidence": iv.confidence,
+        "host_family": iv.family,
     }
 
 
-def overhead_of(
-    world: int, arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run]
-) -> tuple[Overhead, tuple[str, ...]]:
-    """The arm's overhead over the baseline from the runs' per-run numbers (intervals.compare_arms),
-    and the method's warnings."""
+def _host_interval(
+    arm: str, baseline: str, arm_runs: Sequence[Run], base_runs: Sequence[Run], confidence: float
+) -> intervals.ArmInterval:
+    """host_interval_of where both sides have host time (analyse checks it first)."""
+    iv = host_interval_of(arm, baseline, arm_runs, base_runs, confidence)
+    if iv is None:
+        raise CompareError(f"{arm} vs {baseline}: no host time on a side")
+    return iv
+
+
+def interval_of(
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    confidence: float = intervals.CONFIDENCE,
+) -> intervals.ArmInterval:
+    """The arm's step time against the baseline's from the runs' per-run numbers
+    (intervals.compare_arms) at this confidence."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
     points = run_points([*arm_runs, *base_runs], wall)
-    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]))
-    base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
-    fastest, _ = intervals.fastest_run_ratio(base_ms, arm_ms)
+    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]), confidence)
     copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
     if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
         iv = dataclasses.replace(
@@ -213,10 +247,29 @@ def overhead_of(
             ci_low=None,
             ci_high=None,
             df=None,
+            p_value=None,
             min_detectable_percent=None,
             no_verdict_reason=f"duplicated results ({'; '.join(copies)}) say nothing about the"
             " noise",
         )
+    return iv
+
+
+def overhead_of(
+    world: int,
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    iv: intervals.ArmInterval | None = None,
+    host_iv: intervals.ArmInterval | None = None,
+) -> tuple[Overhead, tuple[str, ...]]:
+    """The arm's overhead over the baseline (`iv`: its interval, interval_of by default, or
+    Holm-adjusted by analyse), and the method's warnings."""
+    wall = any(run.original for run in (*arm_runs, *base_runs))
+    iv = iv or interval_of(arm, baseline, arm_runs, base_runs)
+    base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
+    fastest, _ = intervals.fastest_run_ratio(base_ms, arm_ms)
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
     jitter = [distributions.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     overhead = Overhead(
@@ -245,7 +298,9 @@ def overhead_of(
         fastest_run_percent=fastest,
         step_jitter_percent=distributions.median(jitter) if jitter else None,
         numerics_identical=numerics_identical([*base_runs, *arm_runs]),
-        **host_difference(arm, baseline, arm_runs, base_runs),
+        **host_difference(arm, baseline, arm_runs, base_runs, host_iv),
+        confidence=iv.confidence,
+        family=iv.family,
     )
     return overhead, iv.warnings
 
@@ -404,36 +459,80 @@ def analyse(
     warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
     worlds = sorted({world for _, world in cells})
     overhead: list[Overhead] = []
-    energy: list[EnergyDifference] = []
     pairs = []
-    for world in worlds:
-        here = [label for label in labels(runs, base) if (label, world) in cells]
-        for arm, against in comparisons(here, base):
-            o, said = overhead_of(world, arm, against, cells[(arm, world)], cells[(against, world)])
-            overhead.append(o)
-            both = [*cells[(arm, world)], *cells[(against, world)]]
-            energy.append(
-                energy_difference(
-                    world,
-                    arm,
-                    against,
-                    cells[(arm, world)],
-                    cells[(against, world)],
-                    run_points(both, energy=True),
-                    rule_of(both),
-                )
+    stated = [
+        (world, arm, against)
+        for world in worlds
+        for arm, against in comparisons(
+            [label for label in labels(runs, base) if (label, world) in cells], base
+        )
+    ]
+    # Holm's adjustment over every comparison the report states (intervals.holm)
+    adjusted = intervals.holm(
+        [functools.partial(interval_of, a, b, cells[(a, w)], cells[(b, w)]) for w, a, b in stated]
+    )
+    # ... and, as a family of its own, over the host-cost differences the report states
+    with_host = [
+        k
+        for k, (w, a, b) in enumerate(stated)
+        if host_interval_of(a, b, cells[(a, w)], cells[(b, w)]) is not None
+    ]
+    host_ivs: list[intervals.ArmInterval | None] = [None] * len(stated)
+    host_adjusted = intervals.holm(
+        [
+            functools.partial(_host_interval, a, b, cells[(a, w)], cells[(b, w)])
+            for w, a, b in (stated[k] for k in with_host)
+        ]
+    )
+    for k, hiv in zip(with_host, host_adjusted):
+        host_ivs[k] = hiv
+    for (world, arm, against), iv, hiv in zip(stated, adjusted, host_ivs):
+        o, said = overhead_of(
+            world, arm, against, cells[(arm, world)], cells[(against, world)], iv, hiv
+        )
+        overhead.append(o)
+        warnings += [Flag.plain("method", line) for line in said]
+        pairs.append(
+            {
+                "world_size": world,
+                "arm": arm,
+                "baseline": against,
+                "arm_files": [r.file for r in cells[(arm, world)]],
+                "baseline_files": [r.file for r in cells[(against, world)]],
+                "numerics_identical": o.numerics_identical,
+            }
+        )
+    # energy per image, the same comparisons by the same method, Holm-adjusted as a family of
+    # its own (like the host cost); comparisons without energy on both sides are not tested
+    energy_points = [
+        run_points([*cells[(a, w)], *cells[(b, w)]], energy=True) for w, a, b in stated
+    ]
+    measured = [
+        k
+        for k, (w, a, b) in enumerate(stated)
+        if {a, b} <= {point.arm for point in energy_points[k]}
+    ]
+    energy_ivs: list[intervals.ArmInterval | None] = [None] * len(stated)
+    energy_adjusted = intervals.holm(
+        [
+            functools.partial(
+                intervals.compare_arms,
+                energy_points[k],
+                stated[k][1],
+                stated[k][2],
+                rule_of(
+                    [*cells[(stated[k][1], stated[k][0])], *cells[(stated[k][2], stated[k][0])]]
+                ),
             )
-            warnings += [Flag.plain("method", line) for line in said]
-            pairs.append(
-                {
-                    "world_size": world,
-                    "arm": arm,
-                    "baseline": against,
-                    "arm_files": [r.file for r in cells[(arm, world)]],
-                    "baseline_files": [r.file for r in cells[(against, world)]],
-                    "numerics_identical": o.numerics_identical,
-                }
-            )
+            for k in measured
+        ]
+    )
+    for k, eiv in zip(measured, energy_adjusted):
+        energy_ivs[k] = eiv
+    energy = [
+        energy_difference(w, a, b, cells[(a, w)], cells[(b, w)], energy_points[k], iv=energy_ivs[k])
+        for k, (w, a, b) in enumerate(stated)
+    ]
     vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
     same = {key: o.numerics_identical for key, o in vs_base.items()}

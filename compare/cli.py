@@ -151,18 +151,19 @@ def check_options(args: argparse.Namespace) -> None:
                 )
 
 
-def check_not_inputs(args: argparse.Namespace, report: Report) -> None:
-    """--output and --plot never name an input: a result read, a manifest, or a hard link to
-    one (compared by resolved path and by inode)."""
-    inputs = [Path(row["file"]) for row in report.run_table] + [
-        p / MANIFEST if p.is_dir() else p for p in args.files
-    ]
+def check_not_inputs(args: argparse.Namespace, report: Report | None) -> None:
+    """--output and --plot never name an input: a file or folder's manifest given (checked
+    before loading, with report None, so that a manifest compare cannot read is safe too), a
+    result read, or a hard link to one (compared by resolved path and by inode)."""
+    inputs = [p / MANIFEST if p.is_dir() else p for p in args.files]
+    if report is not None:
+        inputs += [Path(row["file"]) for row in report.run_table]
     ids = {}
     for path in inputs:
         with contextlib.suppress(OSError):
             st = os.stat(path)
             ids[(st.st_dev, st.st_ino)] = path
-    for option, out in (("--output", args.output), ("--plot", args.plot)):
+    for option, out in (("--output", args.output), ("--plot", args.plot), ("--drift", args.drift)):
         if out is None:
             continue
         try:
@@ -217,6 +218,7 @@ def write_drift(report: Report, points: list, path: Path, overwrite: bool) -> No
 def run(args: argparse.Namespace) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
     check_options(args)
+    check_not_inputs(args, None)
     drawn = args.format == "html" or args.drift is not None
     runs, manifest_baseline = load(args.files, include_warmup=drawn)
     report = analyse_runs(runs, manifest_baseline, args.baseline, args.allow_mismatch)

@@ -18,6 +18,8 @@ from functools import cache
 
 import numpy as np
 
+from common.errors import UsageError
+
 # Slow-rank rule: a rank is flagged when its median step time exceeds the median of all
 # ranks' medians by more than max(3 x MAD, 2% of that median). The MAD (median absolute
 # deviation, unscaled) adapts to noisy runs; the 2% floor stops a perfectly uniform run
@@ -29,10 +31,21 @@ SLOW_RANK_FLOOR = 0.02
 STEADY_STATE_TOLERANCE = 0.02
 
 
+def require_positive(values: Sequence[float], what: str) -> None:
+    """UsageError unless every value is a positive, finite number: the check at the boundary of
+    each public function whose values are times (a log, a ratio or a median of them)."""
+    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    if bad:
+        shown = ", ".join(repr(v) for v in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise UsageError(f"{what} must be positive and finite numbers, got {shown}")
+
+
 def median(samples: Sequence[float]) -> float:
-    """Median of a non-empty list (linear interpolation, like numpy)."""
+    """Median of a non-empty list of numbers (linear interpolation, like numpy)."""
     if len(samples) == 0:
-        raise ValueError("median of no samples")
+        raise UsageError("median of no samples")
+    if any(math.isnan(v) for v in samples):
+        raise UsageError("median of samples that hold NaN")
     return float(np.median(np.asarray(samples, dtype=float)))
 
 
@@ -45,7 +58,7 @@ def step_series(rank_step_times: Sequence[Sequence[float]]) -> list[float]:
         or len({len(times) for times in rank_step_times}) != 1
         or not rank_step_times[0]
     ):
-        raise ValueError("step series needs ranks with the same, non-zero number of steps")
+        raise UsageError("step series needs ranks with the same, non-zero number of steps")
     return [max(times) for times in zip(*rank_step_times)]
 
 
@@ -97,7 +110,7 @@ def t_sf(t: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student's t (0.5 < p < 1), by safeguarded Newton steps on the tail."""
     if not 0.5 < p < 1.0 or df <= 0:
-        raise ValueError(f"t quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
+        raise UsageError(f"t quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
     q = 1.0 - p
     log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
     lo, hi = 0.0, 1.0
@@ -168,7 +181,7 @@ def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
     the first."""
     half = len(series) // 2  # an odd middle step belongs to neither half, so both count the same
     if half == 0:
-        raise ValueError("halves of a series need 2 steps or more")
+        raise UsageError("halves of a series need 2 steps or more")
     first, second = median(series[:half]), median(series[-half:])
     return first, second, (second / first - 1.0) * 100.0
 
@@ -206,5 +219,5 @@ def scaling_points(world_sizes: Sequence[int], throughputs: Sequence[float]) -> 
 def geometric_mean(values: Sequence[float]) -> float:
     """exp(mean log value): the per-arm step time the log-scale intervals compare."""
     if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ValueError("geometric mean needs positive, finite values")
+        raise UsageError("geometric mean needs positive, finite values")
     return math.exp(math.fsum(math.log(v) for v in values) / len(values))

@@ -77,6 +77,8 @@ class EnergyDifference:
     no_verdict_reason: str | None
     warnings: tuple[str, ...]
     sentence: str  # the verdict, for a report line
+    confidence: float = intervals.CONFIDENCE  # the interval's (Holm-adjusted in a report)
+    family: int = 1  # the energy comparisons it is adjusted over
 
 
 def _counted(runs: Sequence[Run]) -> list[Run]:
@@ -121,9 +123,11 @@ def energy_difference(
     base_runs: Sequence[Run],
     points: Sequence[intervals.RunPoint],
     first_stage_blocks: int | None = None,
+    iv: intervals.ArmInterval | None = None,
 ) -> EnergyDifference:
     """intervals.compare_arms on the runs' J/image (`points`: analysis.run_points(energy=True)),
-    arm against baseline, with the stopping rule time uses: the method time uses."""
+    arm against baseline, with the stopping rule time uses: the method time uses. `iv`: that
+    interval already computed (analysis Holm-adjusts the report's energy comparisons)."""
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
     if not all(counts):
         side = _counted(arm_runs if counts[0] == 0 else base_runs)
@@ -132,7 +136,8 @@ def energy_difference(
             world, arm, baseline, None, None, None, None, None, *counts, why, (),
             f"{arm} vs {baseline} energy per image: not measured ({why})",
         )  # fmt: skip
-    iv = intervals.compare_arms(points, arm, baseline, first_stage_blocks)
+    if iv is None:
+        iv = intervals.compare_arms(points, arm, baseline, first_stage_blocks)
     return EnergyDifference(
         world_size=world,
         arm=arm,
@@ -147,6 +152,8 @@ def energy_difference(
         no_verdict_reason=iv.no_verdict_reason,
         warnings=tuple(f"energy per image: {w}" for w in iv.warnings),
         sentence=energy_sentence(arm, baseline, iv),
+        confidence=iv.confidence,
+        family=iv.family,
     )
 
 
@@ -163,7 +170,8 @@ def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
             f" no verdict: {iv.no_verdict_reason}"
         )
     facts = (
-        f"{iv.confidence:.0%} CI {iv.ci_low:+.2f}..{iv.ci_high:+.2f}%, {sides},"
+        f"{intervals.ci_label(iv.confidence, iv.family)} {iv.ci_low:+.2f}..{iv.ci_high:+.2f}%,"
+        f" {sides},"
         f" half-width {iv.half_width:.2f} pp"
     )
     if iv.significant:
@@ -191,7 +199,7 @@ def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
     )
     if e.ci_low is None or e.ci_high is None:
         return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
-    ci = f"{intervals.CONFIDENCE:.0%} CI {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
+    ci = f"{intervals.ci_label(e.confidence, e.family)} {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
     if e.ci_low > 0 or e.ci_high < 0:
         words = "more" if e.ci_low > 0 else "less"
         return f"{head} {abs(e.percent):.2f}% {words} ({runs}; {ci})"

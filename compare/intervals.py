@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
-from compare.distributions import chi_grid, normal_cdf, t_quantile
+from common.errors import UsageError
+from compare.distributions import chi_grid, normal_cdf, require_positive, t_quantile, t_sf
 
 CONFIDENCE = 0.95
 # An interval needs a variance on each side: 2 runs a side (or 2 complete blocks) at least.
@@ -100,6 +101,10 @@ class ArmInterval:
     no_verdict_reason: str | None = None
     warnings: tuple[str, ...] = ()
     confidence: float = CONFIDENCE
+    # The two-sided p-value of "no difference" by the same t statistic and df (None without an
+    # interval), and the comparisons Holm's procedure adjusted `confidence` over (1: none).
+    p_value: float | None = None
+    family: int = 1
 
     @property
     def verdict_possible(self) -> bool:
@@ -131,13 +136,62 @@ def mean_interval(
     """(mean, half-width of its t-interval) of one number per run; half-width None below
     MIN_RUNS. For one arm's level (e.g. its host ms per step), not for a comparison."""
     if not values:
-        raise ValueError("mean_interval needs values")
+        raise UsageError("mean_interval needs values")
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError("mean_interval needs finite values")
     n = len(values)
     m = math.fsum(values) / n
     if n < MIN_RUNS:
         return m, None
     sd = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
     return m, t_quantile(1.0 - (1.0 - confidence) / 2.0, float(n - 1)) * sd / math.sqrt(n)
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    """One arm's level from one number per run, robust to spikes: the median of the runs, and
+    the order-statistic interval [x_(k), x_(n+1-k)] that covers the median of the runs'
+    distribution with probability `coverage` >= the confidence asked for whatever its shape
+    (distribution-free: only that the runs are independent and alike). Below 6 runs no such
+    interval reaches 95%: low..high is then the range of the runs, with its (lower) coverage,
+    and `label` says so."""
+
+    median: float
+    low: float
+    high: float
+    coverage: float
+    label: str
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> MedianInterval:
+    """The median of the runs and its distribution-free interval (MedianInterval)."""
+    if not values or not all(math.isfinite(v) for v in values):
+        raise UsageError("median_interval needs finite values")
+    xs = sorted(values)
+    n = len(xs)
+    below = [math.comb(n, j) / 2.0**n for j in range(n + 1)]  # P(Binomial(n, 1/2) = j)
+
+    def covers(k: int) -> float:  # [x_(k), x_(n+1-k)], k from 1
+        return 1.0 - 2.0 * math.fsum(below[:k])
+
+    k = max((j for j in range(1, n // 2 + 1) if covers(j) >= confidence), default=0)
+    middle = float(np.median(xs))
+    if k == 0:
+        return MedianInterval(
+            middle,
+            xs[0],
+            xs[-1],
+            covers(1) if n > 1 else 0.0,
+            f"range of {n} run(s) (covers the median with {covers(1) if n > 1 else 0.0:.1%};"
+            f" a {confidence:.0%} interval needs 6 runs)",
+        )
+    return MedianInterval(
+        middle,
+        xs[k - 1],
+        xs[n - k],
+        covers(k),
+        f"{covers(k):.1%} distribution-free interval of the median ({n} runs)",
+    )
 
 
 @cache
@@ -275,6 +329,7 @@ def _interval(
         )
     t = t_quantile(1.0 - (1.0 - confidence) / 2.0, float(df))
     mde, note = _detectable(df, se, confidence, power)
+    p = min(1.0, 2.0 * t_sf(abs(log_ratio) / se, float(df)))
     return ArmInterval(
         method,
         _pct(log_ratio),
@@ -286,6 +341,7 @@ def _interval(
         min_detectable_percent=mde,
         min_detectable_note=note,
         confidence=confidence,
+        p_value=p,
     )
 
 
@@ -298,6 +354,7 @@ def welch_hsu_interval(
     """Welch's interval on mean log per-run numbers with Hsu's conservative df = min(n) - 1: it
     holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
     where the Welch-Satterthwaite df does not. The core of run_level_arm_interval."""
+    require_positive([*base, *arm], "welch_hsu_interval: per-run numbers")
     nb, na = len(base), len(arm)
     lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]
     mb, ma = math.fsum(lb) / nb, math.fsum(la) / na
@@ -339,6 +396,8 @@ class Blocks:
 
 def complete_blocks(points: Sequence[RunPoint], arm: str, baseline: str) -> Blocks:
     """Pair the arm's run with the baseline's run of the same block; other blocks are dropped."""
+    mine = [p.ms for p in points if p.arm in (arm, baseline)]
+    require_positive(mine, "complete_blocks: per-run numbers")
     by_block: dict[int, dict[str, RunPoint]] = {}
     for p in points:
         if p.arm not in (arm, baseline):
@@ -407,6 +466,8 @@ def blocks_log_interval(
     verdict, the position is confounded with the arm. With `first_stage_blocks` (an experiment
     stopped by Stein's two-stage rule, experiment/stopping.py): Stein's interval, mean +- t x
     max(s0, s) / sqrt(N), s0 the first stage's sd, df = first_stage_blocks - 1."""
+    if not all(math.isfinite(d) for d in log_ratios):
+        raise UsageError("blocks_log_interval: log ratios must be finite numbers")
     n = len(log_ratios)
     s0 = first_stage_sd(log_ratios, first_stage_blocks) if first_stage_blocks else None
     method = METHOD_STEIN if s0 is not None else METHOD_BLOCKS
@@ -628,6 +689,12 @@ def compare_arms(
     lists, or blocks whose orders are unbalanced) -> run_level_arm_interval, which needs the
     start times to show interleaving."""
     mine = [p for p in points if p.arm in (arm, baseline)]
+    if not all(math.isfinite(p.ms) and p.ms > 0 for p in mine):  # refused, never a crash
+        a, b = (sum(p.arm == x for p in mine) for x in (arm, baseline))
+        method = METHOD_WELCH if any(p.block is None for p in mine) else METHOD_BLOCKS
+        return ArmInterval(
+            method, math.nan, None, None, None, a, b, no_verdict_reason=_check_values(mine)
+        )
     if first_stage_blocks is not None:
         return stein_interval(mine, arm, baseline, first_stage_blocks, confidence, power)
     if mine and all(p.block is not None and p.position is not None for p in mine):
@@ -666,6 +733,13 @@ def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[floa
     return (min(arm) / min(base) - 1.0) * 100.0, FASTEST_RUN_LABEL
 
 
+def ci_label(confidence: float, family: int) -> str:
+    """'95% CI', or '98.33% CI (Holm-adjusted over 3 comparisons)'."""
+    if family == 1:
+        return f"{confidence:.0%} CI"
+    return f"{confidence:.2%} CI (Holm-adjusted over {family} comparisons)"
+
+
 def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
     """One sentence: slower/faster only when the interval excludes zero, else why not."""
     sides = (
@@ -684,12 +758,63 @@ def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
         if iv.min_detectable_percent is not None
         else "smallest detectable not shown"
     )
-    facts = (
-        f"{iv.confidence:.0%} CI {low:.2f}..{high:.2f}%, {sides},"
-        f" half-width {iv.half_width:.2f} pp, {detect}"
-    )
+    level = ci_label(iv.confidence, iv.family)
+    facts = f"{level} {low:.2f}..{high:.2f}%, {sides}, half-width {iv.half_width:.2f} pp, {detect}"
     if low > 0:
         return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
     if high < 0:
         return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
     return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
+
+
+# --- many comparisons: Holm's step-down procedure ----------------------------------------------
+
+
+def holm_confidences(
+    p_values: Sequence[float | None], confidence: float = CONFIDENCE
+) -> list[float]:
+    """The confidence at which each comparison's interval is computed so that its verdict is
+    Holm's (1979): the m comparisons with a p-value in increasing order, the k-th (from 0) at
+    level alpha / (m - k) until the first that keeps its null, and every later one at that
+    first one's level. A false verdict in any of them then has probability <= alpha, whatever
+    their dependence. Comparisons without a p-value (no interval) keep `confidence`."""
+    alpha = 1.0 - confidence
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out = [confidence] * len(p_values)
+    level, stopped = alpha, False
+    for k, (p, i) in enumerate(tested):
+        if not stopped:
+            level = alpha / (len(tested) - k)
+            stopped = p >= level
+        out[i] = 1.0 - level
+    return out
+
+
+def holm(
+    comparisons: Sequence[Callable[[float], ArmInterval]], confidence: float = CONFIDENCE
+) -> list[ArmInterval]:
+    """Each comparison (its interval as a function of the confidence) with Holm's adjustment
+    over all of them: the verdicts control the familywise rate at 1 - confidence. The smallest
+    detectable size is the one at Bonferroni's level, alpha / m: Holm gives a verdict wherever
+    Bonferroni does, so the promise still holds for one true difference among the m."""
+    first = [compute(confidence) for compute in comparisons]
+    m = sum(iv.p_value is not None for iv in first)
+    if m <= 1:
+        return first
+    levels = holm_confidences([iv.p_value for iv in first], confidence)
+    bonferroni = 1.0 - (1.0 - confidence) / m
+    out = []
+    for compute, iv, level in zip(comparisons, first, levels):
+        if iv.p_value is None:
+            out.append(dataclasses.replace(iv, family=m))
+            continue
+        detect = compute(bonferroni)
+        out.append(
+            dataclasses.replace(
+                compute(level),
+                family=m,
+                min_detectable_percent=detect.min_detectable_percent,
+                min_detectable_note=detect.min_detectable_note,
+            )
+        )
+    return out

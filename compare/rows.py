@@ -124,6 +124,12 @@ class Overhead:
     host_ci_low_ms: float | None = None
     host_ci_high_ms: float | None = None
     host_verdict: str | None = None
+    # The intervals' confidence and the comparisons Holm's adjustment was over (1: none), for
+    # the step time and, as a family of its own, the host cost (intervals.holm)
+    confidence: float = 0.95
+    family: int = 1
+    host_confidence: float = 0.95
+    host_family: int = 1
 
 
 @dataclass(frozen=True)

@@ -314,9 +314,11 @@ def document(report: Report, verbose: bool = False) -> Document:
         ),
     ]
     if report.overhead:
-        out += [overhead(report), host(report)]
+        out.append(overhead(report))
     else:
         out.append(Section("Overhead", lines=("not computed: no world size has runs of two arms",)))
+    if report.host:  # one arm's host cost too (issue 32: a single result showed none)
+        out.append(host(report))
     out += [steady_state(report), slow_ranks(report)]
     if report.noise:
         out.append(noise(report))

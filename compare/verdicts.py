@@ -41,7 +41,7 @@ def oneliner(o: Overhead, unit: str) -> str:
     head = f"{o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
     if not o.verdict_possible or o.ci_low is None or o.ci_high is None:
         return f"{head} {o.percent:+.2f}% ({sides(o)}), no verdict: {o.no_verdict_reason}"
-    ci = f"{intervals.CONFIDENCE:.0%} CI {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
+    ci = f"{intervals.ci_label(o.confidence, o.family)} {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
     if o.ci_low > 0:
         return f"{head} {o.percent:.2f}% slower ({sides(o)}; {ci})"
     if o.ci_high < 0:
@@ -57,7 +57,8 @@ def host_oneliner(o: Overhead, unit: str) -> str | None:
     low, high = o.host_ci_low_ms, o.host_ci_high_ms
     if low is None or high is None:
         return f"{head} {o.host_verdict}"
-    ci = f"{intervals.CONFIDENCE:.0%} CI {low:+.3f}..{high:+.3f} ms"
+    label = intervals.ci_label(o.host_confidence, o.host_family)
+    ci = f"{label} {low:+.3f}..{high:+.3f} ms"
     if low > 0 or high < 0:
         words = "more" if low > 0 else "less"
         return f"{head} {abs(o.host_diff_ms):.3f} ms/step {words} ({ci})"
@@ -76,7 +77,8 @@ def host_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, level_ms: 
             f"{arm} vs {baseline} host CPU per step: {ms(iv.percent):+.3f} ms;"
             f" no verdict: {iv.no_verdict_reason}"
         )
-    span = f"95% CI {ms(iv.ci_low):+.3f}..{ms(iv.ci_high):+.3f} ms"
+    label = intervals.ci_label(iv.confidence, iv.family)
+    span = f"{label} {ms(iv.ci_low):+.3f}..{ms(iv.ci_high):+.3f} ms"
     words = "more" if iv.ci_low > 0 else "less" if iv.ci_high < 0 else None
     if words is None:
         return (

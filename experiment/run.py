@@ -184,6 +184,7 @@ class Experiment:
             else ManifestStopping(**self.rule.to_manifest(), max_blocks=s.repeats)  # type: ignore
         )
         self.settling: ManifestSettling | None = None
+        self.ended_s: dict[int, float] = {}  # run index -> time.monotonic() at its end
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
 
     # --- the folder -------------------------------------------------------------------
@@ -396,8 +397,9 @@ class Experiment:
 
     # --- settling and stopping (experiment.settling, experiment.stopping) ---------------
     def settled(self) -> settling.Settling:
-        """settling.host_settled on the baseline's warm-up runs so far (run medians and
-        the medians of the halves of their timed steps)."""
+        """settling.host_settled on the baseline's warm-up runs so far (run medians, the
+        medians of the halves of their timed steps, their end times), judged over a third of
+        --settle-minutes, at most a minute."""
         base = self.s.arms[0].label
         done = [r for r in self.runs if r.warmup is not None and r.label == base and r.result]
         try:
@@ -406,16 +408,18 @@ class Experiment:
             return settling.Settling(
                 False, f"cannot read a warm-up result: {compare_error(error)}", len(done)
             )
-        halves = []
-        for run in runs:
+        warm = []
+        for record, run in zip(done, runs):
             series = run.step_series_ms
             first, second, _ = (
                 distributions.halves_change(series)
                 if series and len(series) >= 2
                 else (run.pace_median_ms, run.pace_median_ms, 0.0)
             )
-            halves.append((first, second))
-        return settling.host_settled([run.pace_median_ms for run in runs], halves)
+            ended = self.ended_s[record.index]
+            warm.append(settling.WarmupRun(run.pace_median_ms, first, second, ended))
+        lookback = settling.lookback_for([r.seconds for r in done], self.s.settle_minutes)
+        return settling.host_settled(warm, lookback_s=lookback)
 
     def settle(self, started: float) -> bool:
         """More uncounted warm-up runs of the baseline until the host has settled, within
@@ -459,21 +463,18 @@ class Experiment:
 
     def decide(self, block: int) -> stopping.StopDecision | None:
         """Stein's rule after a block, on the counted successful runs; None when compare cannot
-        read them (said, and the experiment goes on)."""
+        read them or the rule refuses their numbers (said, and the experiment goes on)."""
+        if self.rule is None:
+            return None
+        others = [a.label for a in self.s.arms[1:]]
         try:
             runs, _ = load([self.s.out])
+            return stopping.stopping_decision(
+                run_points(runs), self.s.arms[0].label, others, self.rule, block, self.s.repeats
+            )
         except Exception as error:  # a bug in compare too: shown, and the blocks go on
             print(f"    stopping rule: compare failed: {compare_error(error)}", flush=True)
             return None
-        others = [a.label for a in self.s.arms[1:]]
-        return stopping.stopping_decision(
-            run_points(runs),
-            self.s.arms[0].label,
-            others,
-            self.rule,
-            block,  # type: ignore
-            self.s.repeats,
-        )
 
     # --- the whole experiment ---------------------------------------------------------
     def elapsed(self) -> str:
@@ -603,6 +604,7 @@ class Experiment:
     def one(self, block: int, position: int, arm: Arm, progress: str, warmup: bool = False) -> bool:
         """Run, record and report one run; True when it was a usage error (stop at once)."""
         record = self.run_one(len(self.runs) + 1, block, position, arm, warmup)
+        self.ended_s[record.index] = time.monotonic()
         self.runs.append(record)
         self.write_manifest()
         if self.server_failed:

@@ -1,67 +1,156 @@
-"""Whether the host has settled, from the baseline's warm-up runs so far.
+"""Whether the host has settled, from the baseline's warm-up runs so far, telling drift from noise.
 
-settled = host_settled(baseline_warmup_medians, baseline_warmup_halves)
+    runs = [WarmupRun(median_ms, first_half_ms, second_half_ms, ended_s), ...]  # run order
+    state = host_settled(runs)   # state.settled; state.seen: "settled", "drift", "noise", ...
+
+Drift is a change over time, and two runs seconds apart cannot show it. So the rule looks at the
+warm-up runs that ended in the last 2 x lookback_s (lookback_for: a minute for runs of 15 s or
+more), and only once they span at least lookback_s: the least-squares line of their log
+medians against their end times gives the change per lookback_s (slope x lookback_s) and its
+standard error, from the runs' own scatter around that line (df = runs - 2), so a steady drift
+does not count as noise.
+
+- settled: the change's 90% interval lies within +-SETTLE_BETWEEN_RUNS and the latest run's
+  halves are within SETTLE_WITHIN_RUN of each other. Two one-sided 5% tests (an equivalence
+  test): "settled" says a change of that size over lookback_s is ruled out, not merely unseen.
+- drift: the change's 95% interval excludes zero and its estimate exceeds the tolerance (or the
+  latest run drifted between its halves).
+- noise: neither: the runs vary too much to tell a drift of the tolerance's size from noise.
+- too-few: fewer than 3 runs in the window, or the window does not span lookback_s yet.
+
+tests/test_stats_settling.py proves it by simulation: a stationary host with 20% run noise, and
+one drifting -10% over 3 minutes at 0.5% noise, each say "settled" falsely in at most 5%.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Host settling: the last two warm-up run medians of the baseline within this of each other,
-# and each of those runs' halves (first vs second half of its timed steps) within this.
+from common.errors import UsageError
+from compare.distributions import median, t_quantile
+
+# The tolerance: a change of more than this between runs a minute apart is drift worth waiting
+# out; and each run's halves (first vs second half of its timed steps) within this.
 SETTLE_BETWEEN_RUNS = 0.015
 SETTLE_WITHIN_RUN = 0.02
+# Drift is judged over at most a minute, and over no more than 4 warm-up runs' time (an ABBA
+# pair of blocks of two arms: the block-paired interval absorbs drift slower than that) nor a
+# third of the settling bound (so that the rule can answer within it).
+SETTLE_LOOKBACK_S = 60.0
+SETTLE_LOOKBACK_RUNS = 4
+SETTLE_MIN_RUNS = 3  # a noise estimate around a line needs 3 points (df 1)
+
+
+@dataclass(frozen=True)
+class WarmupRun:
+    """One warm-up run of the baseline as settling needs it: its median step (ms), the medians
+    of the first and second half of its timed steps, and when it ended (seconds on any one
+    clock, e.g. POSIX)."""
+
+    median_ms: float
+    first_half_ms: float
+    second_half_ms: float
+    ended_s: float
 
 
 @dataclass(frozen=True)
 class Settling:
-    """Whether the host has settled, from the baseline's warm-up runs so far."""
+    """Whether the host has settled, from the baseline's warm-up runs so far, and what the rule
+    saw: "settled", "drift", "noise", "too-few" or "unknown" (no reading)."""
 
     settled: bool
     reason: str
     runs: int  # warm-up runs of the baseline seen
+    seen: str = "unknown"
+
+
+def _check(runs: Sequence[WarmupRun]) -> None:
+    for k, r in enumerate(runs, 1):
+        times = (r.median_ms, r.first_half_ms, r.second_half_ms)
+        if not all(math.isfinite(v) and v > 0 for v in times) or not math.isfinite(r.ended_s):
+            raise UsageError(
+                f"host_settled: warm-up run {k} has a median or half that is not a positive,"
+                f" finite time, or no end time ({r})"
+            )
+
+
+def _trend(runs: Sequence[WarmupRun]) -> tuple[float, float, float, int]:
+    """Least squares log median = a + slope x end time: (slope per second, its standard error,
+    the residual sd, df = runs - 2)."""
+    ts = [r.ended_s for r in runs]
+    ys = [math.log(r.median_ms) for r in runs]
+    n = len(runs)
+    tm, ym = math.fsum(ts) / n, math.fsum(ys) / n
+    sxx = math.fsum((t - tm) ** 2 for t in ts)
+    slope = math.fsum((t - tm) * (y - ym) for t, y in zip(ts, ys)) / sxx
+    resid = math.fsum((y - ym - slope * (t - tm)) ** 2 for t, y in zip(ts, ys))
+    sd = math.sqrt(resid / (n - 2))
+    return slope, sd / math.sqrt(sxx), sd, n - 2
+
+
+def lookback_for(run_seconds: Sequence[float], settle_minutes: float) -> float:
+    """The lookback: min(SETTLE_LOOKBACK_S, SETTLE_LOOKBACK_RUNS x the median warm-up run's
+    seconds, a third of --settle-minutes)."""
+    runs = SETTLE_LOOKBACK_RUNS * median(run_seconds) if run_seconds else SETTLE_LOOKBACK_S
+    return min(SETTLE_LOOKBACK_S, runs, settle_minutes * 60.0 / 3.0)
 
 
 def host_settled(
-    run_medians: Sequence[float],
-    halves: Sequence[tuple[float, float]],
+    runs: Sequence[WarmupRun],
     between: float = SETTLE_BETWEEN_RUNS,
     within: float = SETTLE_WITHIN_RUN,
+    lookback_s: float = SETTLE_LOOKBACK_S,
 ) -> Settling:
-    """Settled when the baseline's last two warm-up run medians are within `between` of each
-    other and each of those runs' halves (first- and second-half median of its timed steps) are
-    within `within`. `run_medians` and `halves` are in run order, one entry per run."""
-    n = len(run_medians)
-    if len(halves) != n:
-        raise ValueError("host_settled needs one (first, second) half pair per run median")
-    if n < 2:
-        return Settling(
-            False, f"{n} warm-up run(s) of the baseline: settling needs 2 to compare", n
-        )
-    prev, last = run_medians[-2], run_medians[-1]
-    change = last / prev - 1.0
-    if abs(change) > between:
+    """The rule in the module's docstring, on the baseline's warm-up runs in run order.
+    UsageError for a median or half that is not a positive, finite time."""
+    _check(runs)
+    n = len(runs)
+    if n == 0:
+        return Settling(False, "no warm-up run of the baseline yet", 0, "too-few")
+    last = runs[-1]
+    window = [r for r in runs if r.ended_s >= last.ended_s - 2 * lookback_s]
+    span = window[-1].ended_s - window[0].ended_s
+    if len(window) < SETTLE_MIN_RUNS or span < lookback_s:
         return Settling(
             False,
-            f"the baseline's run median moved {change:+.1%} between the last"
-            f" two warm-up runs (limit +-{between:.1%})",
+            f"{len(window)} warm-up run(s) of the baseline over {span:.0f} s: settling needs"
+            f" {SETTLE_MIN_RUNS} or more over {lookback_s:g} s or more (drift shows over time)",
             n,
+            "too-few",
         )
-    for k in (n - 2, n - 1):
-        first, second = halves[k]
-        inside = second / first - 1.0
-        if abs(inside) > within:
-            return Settling(
-                False,
-                f"warm-up run {k + 1} drifted {inside:+.1%} between the halves"
-                f" of its timed steps (limit +-{within:.1%})",
-                n,
-            )
+    slope, slope_se, sd, df = _trend(window)
+    change, se = slope * lookback_s, slope_se * lookback_s
+    tol = math.log1p(between)
+    halves = last.second_half_ms / last.first_half_ms - 1.0
+    facts = (
+        f"the trend of the last {len(window)} run medians ({span:.0f} s) is"
+        f" {math.expm1(change):+.2%} per {lookback_s:g} s (+-{se:.2%} se), run noise"
+        f" {sd:.2%} around it"
+    )
+    if abs(halves) > within:
+        return Settling(
+            False,
+            f"drift: the latest warm-up run moved {halves:+.1%} between the halves of its timed"
+            f" steps (limit +-{within:.1%})",
+            n,
+            "drift",
+        )
+    if abs(change) + t_quantile(0.95, df) * se <= tol:
+        return Settling(
+            True,
+            f"settled after {n} warm-up run(s): {facts}; a change over {between:.1%} per"
+            f" {lookback_s:g} s is ruled out (90% interval)",
+            n,
+            "settled",
+        )
+    if abs(change) > tol and abs(change) - t_quantile(0.975, df) * se > 0:
+        return Settling(False, f"drift: {facts}, more than the noise explains", n, "drift")
     return Settling(
-        True,
-        f"settled after {n} warm-up run(s): the last two run medians within"
-        f" {abs(change):.1%} (limit {between:.1%}), their halves within"
-        f" {within:.1%}",
+        False,
+        f"noise: {facts}; a drift of {between:.1%} per {lookback_s:g} s cannot be told from"
+        " this noise",
         n,
+        "noise",
     )

@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.distributions import t_quantile
+from common.errors import UsageError
+from compare.distributions import require_positive, t_quantile
 from compare.intervals import CONFIDENCE, RunPoint, complete_blocks, first_stage_sd
 
 # Stein's two-stage rule: the first stage's complete blocks (its variance has df = this - 1).
@@ -43,9 +44,9 @@ class StoppingRule:
 
     def __post_init__(self) -> None:
         if self.rule != STEIN_RULE:
-            raise ValueError(f"unknown stopping rule {self.rule!r} (known: {STEIN_RULE})")
+            raise UsageError(f"unknown stopping rule {self.rule!r} (known: {STEIN_RULE})")
         if self.first_stage_blocks < 2 or not self.target_half_width > 0:
-            raise ValueError(
+            raise UsageError(
                 "the stopping rule needs first_stage_blocks >= 2 and a positive target_half_width"
             )
 
@@ -96,7 +97,9 @@ def stopping_decision(
     confidence: float = CONFIDENCE,
 ) -> StopDecision:
     """The rule, called after each block with every counted successful run so far (warm-up runs
-    excluded). Counts complete blocks per arm, never blocks started."""
+    excluded). Counts complete blocks per arm, never blocks started. UsageError for a number
+    that is not a positive, finite time."""
+    require_positive([p.ms for p in points], "stopping_decision: per-run numbers")
     done: dict[str, int] = {}
     needed: dict[str, int | None] = {}
     for arm in arms:

@@ -3,9 +3,12 @@ whose answer is known."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
+from common.errors import UsageError
 from compare import distributions, intervals
 from experiment import stopping
 
@@ -134,7 +137,7 @@ def test_step_series_is_the_slowest_rank_at_each_step() -> None:
 
 
 def test_step_series_of_ranks_with_different_step_counts_is_refused() -> None:
-    with pytest.raises(ValueError, match="same, non-zero number of steps"):
+    with pytest.raises(UsageError, match="same, non-zero number of steps"):
         distributions.step_series([[10.0, 20.0], [10.0]])
 
 
@@ -151,7 +154,7 @@ def test_halves_change_leaves_out_the_middle_step_of_an_odd_series() -> None:
 
 
 def test_halves_of_one_step_are_refused() -> None:
-    with pytest.raises(ValueError, match="2 steps or more"):
+    with pytest.raises(UsageError, match="2 steps or more"):
         distributions.halves_change([10.0])
 
 
@@ -195,3 +198,38 @@ def test_compare_never_imports_experiment() -> None:
                 else []
             )
             assert not any(n.split(".")[0] == "experiment" for n in names), path.name
+
+
+def _blocks(values: list[tuple[float, float]]) -> list[intervals.RunPoint]:
+    out = []
+    for b, (base, arm) in enumerate(values, 1):
+        order = (
+            [("native", base), ("fabric", arm)] if b % 2 else [("fabric", arm), ("native", base)]
+        )
+        out += [
+            intervals.RunPoint(a, ms, b, k, name=f"{a}-r{b}") for k, (a, ms) in enumerate(order, 1)
+        ]
+    return out
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_library_inputs_are_checked_at_the_boundary(bad: float) -> None:
+    # issue 32: a median of 0 crashed the block path (logs before the check); NaN made the
+    # stopping decision raise something experiment/run.py did not catch
+    points = _blocks([(100.0, 101.0), (100.2, bad), (99.9, 101.2)])
+    iv = intervals.compare_arms(points, "fabric", "native")
+    assert not iv.verdict_possible and "positive and finite (fabric-r2)" in (
+        iv.no_verdict_reason or ""
+    )
+    rule = stopping.StoppingRule(target_half_width=1.0, first_stage_blocks=2)
+    with pytest.raises(UsageError, match="stopping_decision: per-run numbers must be positive"):
+        stopping.stopping_decision(points, "native", ["fabric"], rule, 3, 10)
+    with pytest.raises(UsageError, match="complete_blocks"):
+        intervals.complete_blocks(points, "fabric", "native")
+    with pytest.raises(UsageError, match="welch_hsu_interval"):
+        intervals.welch_hsu_interval([100.0, 101.0], [100.0, bad])
+    with pytest.raises(UsageError, match="finite"):
+        intervals.blocks_log_interval([0.01, math.log(bad) if bad > 0 else math.nan, 0.02])
+    if math.isnan(bad):
+        with pytest.raises(UsageError, match="NaN"):
+            distributions.median([1.0, bad])

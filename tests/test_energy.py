@@ -358,3 +358,25 @@ def test_runs_without_energy_show_a_dash_and_no_energy_line():
     header = next(line for line in speed.splitlines() if "J/image" in line)
     row = speed.splitlines()[speed.splitlines().index(header) + 2]
     assert row.rstrip().endswith("-")
+
+
+def test_a_reports_energy_comparisons_are_holm_adjusted_as_a_family():
+    rng = np.random.default_rng(13)
+    arms = ("native", "fabric", "lightning")
+    runs = []
+    for block in range(6):
+        order = arms if block % 2 == 0 else arms[::-1]
+        for position, arm in enumerate(order):
+            jpi = 0.137 * (1 + 0.01 * arms.index(arm)) * math.exp(rng.normal(0, 0.002))
+            runs.append(
+                run(arm, flat(50 + block + position / 10), jpi, block=block, position=position)
+            )
+    report = analyse(runs)
+    assert len(report.energy_differences) == 3  # fabric, lightning vs native; lightning vs fabric
+    assert all(e.family == 3 for e in report.energy_differences)
+    # Holm: the smallest p-value at 1 - 0.05/3, the next at 1 - 0.05/2, the last at 95%
+    levels = sorted(e.confidence for e in report.energy_differences)
+    assert levels == pytest.approx([0.95, 0.975, 1 - 0.05 / 3])
+    from compare.report import render
+
+    assert "Holm-adjusted over 3 comparisons" in render(report, "text").split("\n\n")[1]

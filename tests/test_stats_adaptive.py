@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from common.errors import UsageError
 from common.manifest import ManifestStopping
 from compare import intervals
 from experiment import stopping
@@ -202,7 +203,7 @@ def test_the_rule_round_trips_through_the_manifest() -> None:
     # an unknown rule and a rule without its first stage; the rule rebuilds from the entry.
     assert stopping.StoppingRule(**entry) == rule
     assert ManifestStopping(**entry).first_stage_blocks == rule.first_stage_blocks
-    with pytest.raises(ValueError, match="unknown stopping rule"):
+    with pytest.raises(UsageError, match="unknown stopping rule"):
         stopping.StoppingRule(**{**entry, "rule": "peek"})
     with pytest.raises(ValidationError, match="stein-two-stage"):
         ManifestStopping(**{**entry, "rule": "peek"})

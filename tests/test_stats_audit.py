@@ -11,8 +11,9 @@ import math
 import numpy as np
 import pytest
 
+from common.errors import UsageError
 from compare import distributions, intervals
-from experiment import settling, stopping
+from experiment import stopping
 from stats_sim import (
     AA_BOUND,
     REPS,
@@ -176,33 +177,9 @@ def test_interleaving_statistic() -> None:
     assert intervals.interleaving([0, None], [1, 2]).interleaved is None
 
 
-@pytest.mark.parametrize(
-    ("medians", "halves", "settled", "why"),
-    [
-        (
-            [105.0, 101.0, 100.5],
-            [(104, 106), (100.5, 101.5), (100.2, 100.8)],
-            True,
-            "settled after 3",
-        ),
-        ([105.0, 101.0], [(104, 106), (100.5, 101.5)], False, "moved -3.8%"),
-        ([101.0, 100.5], [(100.5, 101.5), (98.0, 103.0)], False, "warm-up run 2 drifted +5.1%"),
-        ([100.0], [(100.0, 100.0)], False, "settling needs 2"),
-    ],
-)
-def test_host_settled(medians, halves, settled, why) -> None:
-    s = settling.host_settled(medians, halves)
-    assert s.settled is settled and why in s.reason and s.runs == len(medians)
-
-
-def test_host_settled_needs_halves_for_each_run() -> None:
-    with pytest.raises(ValueError, match="one"):
-        settling.host_settled([100.0, 100.0], [(100.0, 100.0)])
-
-
 def test_geometric_mean() -> None:
     assert distributions.geometric_mean([25.0, 100.0]) == pytest.approx(50.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         distributions.geometric_mean([1.0, 0.0])
 
 

@@ -1,0 +1,110 @@
+"""Host settling (experiment.settling.host_settled) tells drift from noise, proven by simulation.
+
+Each simulated experiment adds warm-up runs of the baseline (20-26 s each, as real runs of the
+suite take) and asks the rule after each, as experiment/run.py does, until it says "settled" or
+the 3-minute bound (--settle-minutes, default) is spent. REPS = 2000 experiments a condition,
+seeded. A rate p from REPS experiments has a Monte Carlo SE of sqrt(p(1-p)/REPS): at most 0.5
+points near 5%, so a bound of 5% is checked against the estimate plus 2 SE (as stats_sim's
+AA_BOUND does for A/A rates).
+
+The audit (issue 32) found the old rule, the last two run medians within 1.5%, said "settled"
+on a stationary host with 20% run noise 25% of the time within 3 minutes, and on a host
+drifting -10% over 3 minutes at 0.5% noise in every experiment while it still drifted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from common.errors import UsageError
+from experiment.settling import WarmupRun, host_settled
+
+REPS = 2000
+BOUND = 0.05
+MC_SE = math.sqrt(BOUND * (1 - BOUND) / REPS)  # 0.0049
+
+
+def experiment(
+    rng: np.random.Generator, noise: float, drift: float, drift_s: float, horizon_s: float = 180.0
+) -> tuple[bool, float, str]:
+    """(said settled, at what time, what the rule saw last): warm-up runs until settled or
+    `horizon_s`. The host's log level moves by `drift` over the first `drift_s` seconds, then
+    stays; each run's median has log-normal noise `noise`; its halves differ by 0.2% noise."""
+    runs: list[WarmupRun] = []
+    t, seen = 0.0, "too-few"
+    while t < horizon_s:
+        t += 20.0 + 6.0 * rng.random()
+        level = drift * min(t, drift_s) / drift_s if drift_s else 0.0
+        median = 100.0 * math.exp(level + rng.normal(0.0, noise))
+        h1, h2 = rng.normal(0.0, 0.002, 2)
+        runs.append(WarmupRun(median, median * (1 + h1), median * (1 + h2), t))
+        state = host_settled(runs)
+        seen = state.seen
+        if state.settled:
+            return True, t, seen
+    return False, t, seen
+
+
+def rates(noise: float, drift: float, drift_s: float, seed: int, horizon_s: float = 180.0):
+    rng = np.random.default_rng(seed)
+    return [experiment(rng, noise, drift, drift_s, horizon_s) for _ in range(REPS)]
+
+
+def test_a_stationary_noisy_host_is_never_called_settled_and_is_called_noise() -> None:
+    out = rates(0.20, 0.0, 0.0, seed=3201)
+    settled = np.mean([s for s, _, _ in out])
+    assert settled + 2 * MC_SE <= BOUND, settled  # simulated: 0.000 (old rule 0.25)
+    seen = Counter(last for _, _, last in out)
+    # it says what it saw: noise, not drift (a drift call here is a 5%-level false alarm)
+    assert seen["noise"] / REPS >= 0.90 and seen["drift"] / REPS <= BOUND + 2 * MC_SE, seen
+
+
+def test_a_drifting_host_is_not_called_settled_while_it_drifts() -> None:
+    # -10% over 3 minutes at 0.5% run noise, then stable; asked for up to 6 minutes
+    out = rates(0.005, math.log(0.9), 180.0, seed=3202, horizon_s=360.0)
+    early = np.mean([s and t < 180.0 for s, t, _ in out])
+    assert early + 2 * MC_SE <= BOUND, early  # simulated: 0.000 (old rule 1.00)
+    # ... and it says it saw drift, then settles once the drift has stopped
+    late = [t for s, t, _ in out if s]
+    assert len(late) / REPS >= 0.95 and min(late) >= 180.0
+    during = rates(0.005, math.log(0.9), 180.0, seed=3203)
+    assert Counter(last for _, _, last in during)["drift"] / REPS >= 0.95
+
+
+def test_a_quiet_stationary_host_settles_within_the_bound() -> None:
+    out = rates(0.005, 0.0, 0.0, seed=3204)
+    settled = np.mean([s for s, _, _ in out])
+    assert settled >= 0.95, settled  # simulated: 0.99, after about 110 s
+
+
+def test_settling_needs_runs_that_span_the_lookback() -> None:
+    quick = [WarmupRun(100.0, 100.0, 100.0, float(t)) for t in range(5)]  # 5 runs in 4 s
+    state = host_settled(quick)
+    assert not state.settled and state.seen == "too-few" and "drift shows over time" in state.reason
+    steady = [WarmupRun(100.0 * (1 + 0.001 * (-1) ** k), 100.0, 100.0, 20.0 * k) for k in range(7)]
+    state = host_settled(steady)
+    assert state.settled and state.seen == "settled" and "settled after 7" in state.reason
+    drifting = [*steady[:-1], WarmupRun(100.0, 100.0, 104.0, 120.0)]
+    state = host_settled(drifting)
+    assert not state.settled and state.seen == "drift" and "+4.0%" in state.reason
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        WarmupRun(math.nan, 100.0, 100.0, 40.0),
+        WarmupRun(100.0, 0.0, 100.0, 40.0),
+        WarmupRun(100.0, 100.0, math.nan, 40.0),
+        WarmupRun(-1.0, 100.0, 100.0, 40.0),
+        WarmupRun(100.0, 100.0, 100.0, math.inf),
+    ],
+)
+def test_settling_refuses_a_median_or_half_that_is_no_time(bad: WarmupRun) -> None:
+    # NaN said "settled" and a half of 0 divided by zero (issue 32)
+    runs = [WarmupRun(100.0, 100.0, 100.0, 0.0), WarmupRun(100.0, 100.0, 100.0, 20.0), bad]
+    with pytest.raises(UsageError, match="positive, finite time"):
+        host_settled(runs)
