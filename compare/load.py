@@ -155,8 +155,7 @@ def no_manifest(folder: Path) -> str:
         names = ", ".join(str(p) for p in inner[:4]) + (", ..." if len(inner) > 4 else "")
         hint = f"; it holds a plan's experiment folders ({names}): give those"
     return (
-        f"{folder}: is a folder without {MANIFEST}; give result files or an experiment"
-        f" folder{hint}"
+        f"{folder}: is a folder without {MANIFEST}; give result files or an experiment folder{hint}"
     )
 
 

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from compare_factory import make_result, write
 from conftest import ROOT, clean_env
 
 from common.manifest import (
@@ -28,6 +27,7 @@ from common.manifest import (
 )
 from common.result import ResultError
 from compare.cli import main as compare_main
+from compare_factory import make_result, write
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 DATA = ROOT / "tests" / "data" / "interleaved.json"
@@ -40,7 +40,9 @@ def plan(out: Path, *extra: str, wait: bool = True, **env: str):
     e = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), **env)
     cmd += ["--out", str(out), *extra, "--", "--devices", "1"]
     if not wait:
-        return subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
     return subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
 
 
