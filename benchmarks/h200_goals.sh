@@ -46,7 +46,7 @@ for s in "$@"; do
       --variant a-a-fabric --out $d/in-process/original-a-a-fabric -- --devices 1 ;;
     in-process-gpu) step "$s" 200 "$PY" -m experiment --plan in-process \
       --variant gpu-bound --out $d/in-process/gpu-bound -- --devices 1 --pairs 40 --runs 6 ;;
-    original-noise) step "$s" 200 "$PY" -m experiment --arms native,fabric --repeats 4 \
+    original-noise) step "$s" 200 "$PY" -m experiment --arms native,fabric --repeats 5 \
       --settle-minutes 0 --budget-minutes 2.5 --out $d/telemetry/original-workload -- "${orig[@]}" ;;
     demo) step "$s" 200 env PY="$PY" tools/demo.sh
       mkdir -p $d/demo && mv out/demo-* $d/demo/ ;;

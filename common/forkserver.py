@@ -8,7 +8,7 @@ what the arm's runners import, checks that CUDA is not initialised and that it i
 thread, then waits on its socket (fd N) for typed messages, one JSON object a line:
 
     server -> client   Ready(pid, import_seconds) | Refused(error)
-    client -> server   Start(module, argv, env, log, ranks)
+    client -> server   Start(module, argv, env, log, ranks) | Log(path)
     server -> client   Started(pid) ... Exited(pid, status)
 
 A run's leader is forked with its own session (pid = process group), stdin from /dev/null,
@@ -73,6 +73,11 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Log:
+    path: str  # the server's own output goes here from now on (opened for appending)
+
+
+@dataclass(frozen=True)
 class Started:
     pid: int  # the run's leader: its pid is the run's process group
 
@@ -83,7 +88,7 @@ class Exited:
     status: int  # as subprocess's returncode: negative for a signal
 
 
-MESSAGES = {cls.__name__: cls for cls in (Ready, Refused, Start, Started, Exited)}
+MESSAGES = {cls.__name__: cls for cls in (Ready, Refused, Start, Log, Started, Exited)}
 
 
 def encode(message: object) -> bytes:
@@ -164,6 +169,9 @@ def serve(fd: int, modules: list[str]) -> int:
         message = channel.receive()
         if message is None:
             return 0
+        if isinstance(message, Log):  # started before the experiment's folder existed
+            _output_to(message.path)
+            continue
         if not isinstance(message, Start):
             raise ValueError(f"unexpected message {message!r}")
         sys.stdout.flush()
@@ -175,6 +183,16 @@ def serve(fd: int, modules: list[str]) -> int:
         channel.send(Started(pid))
         _, status = os.waitpid(pid, 0)
         channel.send(Exited(pid, os.waitstatus_to_exitcode(status)))
+
+
+def _output_to(path: str) -> None:
+    """Point this process's stdout and stderr at the file `path` (appending)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _leader(start: Start, parent: int, import_seconds: float) -> int:

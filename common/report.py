@@ -22,7 +22,17 @@ from common.forkserver import process_facts
 from common.output import OutputError
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
-from common.result import SCHEMA_VERSION, PhaseSeconds, Result, StepStats, gpu_share, write_result
+from common.result import (
+    SCHEMA_VERSION,
+    EnergySummary,
+    PhaseSeconds,
+    RankTelemetry,
+    Result,
+    StepStats,
+    gpu_share,
+    write_result,
+)
+from common.telemetry import NOT_THROTTLES
 from common.timing import Timing, seconds_since_phase
 from common.workload import DATA_DESCRIPTION
 
@@ -80,7 +90,35 @@ def _rank_record(
         "omp_num_threads": run.omp_num_threads,
         "host_ms_per_step": timing.host_ms_per_step,
         "phase_seconds": phases,
+        "telemetry": timing.telemetry,
     }
+
+
+def rank_energy(telemetry: dict | None, steps: int, images_per_step: int) -> dict | None:
+    """A rank's telemetry with its J per timed step and J per image (its own batch) added."""
+    if telemetry is None:
+        return None
+    joules = telemetry.get("energy_joules")
+    return {
+        **telemetry,
+        "joules_per_step": None if joules is None else joules / steps,
+        "joules_per_image": None if joules is None else joules / steps / images_per_step,
+    }
+
+
+def energy_summary(ranks: list[dict | None], steps: int, global_batch: int) -> EnergySummary:
+    """All ranks' GPU energy per timed step and per image of the global batch, or why not (the
+    first rank without a counter's reason): a sum over some GPUs only would not be the run's."""
+    for r in ranks:
+        if r is None or r.get("energy_joules") is None:
+            reason = "no telemetry recorded" if r is None else r.get("energy_unavailable")
+            return EnergySummary(unavailable=reason or "no energy counter")
+    joules = sum(r["energy_joules"] for r in ranks)  # type: ignore[index]
+    per_step = joules / steps
+    watts = sum(r["energy_joules"] / r["window_seconds"] for r in ranks if r["window_seconds"] > 0)  # type: ignore[index]
+    return EnergySummary(
+        joules_per_step=per_step, joules_per_image=per_step / global_batch, watts=watts
+    )
 
 
 def build_result(
@@ -98,13 +136,15 @@ def build_result(
     if not all(math.isfinite(x) for x in losses):
         raise RuntimeError(f"training diverged: final losses per rank {losses}")
     digests = [r.pop("digest") for r in records]
+    cfg, world = run.cfg, run.world_size
+    per_device = cfg.per_device_batch(world)
+    global_batch = per_device * world
+    for r in records:
+        r["telemetry"] = rank_energy(r["telemetry"], cfg.steps, per_device)
     ranks = [
         {**r, "parameter_digest": d.sha256, "step_time_ms": StepStats.of(r["step_times_ms"])}
         for r, d in zip(records, digests)
     ]
-    cfg, world = run.cfg, run.world_size
-    per_device = cfg.per_device_batch(world)
-    global_batch = per_device * world
     pooled = [t for r in records for t in r["step_times_ms"]]
     stats = StepStats.of(pooled)
     elapsed = max(r["elapsed_seconds"] for r in records)
@@ -172,6 +212,7 @@ def build_result(
         environment=env,
         host_ms_per_step=sum(host) / len(host),
         phase_seconds=phases,
+        energy=energy_summary([r["telemetry"] for r in records], cfg.steps, global_batch),
         process=process_facts(),
     )
 
@@ -203,6 +244,43 @@ def _phases(phases: PhaseSeconds) -> str:
     total = sum(value for _, value in spans)
     measured = f", {phases.timed / total:.0%} timed" if total > 0 else ""
     return ", ".join(f"{v:.2f} s {n}" for n, v in spans) + f"; {total:.2f} s in all{measured}"
+
+
+def _energy(result: Result) -> str:
+    """'35.10 J/step, 0.1371 J/image (645 W, 1 GPU)' or 'n/a (why)'."""
+    e = result.energy
+    if e is None or e.joules_per_step is None or e.joules_per_image is None:
+        return f"n/a ({e.unavailable if e else 'not recorded'})"
+    gpus = f"{result.world_size} GPU{'s' if result.world_size > 1 else ''}"
+    watts = f"{e.watts:,.0f} W, " if e.watts is not None else ""
+    return f"{e.joules_per_step:.2f} J/step, {e.joules_per_image:.4f} J/image ({watts}{gpus})"
+
+
+def _machine(t: RankTelemetry) -> str:
+    """'steal 0.0%, 12/3 context switches (voluntary/involuntary), SM clock 1980 MHz min, 1980
+    median, throttled: power 0.20 s' for rank 0's timed window (the parts it knows)."""
+    parts = []
+    if t.steal_share is not None:
+        parts.append(f"steal {t.steal_share:.1%}")
+    if t.voluntary_context_switches is not None:
+        parts.append(
+            f"{t.voluntary_context_switches}/{t.involuntary_context_switches} context switches"
+            " (voluntary/involuntary)"
+        )
+    if t.sm_clock_mhz_min is not None and t.sm_clock_mhz_median is not None:
+        parts.append(
+            f"SM clock {t.sm_clock_mhz_min:.0f} MHz min, {t.sm_clock_mhz_median:.0f} median"
+        )
+    if t.throttle_seconds is not None:
+        held = [
+            f"{name.replace('_', ' ')} {s:.2f} s"
+            for name, s in t.throttle_seconds.items()
+            if s > 0 and name not in NOT_THROTTLES
+        ]
+        parts.append("throttled: " + ", ".join(held) if held else "not throttled")
+    if t.gpu_unavailable is not None:
+        parts.append(f"no GPU telemetry ({t.gpu_unavailable})")
+    return ", ".join(parts) or "nothing readable"
 
 
 def print_summary(result: Result, output: str | None, title: str) -> None:
@@ -253,6 +331,11 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
         )
     if result.phase_seconds is not None:
         rows.append(("wall time (rank 0)", _phases(result.phase_seconds)))
+    if result.energy is not None:
+        rows.append(("energy", _energy(result)))
+    telemetry = result.ranks[0].telemetry
+    if telemetry is not None:
+        rows.append(("machine (rank 0)", _machine(telemetry)))
     rows.append(
         (
             "parameters synced",

@@ -84,8 +84,36 @@ class PhaseSeconds(_Strict):
     build: float | None = Field(default=None, ge=0)  # model, optimizer, DDP wrapper, batch
     warmup: float = Field(ge=0)  # step 0 -> step W
     timed: float = Field(ge=0)  # the timed steps, synchronised at both ends
-    profiled: float = Field(ge=0)  # the profiled steps (0 on CPU)
+    profiled: float = Field(ge=0)  # profiler start, steps, stop, events parsed (0 on CPU)
     report: float | None = Field(default=None, ge=0)  # digest, gather, the result built
+
+
+class RankTelemetry(_Strict):
+    """What the machine did in this rank's timed window (common/telemetry.py), read at its two
+    ends after the syncs that bracket it: nothing is sampled during the steps."""
+
+    window_seconds: float = Field(ge=0)  # between the two readings
+    # The host (every CPU of the machine) and this rank's main thread
+    steal_share: float | None = Field(default=None, ge=0, le=1)  # /proc/stat; None: not Linux
+    voluntary_context_switches: int | None = Field(default=None, ge=0)
+    involuntary_context_switches: int | None = Field(default=None, ge=0)
+    # The GPU, through NVML; None with gpu_unavailable saying why (CPU run, no nvidia-ml-py)
+    gpu_unavailable: str | None = None
+    energy_joules: float | None = Field(default=None, ge=0)  # NVML total-energy counter delta
+    energy_unavailable: str | None = None  # why energy_joules is None
+    joules_per_step: float | None = Field(default=None, ge=0)  # energy_joules / timed steps
+    joules_per_image: float | None = Field(default=None, ge=0)  # ... / this rank's batch
+    # Seconds the driver held the clocks back over the window, per reason (violation counters;
+    # low_utilization is too little work, not a throttle); None where the GPU reports none
+    throttle_seconds: dict[str, float] | None = None
+    # From the driver's sample buffer since the window opened (gpu_samples of them, spanning
+    # samples_span_seconds, the window's last part when the buffer is shorter than the window);
+    # with no samples, the SM clock at the window's two ends
+    sm_clock_mhz_min: float | None = Field(default=None, ge=0)
+    sm_clock_mhz_median: float | None = Field(default=None, ge=0)
+    power_watts_median: float | None = Field(default=None, ge=0)
+    gpu_samples: int = Field(default=0, ge=0)
+    samples_span_seconds: float | None = Field(default=None, ge=0)
 
 
 class ProcessInfo(_Strict):
@@ -119,6 +147,8 @@ class RankResult(_Strict):
     # where this rank's wall time went
     host_ms_per_step: float | None = Field(default=None, ge=0)
     phase_seconds: PhaseSeconds | None = None
+    # Absent in older results: what the machine did in the timed window
+    telemetry: RankTelemetry | None = None
 
 
 class PrecisionInfo(_Strict):
@@ -212,6 +242,17 @@ class Environment(_Strict):
     source_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+class EnergySummary(_Strict):
+    """The GPUs' energy over the timed window, all ranks together: J per timed step, and J per
+    image (per step over the global batch). None values with `unavailable` saying why when any
+    rank has no counter (a CPU run, no nvidia-ml-py, an older GPU)."""
+
+    joules_per_step: float | None = Field(default=None, ge=0)  # sum over ranks / timed steps
+    joules_per_image: float | None = Field(default=None, ge=0)  # joules_per_step / global batch
+    watts: float | None = Field(default=None, ge=0)  # sum over ranks of energy / window seconds
+    unavailable: str | None = None
+
+
 class Result(_Strict):
     """One run of one implementation: configuration, measurements, checks, provenance."""
 
@@ -265,6 +306,9 @@ class Result(_Strict):
     # and rank 0's phases, its report phase up to the result built (the write comes after)
     host_ms_per_step: float | None = Field(default=None, ge=0)
     phase_seconds: PhaseSeconds | None = None
+    # Absent in older results: the GPUs' energy over the timed window (each rank's telemetry has
+    # its own share and what else the machine did)
+    energy: EnergySummary | None = None
     process: ProcessInfo | None = None  # absent in older results (all fresh)
 
 

@@ -18,6 +18,10 @@ inside the synchronisations that bracket it: the host's own work per step (the f
 hooks, the Python of the step, kernel launches), without a sync per step. On a GPU a host-device
 sync inside a step (`.item()`) spins under CUDA's default scheduling, so it counts as CPU time.
 
+What the machine did in the timed region (energy, clocks, steal, context switches) is read by
+common.telemetry at the same two ends, after the syncs and outside the clocks: it costs the
+timed steps nothing.
+
 Where a run's wall time goes is recorded as phases, in seconds: `mark_phase(name)` notes the
 end of a phase before the steps (see PHASES); the steps' phases come from the timer.
 """
@@ -33,6 +37,7 @@ import torch
 import torch.distributed as dist
 
 from common.lifetime import launcher_pid
+from common.telemetry import WindowTelemetry
 
 PROCESS_START = time.perf_counter()  # read once per process, at first import
 # In order; each ends where the next begins. launch: the launcher's start to this process's
@@ -72,6 +77,7 @@ class Timing:
     startup_seconds: float  # process start (this rank) to the start of step 0
     host_ms_per_step: float  # main thread CPU time over the timed steps, per step
     phase_seconds: dict[str, float | None]  # PHASES up to timed (build_result adds the rest)
+    telemetry: dict | None = None  # common.telemetry's record of the timed window
 
 
 def synchronize_ranks(device: torch.device) -> None:
@@ -87,7 +93,13 @@ def synchronize_ranks(device: torch.device) -> None:
 class StepTimer:
     """Times optimizer steps W..W+T-1; the training step itself never sees a clock."""
 
-    def __init__(self, warmup_steps: int, steps: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        warmup_steps: int,
+        steps: int,
+        device: torch.device,
+        telemetry: WindowTelemetry | None = None,
+    ) -> None:
         self.warmup_steps = warmup_steps
         self.steps = steps
         self.device = device
@@ -95,6 +107,8 @@ class StepTimer:
         self._marks: list = []  # T+1 boundaries: CUDA events or perf_counter floats
         self._t_first_start = self._t_first_end = self._t_start = self._t_end = 0.0
         self._cpu_start = self._cpu_end = 0  # main thread CPU time at the timed region's ends, ns
+        # opened here, before step 0: NVML's start-up is not in the window
+        self.telemetry = telemetry if telemetry is not None else WindowTelemetry.open(device)
 
     @property
     def last_step(self) -> int:
@@ -121,6 +135,7 @@ class StepTimer:
             if self.device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(self.device)
             synchronize_ranks(self.device)
+            self.telemetry.start()  # the GPU is idle and the clocks not yet started
             self._t_start = time.perf_counter()
             self._cpu_start = time.thread_time_ns()
             self._mark()
@@ -138,6 +153,7 @@ class StepTimer:
             self._cpu_end = time.thread_time_ns()  # before the sync: its wait is not host work
             synchronize_ranks(self.device)
             self._t_end = time.perf_counter()
+            self.telemetry.stop()  # after the clocks stopped
 
     def summary(self) -> Timing:
         """Per-step times, wall-clock figures and phases; call after the last planned step."""
@@ -158,6 +174,7 @@ class StepTimer:
             startup_seconds=self._t_first_start - PROCESS_START,
             host_ms_per_step=(self._cpu_end - self._cpu_start) / 1e6 / self.steps,
             phase_seconds=self.phases(),
+            telemetry=self.telemetry.record(),
         )
 
     def phases(self) -> dict[str, float | None]:

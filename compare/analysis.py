@@ -25,7 +25,15 @@ from datetime import datetime
 from typing import Any
 
 from compare import distributions, intervals, verdicts
+from compare.attribution import Attribution, noise_attributions
 from compare.display import world_unit
+from compare.energy import (
+    EnergyDifference,
+    EnergyRow,
+    energy_difference,
+    energy_rows,
+    joules_per_image,
+)
 from compare.errors import CompareError, WorkloadMismatch
 from compare.flags import (
     Flag,
@@ -82,6 +90,9 @@ class Report:
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
     heading: str = ""  # the title without the diagnostics ("" : the title)
     diagnostics: str = ""  # "diagnostic: lightning --host-delay-us=2000" when runs used any
+    energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
+    energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
+    noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
 
     @property
     def units(self) -> str:
@@ -109,6 +120,9 @@ class Report:
             "steady_state": [dataclasses.asdict(s) for s in self.steady_state],
             "warnings": [flag.text for flag in self.warnings],
             "notes": self.notes,
+            "energy": [dataclasses.asdict(e) for e in self.energy],
+            "energy_differences": [dataclasses.asdict(e) for e in self.energy_differences],
+            "noise": [dataclasses.asdict(a) for a in self.noise],
         }
 
 
@@ -128,13 +142,17 @@ def started_s(run: Run) -> float | None:
 
 
 def run_points(
-    runs: Sequence[Run], wall_clock: bool = False, host: bool = False
+    runs: Sequence[Run], wall_clock: bool = False, host: bool = False, energy: bool = False
 ) -> list[intervals.RunPoint]:
     """A intervals.RunPoint per counted run (warm-up runs left out): its label, its number (median
     pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
-    from the manifest and its start time. With `host`, runs without host time are left out."""
+    from the manifest and its start time. With `host`, runs without host time are left out;
+    with `energy`, the number is J/image (compare.energy) and runs without one are left out."""
     chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
     values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
+    if energy:
+        chosen = [r for r in chosen if joules_per_image(r) is not None]
+        values = [joules_per_image(r) for r in chosen]
     return [
         intervals.RunPoint(
             arm=r.label,
@@ -484,6 +502,37 @@ def analyse(
                 "numerics_identical": o.numerics_identical,
             }
         )
+    # energy per image, the same comparisons by the same method, Holm-adjusted as a family of
+    # its own (like the host cost); comparisons without energy on both sides are not tested
+    energy_points = [
+        run_points([*cells[(a, w)], *cells[(b, w)]], energy=True) for w, a, b in stated
+    ]
+    measured = [
+        k
+        for k, (w, a, b) in enumerate(stated)
+        if {a, b} <= {point.arm for point in energy_points[k]}
+    ]
+    energy_ivs: list[intervals.ArmInterval | None] = [None] * len(stated)
+    energy_adjusted = intervals.holm(
+        [
+            functools.partial(
+                intervals.compare_arms,
+                energy_points[k],
+                stated[k][1],
+                stated[k][2],
+                rule_of(
+                    [*cells[(stated[k][1], stated[k][0])], *cells[(stated[k][2], stated[k][0])]]
+                ),
+            )
+            for k in measured
+        ]
+    )
+    for k, eiv in zip(measured, energy_adjusted):
+        energy_ivs[k] = eiv
+    energy = [
+        energy_difference(w, a, b, cells[(a, w)], cells[(b, w)], energy_points[k], iv=energy_ivs[k])
+        for k, (w, a, b) in enumerate(stated)
+    ]
     vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
     same = {key: o.numerics_identical for key, o in vs_base.items()}
@@ -527,4 +576,7 @@ def analyse(
         baseline=base,
         labels=[label for label in labels(runs, base)],
         unit=unit,
+        energy=energy_rows(runs, base),
+        energy_differences=energy,
+        noise=noise_attributions(runs, base),
     )

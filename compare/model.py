@@ -187,6 +187,8 @@ class Measures:
     peak_allocated_gib: float | None
     peak_reserved_gib: float | None
     parameters_synchronized: bool
+    # all GPUs' energy over the timed window per image (None: no counter, older or original)
+    joules_per_image: float | None = None
 
 
 def text_of(value: Any) -> str:
@@ -344,6 +346,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
             peak_allocated_gib=r.peak_allocated_gib,
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
+            joules_per_image=None if r.energy is None else r.energy.joules_per_image,
         ),
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their
@@ -465,7 +468,7 @@ def _image_size_of(data: str) -> int | str | None:
 RUN_COLUMNS = (
     "arm", "runner", "block", "position", "warmup", "counted", "world_size",
     "run_median_ms", "step_median_ms", "step_p5_ms", "step_p95_ms", "images_per_second",
-    "host_ms_per_step", "gpu_busy_share", "started_utc", "file",
+    "host_ms_per_step", "gpu_busy_share", "joules_per_image", "started_utc", "file",
 )  # fmt: skip
 
 
@@ -489,6 +492,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "images_per_second": run.values.images_per_second_median,
         "host_ms_per_step": run.host_ms_per_step,
         "gpu_busy_share": run.gpu_share,
+        "joules_per_image": run.values.joules_per_image,
         "started_utc": run.started_utc,
         "file": str(run.path),
     }

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from compare import distributions, intervals, verdicts
 from compare.analysis import Report
 from compare.display import cell
+from compare.energy import energy_cell, energy_oneliner
 from compare.flags import grouped_warnings
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow
@@ -52,7 +53,33 @@ def answer(report: Report) -> Section:
     lines = [verdicts.oneliner(o, report.unit) for o in report.overhead]
     host = (verdicts.host_oneliner(o, report.unit) for o in report.overhead)
     lines += [line for line in host if line is not None]
+    # energy per image, where the runs measured it (CPU runs and older results say nothing here)
+    energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
+    lines += [line for line in energy if line is not None]
     return Section("", lines=tuple(lines), kind="answer")
+
+
+def energy_levels(report: Report) -> tuple[str, ...]:
+    """Each arm's J/image with its interval over runs, where its runs measured it."""
+    return tuple(
+        f"J/image, {e.arm}, {verdicts.where(e.world_size, report.unit)}: {energy_cell(e)}"
+        f" ({intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean;"
+        f" {e.watts:,.0f} W median)"
+        if e.watts is not None
+        else f"J/image, {e.arm}, {verdicts.where(e.world_size, report.unit)}: {energy_cell(e)}"
+        f" ({intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean)"
+        for e in report.energy
+        if e.joules_per_image is not None
+    )
+
+
+def noise(report: Report) -> Section:
+    """Why an arm's runs spread, from the telemetry (compare.attribution), and the rule used."""
+    return Section(
+        "Why runs spread",
+        lines=tuple(a.sentence for a in report.noise),
+        legend=(f"rule: {report.noise[0].rule}",),
+    )
 
 
 def configuration(report: Report, verbose: bool) -> Section:
@@ -275,7 +302,7 @@ def document(report: Report, verbose: bool = False) -> Document:
         out.append(Section("Warnings", lines=lines, kind="warnings"))
     out += [
         configuration(report, verbose),
-        Section(f"Speed ({LEGEND})", arm_table(report, "speed")),
+        Section(f"Speed ({LEGEND})", arm_table(report, "speed"), energy_levels(report)),
         Section(
             f"Start-up, memory and checks ({LEGEND})",
             arm_table(report, "cost"),
@@ -293,6 +320,8 @@ def document(report: Report, verbose: bool = False) -> Document:
     if report.host:  # one arm's host cost too (issue 32: a single result showed none)
         out.append(host(report))
     out += [steady_state(report), slow_ranks(report)]
+    if report.noise:
+        out.append(noise(report))
     if report.scaling:
         out.append(scaling(report))
     if report.notes:

@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -120,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-minutes",
         type=float,
         metavar="M",
-        help="start no block that would end, at the mean block time so far, after M minutes",
+        help="start no block that would end, at the mean block time so far, after M minutes"
+        " (counted from the command's start: the checks, the fork servers' imports and the"
+        " warm-up runs are in them; in a plan of several experiments, each later one's from its"
+        " own start)",
     )
     p.add_argument(
         "--run-timeout",
@@ -321,6 +325,7 @@ def _in_process(args: argparse.Namespace, runner: list[str], command: list[str])
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status. A user mistake (argparse's or a UsageError)
     ends it with one line and exit status 2, before any run starts."""
+    started = time.monotonic()  # the first experiment's clock (--budget-minutes) starts here
     argv = sys.argv[1:] if argv is None else argv
     own, runner = split_argv(argv)
     args = build_parser().parse_args(own)
@@ -333,18 +338,22 @@ def main(argv: list[str] | None = None) -> int:
         if in_process:
             # the interleaved mode: one process per repeat
             return _in_process(args, runner, ["python", "-m", "experiment", *argv])
+    pool = launch.ServerPool()  # the fork servers the checks run in, adopted by the experiments
     try:
-        with exit_on_usage_error(PROG):
-            found = experiments(args, runner, ["python", "-m", "experiment", *argv])
-            check_runners(found)  # what a rank would refuse, before any run
-    except KeyboardInterrupt:  # Ctrl-C before the first run: nothing was started or written
-        return 128 + signal.SIGINT
-    status = 0
-    for s in found:
-        with exit_on_usage_error(PROG):
-            take_folder(s.out)
-        code = Experiment(s).run()
-        if code in (EXIT_USAGE, 130, 143):
-            return code
-        status = status or code
-    return status
+        try:
+            with exit_on_usage_error(PROG):
+                found = experiments(args, runner, ["python", "-m", "experiment", *argv])
+                check_runners(found, pool)  # what a rank would refuse, before any run
+        except KeyboardInterrupt:  # Ctrl-C before the first run: nothing was started or written
+            return 128 + signal.SIGINT
+        status = 0
+        for k, s in enumerate(found):
+            with exit_on_usage_error(PROG):
+                take_folder(s.out)
+            code = Experiment(s, pool, started if k == 0 else None).run()
+            if code in (EXIT_USAGE, 130, 143):
+                return code
+            status = status or code
+        return status
+    finally:
+        pool.close()  # what no experiment adopted

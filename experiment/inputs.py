@@ -15,6 +15,7 @@ import argparse
 import errno
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from common import config
 from common.errors import UsageError, one_line
 from common.manifest import MANIFEST
 from experiment import launch
-from experiment.together import CannotStart, run_together
+from experiment.together import CannotStart, Finished, run_together
 
 if TYPE_CHECKING:
     from experiment.run import Settings
@@ -102,21 +103,32 @@ def check_python(python: str, option: str = "--python") -> None:
         )
 
 
-def check_runners(settings: Sequence[Settings]) -> None:
+def check_runners(settings: Sequence[Settings], pool: launch.ServerPool | None = None) -> None:
     """Each distinct runner (interpreter, arm argv, options) once in its check-only mode, as the
     first run of the experiment would start it: UsageError with the runner's own line when it
-    would refuse (the first such arm in order). The checks run side by side (one at a time
-    under srun: job steps would queue for the allocation); per-run paths point into a scratch
-    folder, removed afterwards."""
-    from experiment.run import expand  # the run's own placeholder expansion
+    would refuse (the first such arm in order). With a pool, a forked arm's check is forked by
+    the arm's fork server (started here, and used by the runs after it: the imports are paid
+    once), one at a time; the other checks run side by side as fresh processes (one at a time
+    under srun: job steps would queue for the allocation). A server that cannot start leaves
+    its arms to a fresh check (the experiment then says why it has no server). Per-run paths
+    point into a scratch folder, removed afterwards."""
+    from experiment.run import arm_mode, expand, fork_modules, run_environment
 
+    if pool is not None:  # every server imports at once, while the fresh checks run
+        for s in settings:
+            for python, modules in fork_modules(s).items():
+                pool.start(python, run_environment(s), modules)
     done: set[tuple[str, ...]] = set()
     labels: list[str] = []
     commands: list[tuple[list[str], dict[str, str]]] = []
+    forked: dict[int, tuple[launch.ForkServer, list[str], dict[str, str]]] = {}
     under_srun = False
     with tempfile.TemporaryDirectory(prefix="experiment-check-") as scratch:
         for s in settings:
             extra = launch.srun_options(s.options) if s.launch == "srun" else []
+            servers = (
+                {p: (run_environment(s), m) for p, m in fork_modules(s).items()} if pool else {}
+            )
             for arm in s.arms:
                 python = getattr(arm, "python", None) or s.python
                 options = expand(s.options, Path(scratch), arm.label, 1)
@@ -136,15 +148,33 @@ def check_runners(settings: Sequence[Settings]) -> None:
                 env.update(s.env)
                 under_srun = under_srun or cmd[0] == launch.SRUN[0]
                 labels.append(arm.label)
+                server = None
+                if pool is not None and arm_mode(s, arm) == "fork":
+                    server = pool.get(python, *servers[python])
+                if server is not None:
+                    forked[len(commands)] = (server, argv, env)
                 commands.append((cmd, env))
+        fresh = [k for k in range(len(commands)) if k not in forked]
         try:
-            finished = run_together(commands, CHECK_TIMEOUT_S, width=1 if under_srun else None)
+            ran = run_together(
+                [commands[k] for k in fresh], CHECK_TIMEOUT_S, width=1 if under_srun else None
+            )
         except CannotStart as failed:
+            k = fresh[failed.index]
             raise UsageError(
-                f"arm {labels[failed.index]}: cannot start {commands[failed.index][0][0]}"
-                f" ({failed.error.strerror})"
+                f"arm {labels[k]}: cannot start {commands[k][0][0]} ({failed.error.strerror})"
             ) from None
+        finished: list[Finished | None] = [None] * len(commands)
+        for k, check in zip(fresh, ran, strict=True):
+            finished[k] = check
+        for k, (server, argv, env) in forked.items():
+            try:
+                finished[k] = forked_check(server, argv, env, Path(scratch) / f"check-{k}.log")
+            except launch.ServerFailed:  # checked fresh; the experiment says why, later
+                pool.discard(server)  # type: ignore[union-attr]
+                finished[k] = run_together([commands[k]], CHECK_TIMEOUT_S)[0]
     for label, check in zip(labels, finished, strict=True):
+        assert check is not None
         if check.returncode is None:
             raise UsageError(
                 f"arm {label}: the runner's --check took over {CHECK_TIMEOUT_S} s; is the"
@@ -154,6 +184,25 @@ def check_runners(settings: Sequence[Settings]) -> None:
             lines = check.output.strip().splitlines()
             last = lines[-1] if lines else f"exit status {check.returncode}, no message"
             raise UsageError(f"arm {label}: the runner refuses these options: {one_line(last)}")
+
+
+def forked_check(
+    server: launch.ForkServer, argv: list[str], env: dict[str, str], log: Path
+) -> Finished:
+    """One runner's --check forked by its server: exit status and output, as a fresh check
+    gives them (None past CHECK_TIMEOUT_S, its group ended). A server that fails here is the
+    experiment's to report: ServerFailed."""
+    from experiment.run import end_group
+
+    run = server.start(*launch.fork_target(argv), env, log)
+    try:
+        status: int | None = run.wait(CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        status = None
+    end_group(run.pid)
+    if status is None:  # its Exited message, once the group has ended
+        run.wait(30)
+    return Finished(status, log.read_text(errors="replace") if log.exists() else "")
 
 
 def take_folder(out: Path, option: str = "--out") -> None:

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -262,3 +263,72 @@ class ForkServer:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+
+
+class ServerPool:
+    """Fork servers started before any experiment's folder exists, so that the runners'
+    --check runs forked (its imports paid once, by the server the runs use after it); each is
+    adopted by the first experiment that wants the same interpreter, environment and modules,
+    and its log moved into that experiment's logs/. What no experiment adopted is closed."""
+
+    def __init__(self) -> None:
+        self.servers: dict[tuple, ForkServer] = {}
+
+    @staticmethod
+    def key(python: str, env: dict[str, str], modules: list[str]) -> tuple:
+        return (python, tuple(sorted(env.items())), tuple(sorted(modules)))
+
+    def start(self, python: str, env: dict[str, str], modules: list[str]) -> None:
+        """Start one (not waited for: `get` waits), unless the same one is already started."""
+        key = self.key(python, env, modules)
+        if key not in self.servers:
+            fd, log = tempfile.mkstemp(prefix="experiment-forkserver-", suffix=".log")
+            os.close(fd)
+            self.servers[key] = ForkServer(python, env, sorted(modules), Path(log))
+
+    def get(self, python: str, env: dict[str, str], modules: list[str]) -> ForkServer | None:
+        """The started server, once ready; None when there is none or it failed to start (then
+        closed: the experiment starts its own and reports why it cannot)."""
+        key = self.key(python, env, modules)
+        server = self.servers.get(key)
+        if server is None:
+            return None
+        if server.import_seconds is None:
+            try:
+                server.ready()
+            except ServerFailed:
+                self.drop(key)
+                return None
+        return server
+
+    def drop(self, key: tuple) -> None:
+        server = self.servers.pop(key)
+        server.close()
+        server.log.unlink(missing_ok=True)
+
+    def take(
+        self, python: str, env: dict[str, str], modules: list[str], log: Path
+    ) -> ForkServer | None:
+        """Hand a ready server to the experiment, its log (so far and from now on) at `log`."""
+        server = self.get(python, env, modules)
+        if server is None:
+            return None
+        del self.servers[self.key(python, env, modules)]
+        shutil.copyfile(server.log, log)  # the server is idle: it writes nothing meanwhile
+        try:
+            server.channel.send(forkserver.Log(str(log.resolve())))
+        except OSError:
+            pass  # a server that died: the experiment's first run says so, from its log
+        server.log.unlink(missing_ok=True)
+        server.log = log
+        return server
+
+    def discard(self, server: ForkServer) -> None:
+        """Close a server that failed (the experiment starts its own, and says why it cannot)."""
+        for key, found in list(self.servers.items()):
+            if found is server:
+                self.drop(key)
+
+    def close(self) -> None:
+        for key in list(self.servers):
+            self.drop(key)

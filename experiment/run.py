@@ -160,17 +160,44 @@ class Estimate:
     error: str | None = None  # compare's one-line error, when it failed
 
 
+def arm_mode(s: Settings, arm: Arm) -> str:
+    """How an arm's runs start: its own launch (the fork-check plan) or the experiment's."""
+    return arm.launch or s.launch
+
+
+def run_environment(s: Settings) -> dict[str, str]:
+    """The environment of every run (and of the fork servers)."""
+    env = launch.srun_environment() if s.launch == "srun" else dict(os.environ)
+    env.update(s.env)
+    return env
+
+
+def fork_modules(s: Settings) -> dict[str, list[str]]:
+    """The fork servers an experiment needs: arm interpreter -> the runner modules it warms."""
+    modules: dict[str, set[str]] = {}
+    for arm in s.arms:
+        if arm_mode(s, arm) == "fork":
+            module, _ = launch.fork_target(arm.argv)
+            modules.setdefault(arm.python or s.python, set()).add(module)
+    return {python: sorted(names) for python, names in modules.items()}
+
+
 class Experiment:
     """Runs the blocks, writes the folder and prints progress."""
 
-    def __init__(self, s: Settings) -> None:
+    def __init__(
+        self, s: Settings, pool: launch.ServerPool | None = None, started: float | None = None
+    ) -> None:
         self.s = s
+        self.pool = pool  # servers started for the runners' --check, adopted here
         self.runs: list[ManifestRun] = []
         self.current: subprocess.Popen | launch.ForkedRun | None = None
         self.servers: dict[str, launch.ForkServer] = {}  # arm python -> its fork server
         self.server_failed: str | None = None
         self.signal: int | None = None
-        self.start = time.monotonic()
+        # The clock of --budget-minutes and the progress lines: the first experiment's starts
+        # with the command (its checks and its servers' imports, paid before it, are its time).
+        self.start = time.monotonic() if started is None else started
         self.created = utc_now()
         self.rule = (
             None
@@ -258,28 +285,26 @@ class Experiment:
     # --- fork servers -----------------------------------------------------------------
     def mode(self, arm: Arm) -> str:
         """How this arm's runs start: its own launch (the fork-check plan) or the experiment's."""
-        return arm.launch or self.s.launch
+        return arm_mode(self.s, arm)
 
     def run_env(self) -> dict[str, str]:
         """The environment of every run (and of the fork servers)."""
-        env = launch.srun_environment() if self.s.launch == "srun" else dict(os.environ)
-        env.update(self.s.env)
-        return env
+        return run_environment(self.s)
 
     def start_servers(self) -> None:
-        """One fork server per arm interpreter of a forked arm, warm before the first run;
-        ServerFailed with its one line when one cannot start."""
-        modules: dict[str, set[str]] = {}
-        for arm in self.s.arms:
-            if self.mode(arm) == "fork":
-                module, _ = launch.fork_target(arm.argv)
-                modules.setdefault(arm.python or self.s.python, set()).add(module)
-        for k, (python, names) in enumerate(modules.items(), 1):
+        """One fork server per arm interpreter of a forked arm, warm before the first run
+        (the one its runners' --check ran in, when there was one); ServerFailed with its one
+        line when one cannot start."""
+        env = self.run_env()
+        for k, (python, names) in enumerate(fork_modules(self.s).items(), 1):
             log = self.s.out / "logs" / f"forkserver-{k}.log"
-            self.servers[python] = server = launch.ForkServer(
-                python, self.run_env(), sorted(names), log
-            )
-            seconds = server.ready(lambda: self.signal is not None)
+            server = self.pool.take(python, env, names, log) if self.pool else None
+            if server is None:
+                server = launch.ForkServer(python, env, names, log)
+            self.servers[python] = server
+            seconds = server.import_seconds
+            if seconds is None:
+                seconds = server.ready(lambda: self.signal is not None)
             if self.signal is not None:
                 raise Stopped
             print(f"{PROG}: fork server {k} ({python}) ready, imports {seconds:.1f} s", flush=True)

@@ -7,7 +7,9 @@ lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slo
 FAKE_ORPHAN (run name whose "rank" outlives it and writes the result
 later, while the launcher exits 1), FAKE_CHECKS (file: append each --check's module),
 FAKE_REFUSE (module whose --check refuses), FAKE_LATE_FAIL (run name that writes its result,
-then exits 1). For lightning_impl.interleaved it writes tests/data/interleaved.json.
+then exits 1), FAKE_PARENTS (file: append "check|run MODULE fresh|forked PARENT-PID" for each
+check and run: whose process made it). For lightning_impl.interleaved it writes
+tests/data/interleaved.json.
 """
 
 import os
@@ -23,6 +25,11 @@ module = args[1]
 out = Path(args[args.index("--output") + 1] if "--output" in args else "check")
 name = out.stem
 print("fake runner:", " ".join(args), flush=True)
+if os.environ.get("FAKE_PARENTS"):
+    server = sys.modules.get("common.forkserver")  # a forked child holds its server's modules
+    kind = server.process_facts()["kind"] if server else "fresh"
+    with open(os.environ["FAKE_PARENTS"], "a") as f:
+        f.write(f"{'check' if '--check' in args else 'run'} {module} {kind} {os.getppid()}\n")
 if "--check" in args:  # the runners' check-only mode: one line, launches nothing
     if os.environ.get("FAKE_CHECKS"):
         with open(os.environ["FAKE_CHECKS"], "a") as f:

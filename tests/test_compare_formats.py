@@ -107,9 +107,11 @@ def test_markdown_tables_have_a_header_separator_row(
     lines = output_of(capsys, *pair, "--format", "markdown").splitlines()
     header = lines.index(
         "| arm | GPUs | runs | img/s ↑ | img/s/GPU ↑ | median ms ↓ | p5 ms ↓ |"
-        " p95 ms ↓ | wall-clock img/s ↑ |"
+        " p95 ms ↓ | wall-clock img/s ↑ | J/image ↓ |"
     )
-    assert lines[header + 1] == "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    assert lines[header + 1] == (
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
     steady = lines.index("## Steady state: first vs second half of timed steps")
     assert lines[steady + 2] == "| run file | first-half median ms | second-half median ms | Δ % |"
 

@@ -85,18 +85,56 @@ def test_out_under_a_file_or_on_proc_is_one_line_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "order").exists()
 
 
-def test_a_runner_that_would_refuse_stops_the_experiment_before_any_run(tmp_path):
-    out = tmp_path / "exp"
+@pytest.mark.parametrize("how", ["fork", "fresh"])
+def test_a_runner_that_would_refuse_stops_the_experiment_before_any_run(tmp_path, how):
+    out, scratch = tmp_path / "exp", tmp_path / "tmp"
+    scratch.mkdir()
     proc = experiment(
-        ["--out", str(out), "--arms", "native,lightning"], tmp_path, FAKE_REFUSE="lightning_impl"
+        ["--out", str(out), "--arms", "native,lightning", "--launch", how],
+        tmp_path,
+        FAKE_REFUSE="lightning_impl",
+        FAKE_PARENTS=str(tmp_path / "parents"),
+        TMPDIR=str(scratch),
     )
-    refused_before_any_run(
+    refused_before_any_run(  # the same line, forked by the server or started fresh
         proc,
         tmp_path,
         out,
         "arm lightning: the runner refuses these options:"
         " lightning_impl: error: --lr must be a finite number",
     )
+    made = [line.split() for line in (tmp_path / "parents").read_text().splitlines()]
+    assert {(what, module, kind) for what, module, kind, _ in made} == {
+        ("check", "native", "forked" if how == "fork" else "fresh"),
+        ("check", "lightning_impl", "forked" if how == "fork" else "fresh"),
+    }
+    assert list(scratch.iterdir()) == []  # no server log, no scratch folder left
+
+
+def test_a_forked_arms_check_runs_in_the_server_its_runs_use(tmp_path):
+    """--launch fork: each runner's --check is forked by the arm's fork server, which then
+    forks the runs, so its imports are paid once; the server's log ends up in logs/."""
+    out, scratch = tmp_path / "exp", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = experiment(
+        ["--out", str(out), "--arms", "native,lightning", "--launch", "fork"]
+        + ["--repeats", "1", "--warmup-runs", "0"],
+        tmp_path,
+        FAKE_PARENTS=str(tmp_path / "parents"),
+        TMPDIR=str(scratch),
+    )
+    assert proc.returncode == 0, proc.stderr
+    made = [line.split() for line in (tmp_path / "parents").read_text().splitlines()]
+    checks = [m for m in made if m[0] == "check"]
+    runs = [m for m in made if m[0] == "run"]
+    assert sorted(m[1] for m in checks) == ["lightning_impl", "native"]
+    assert sorted(m[1] for m in runs) == ["lightning_impl", "native"]
+    assert {m[2] for m in made} == {"forked"}
+    assert made.index(checks[-1]) < made.index(runs[0])  # every check before the first run
+    assert len({m[3] for m in made}) == 1  # one server (one interpreter) forked them all
+    assert (out / "logs" / "forkserver-1.log").is_file()
+    assert "ready, imports" in proc.stdout
+    assert list(scratch.iterdir()) == []  # the server's first log was moved, not left
 
 
 def test_each_distinct_runner_is_checked_once(tmp_path):

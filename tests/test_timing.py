@@ -100,3 +100,46 @@ def test_host_bound_is_judged_against_the_timed_step_not_the_slower_profiled_one
     slow = probe.summary(timed_median_ms=12.5)  # the timed step itself had 2.5 ms of GPU idle
     assert slow["gpu_busy_share_of_timed_step"] == pytest.approx(0.8) and slow["host_bound"] is True
     assert probe.summary(timed_median_ms=9.0)["gpu_busy_share_of_timed_step"] == 1.0  # at most 1
+
+
+def test_the_profiled_phase_is_all_the_profiler_costs_not_only_its_steps(monkeypatch):
+    """Starting, stopping and parsing the profiler take time; the phase `profiled` holds it,
+    while the busy fraction still divides by the profiled steps' own wall time (a fake clock:
+    each step of the fake profiler advances it by a known amount)."""
+    import common.profiling as profiling
+
+    clock = [100.0]
+    monkeypatch.setattr(profiling.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(profiling.torch.cuda, "synchronize", lambda device=None: None)
+
+    class Prof:
+        def __init__(self, **_: object) -> None:
+            pass
+
+        def __enter__(self):
+            clock[0] += 2.0  # the profiler's start
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            clock[0] += 1.0  # its stop
+
+        def events(self):
+            clock[0] += 0.5  # parsing its events
+            return [FakeKernel(0, 9000), FakeKernel(15000, 25000)]
+
+    monkeypatch.setattr(profiling, "profile", Prof)
+    probe = profiling.GpuActivityProbe(first_step=5, count=2, device=torch.device("cpu"))
+    probe.before_step(4)
+    probe.after_step(4)  # not profiled: nothing starts
+    assert probe.seconds == 0.0
+    probe.before_step(5)
+    clock[0] += 0.010  # step 5
+    probe.after_step(5)
+    probe.before_step(6)
+    clock[0] += 0.010  # step 6
+    probe.after_step(6)
+    assert probe.seconds == pytest.approx(2.0 + 0.020 + 1.0 + 0.5)
+    a = probe.summary(timed_median_ms=10.0)
+    assert a["wall_ms_per_step"] == pytest.approx(10.0)  # the steps alone
+    assert a["gpu_busy_ms_per_step"] == pytest.approx(9.5)
+    assert clock[0] == pytest.approx(103.52)  # the events were parsed once, inside the window

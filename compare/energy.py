@@ -1,0 +1,214 @@
+"""GPU energy per image from the runs' results: each arm's level with an interval over runs, and
+each comparison's difference by the same method as the step time.
+
+    rows = energy_rows(runs)                       # one EnergyRow per (arm, world size)
+    report = analyse(runs); report.energy_differences   # one EnergyDifference per comparison
+
+A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
+(NVML's counter, read after the syncs at both ends) over the images of all timed steps. As for
+time, the unit of evidence is a run. An arm's level is the geometric mean over its counted runs
+with a t-interval on the mean log (intervals.mean_interval). A difference is
+intervals.compare_arms on the same runs' J/image: paired by block for an experiment folder,
+Stein's interval when it stopped by that rule, else the run-level interval; its refusals are
+time's. Runs without a counter (CPU, older GPU, no nvidia-ml-py) give no number: a row
+without any says why, and the tables show "-".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compare import distributions, intervals
+from compare.model import Run
+from compare.pairing import group
+from compare.verdicts import where
+
+UNIT = "J/image"
+
+
+def joules_per_image(run: Run) -> float | None:
+    """The run's GPU energy per image over the timed window, or None (no counter, or a result
+    older than energy, or an original script's)."""
+    energy = getattr(run.result, "energy", None)
+    return None if energy is None else energy.joules_per_image
+
+
+def unavailable(run: Run) -> str:
+    """Why a run has no energy figure."""
+    energy = getattr(run.result, "energy", None)
+    if energy is None:
+        return "the result records no energy (written before energy was measured, or original)"
+    return energy.unavailable or "no energy counter"
+
+
+@dataclass(frozen=True)
+class EnergyRow:
+    """One arm's GPU energy per image at one world size, over its counted runs."""
+
+    arm: str
+    world_size: int
+    runs: int  # counted runs with an energy figure
+    runs_without: int  # counted runs without one
+    joules_per_image: float | None  # geometric mean over runs; None: no run has a figure
+    ci_low: float | None  # the level's interval, J/image; None below intervals.MIN_RUNS runs
+    ci_high: float | None
+    half_width_percent: float | None  # the interval's half-width in % of the level
+    watts: float | None  # median over runs of all GPUs' mean power over the window
+    unavailable: str | None  # why joules_per_image is None (the first run's reason)
+    confidence: float = intervals.CONFIDENCE
+
+
+@dataclass(frozen=True)
+class EnergyDifference:
+    """An arm's energy per image against a baseline's at one world size."""
+
+    world_size: int
+    arm: str
+    baseline: str
+    percent: float | None  # the point estimate in % of the baseline; None: no figures
+    ci_low: float | None
+    ci_high: float | None
+    half_width: float | None  # percentage points
+    method: str | None
+    arm_runs: int
+    baseline_runs: int
+    no_verdict_reason: str | None
+    warnings: tuple[str, ...]
+    sentence: str  # the verdict, for a report line
+    confidence: float = intervals.CONFIDENCE  # the interval's (Holm-adjusted in a report)
+    family: int = 1  # the energy comparisons it is adjusted over
+
+
+def _counted(runs: Sequence[Run]) -> list[Run]:
+    return [r for r in runs if r.warmup is None]
+
+
+def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
+    """The level of one cell's counted runs."""
+    counted = _counted(runs)
+    have = [r for r in counted if joules_per_image(r) is not None]
+    missing = [r for r in counted if joules_per_image(r) is None]
+    if not have:
+        reason = unavailable(missing[0]) if missing else "no counted runs"
+        return EnergyRow(arm, world, 0, len(missing), None, None, None, None, None, reason)
+    logs = [math.log(joules_per_image(r)) for r in have]  # type: ignore[arg-type]
+    mean, half = intervals.mean_interval(logs)
+    watts = [r.result.energy.watts for r in have if r.result.energy.watts is not None]  # type: ignore[union-attr]
+    return EnergyRow(
+        arm=arm,
+        world_size=world,
+        runs=len(have),
+        runs_without=len(missing),
+        joules_per_image=math.exp(mean),
+        ci_low=None if half is None else math.exp(mean - half),
+        ci_high=None if half is None else math.exp(mean + half),
+        half_width_percent=None if half is None else math.expm1(half) * 100.0,
+        watts=distributions.median(watts) if watts else None,
+        unavailable=None,
+    )
+
+
+def energy_rows(runs: Sequence[Run], baseline: str | None = None) -> list[EnergyRow]:
+    """One EnergyRow per (arm label, world size), in the report's order."""
+    return [energy_row(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
+
+
+def energy_difference(
+    world: int,
+    arm: str,
+    baseline: str,
+    arm_runs: Sequence[Run],
+    base_runs: Sequence[Run],
+    points: Sequence[intervals.RunPoint],
+    first_stage_blocks: int | None = None,
+    iv: intervals.ArmInterval | None = None,
+) -> EnergyDifference:
+    """intervals.compare_arms on the runs' J/image (`points`: analysis.run_points(energy=True)),
+    arm against baseline, with the stopping rule time uses: the method time uses. `iv`: that
+    interval already computed (analysis Holm-adjusts the report's energy comparisons)."""
+    counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
+    if not all(counts):
+        side = _counted(arm_runs if counts[0] == 0 else base_runs)
+        why = unavailable(side[0]) if side else "no counted runs"
+        return EnergyDifference(
+            world, arm, baseline, None, None, None, None, None, *counts, why, (),
+            f"{arm} vs {baseline} energy per image: not measured ({why})",
+        )  # fmt: skip
+    if iv is None:
+        iv = intervals.compare_arms(points, arm, baseline, first_stage_blocks)
+    return EnergyDifference(
+        world_size=world,
+        arm=arm,
+        baseline=baseline,
+        percent=iv.percent,
+        ci_low=iv.ci_low,
+        ci_high=iv.ci_high,
+        half_width=iv.half_width,
+        method=iv.method,
+        arm_runs=iv.arm_runs,
+        baseline_runs=iv.baseline_runs,
+        no_verdict_reason=iv.no_verdict_reason,
+        warnings=tuple(f"energy per image: {w}" for w in iv.warnings),
+        sentence=energy_sentence(arm, baseline, iv),
+        confidence=iv.confidence,
+        family=iv.family,
+    )
+
+
+def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
+    """One sentence: more/less energy per image only when the interval excludes zero."""
+    sides = (
+        f"{iv.arm_runs} runs a side"
+        if iv.arm_runs == iv.baseline_runs
+        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
+    )
+    if not iv.verdict_possible:
+        return (
+            f"{arm} vs {baseline} energy per image: {iv.percent:+.2f}% ({sides});"
+            f" no verdict: {iv.no_verdict_reason}"
+        )
+    facts = (
+        f"{intervals.ci_label(iv.confidence, iv.family)} {iv.ci_low:+.2f}..{iv.ci_high:+.2f}%,"
+        f" {sides},"
+        f" half-width {iv.half_width:.2f} pp"
+    )
+    if iv.significant:
+        words = "more" if iv.ci_low > 0 else "less"  # type: ignore[operator]
+        return (
+            f"{arm} uses {abs(iv.percent):.2f}% {words} GPU energy per image than {baseline}"
+            f" ({facts})"
+        )
+    return (
+        f"No difference detectable in GPU energy per image between {arm} and {baseline}"
+        f" ({iv.percent:+.2f}%; {facts})"
+    )
+
+
+def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
+    """The energy difference of one comparison in one line, as the report's answer gives time's
+    (None: not measured, so the answer says nothing of it)."""
+    if e.percent is None:
+        return None
+    head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
+    runs = (
+        f"{e.arm_runs} runs a side"
+        if e.arm_runs == e.baseline_runs
+        else f"{e.arm_runs} {e.arm}, {e.baseline_runs} {e.baseline} runs"
+    )
+    if e.ci_low is None or e.ci_high is None:
+        return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
+    ci = f"{intervals.ci_label(e.confidence, e.family)} {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
+    if e.ci_low > 0 or e.ci_high < 0:
+        words = "more" if e.ci_low > 0 else "less"
+        return f"{head} {abs(e.percent):.2f}% {words} ({runs}; {ci})"
+    return f"{head} no difference detectable, {e.percent:+.2f}% ({runs}; {ci})"
+
+
+def energy_cell(row: EnergyRow) -> str:
+    """A table cell: '0.1371 J/image ±0.42%', or '-' where unavailable."""
+    if row.joules_per_image is None:
+        return "-"
+    spread = "" if row.half_width_percent is None else f" ±{row.half_width_percent:.2f}%"
+    return f"{row.joules_per_image:.4f}{spread}"
