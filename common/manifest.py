@@ -23,6 +23,8 @@ from common.result import ResultError, read_json
 
 MANIFEST_VERSION = 1
 MANIFEST = "manifest.json"  # its name in an experiment folder
+# The runner of the in-process plan's one arm: both loops in one process (experiment/in_process.py)
+INTERLEAVED_RUNNER = "interleaved"
 
 
 class _Strict(BaseModel):
@@ -40,7 +42,8 @@ class ManifestArm(_Strict):
     """One arm: its label, the runner it starts, that runner's argv and the interpreter."""
 
     label: str = Field(min_length=1)
-    runner: str = Field(min_length=1)  # native, fabric, lightning, lightning-services
+    # native, fabric, lightning, lightning-services; or INTERLEAVED_RUNNER
+    runner: str = Field(min_length=1)
     argv: list[str]  # after the interpreter, before the shared runner options
     python: str | None = None  # the interpreter; absent in older manifests
 
@@ -125,6 +128,22 @@ class Manifest(_Strict):
     # How the experiment waited for a settled host, and why it stopped (absent in older ones).
     settling: ManifestSettling | None = None
     stopping: ManifestStopping | None = None
+
+    @property
+    def interleaved(self) -> bool:
+        """A folder of the interleaved mode (one arm, runner INTERLEAVED_RUNNER): its results
+        answer their own question (compare.interleaved), never mixed with separate runs."""
+        return self.arms[0].runner == INTERLEAVED_RUNNER
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Manifest:
+        runners = {a.runner for a in self.arms} | {r.runner for r in self.runs}
+        if INTERLEAVED_RUNNER in runners and runners != {INTERLEAVED_RUNNER}:
+            raise ValueError(
+                f"runner {INTERLEAVED_RUNNER!r} (both loops in one process) is never mixed with"
+                " runners of separate processes in one experiment"
+            )
+        return self
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
     python -m compare results/native.json results/lightning.json --plot comparison.png
     python -m compare out/my-experiment --format json     # a folder with manifest.json
+    python -m compare out/in-process/fabric-vs-native     # the interleaved mode's own question
 
 Exit status 0 on success, 2 for anything the user can fix (a bad or missing file, runs
 that measure different workloads, an output that exists): one line on stderr, no traceback
@@ -19,10 +20,11 @@ from pathlib import Path
 from common.errors import OneLineParser, exit_on_usage_error
 from common.manifest import MANIFEST
 from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
-from compare import intervals
+from compare import interleaved, intervals
 from compare.analysis import Report
 from compare.api import analyse_runs, load
 from compare.errors import CompareError
+from compare.load import interleaved_inputs
 from compare.report import FORMATS, render
 
 PROG = "compare"
@@ -58,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE|DIR",
         help="result JSON files (labelled by their arm) and/or experiment folders holding"
-        " manifest.json (their runs with status ok, labelled by the manifest)",
+        " manifest.json (their runs with status ok, labelled by the manifest); or results and"
+        f" folders of the interleaved mode (python -m experiment --plan in-process), which"
+        f" answer their own question ('{interleaved.QUESTION}'), never mixed with the others",
     )
     p.add_argument(
         "--baseline",
@@ -151,13 +155,16 @@ def check_options(args: argparse.Namespace) -> None:
                 )
 
 
-def check_not_inputs(args: argparse.Namespace, report: Report | None) -> None:
+def check_not_inputs(
+    args: argparse.Namespace, report: Report | None, read: list[Path] | None = None
+) -> None:
     """--output and --plot never name an input: a file or folder's manifest given (checked
     before loading, with report None, so that a manifest compare cannot read is safe too), a
     result read, or a hard link to one (compared by resolved path and by inode)."""
     inputs = [p / MANIFEST if p.is_dir() else p for p in args.files]
     if report is not None:
         inputs += [Path(row["file"]) for row in report.run_table]
+    inputs += read or []
     ids = {}
     for path in inputs:
         with contextlib.suppress(OSError):
@@ -215,10 +222,48 @@ def write_drift(report: Report, points: list, path: Path, overwrite: bool) -> No
         raise CompareError(str(error)) from None
 
 
+# Options of the separate-run report that the interleaved question does not take.
+NOT_INTERLEAVED = ("baseline", "plot", "drift", "allow_mismatch")
+
+
+def run_interleaved(args: argparse.Namespace, files: list[Path]) -> None:
+    """The interleaved mode's question alone (compare.interleaved), in its formats."""
+    for name in NOT_INTERLEAVED:
+        if getattr(args, name) not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            raise CompareError(
+                f"{flag} does not apply to interleaved results (each names its own baseline loop"
+                f" and workload; their report has no figures); leave out {flag}"
+            )
+    if args.format not in interleaved.FORMATS:
+        raise CompareError(
+            f"--format {args.format}: interleaved results are reported as"
+            f" {', '.join(interleaved.FORMATS)}; give one of those"
+        )
+    check_not_inputs(args, None, files)
+    answer = interleaved.analyse(interleaved.load_interleaved_files(files))
+    text = interleaved.render_section(answer, args.format, args.verbose)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_report(text, args.output, args.overwrite_output)
+        print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
     check_options(args)
     check_not_inputs(args, None)
+    mine, files, others = interleaved_inputs(args.files)
+    if mine and others:
+        raise CompareError(
+            f"{mine[0]} holds interleaved results (both loops in one process) and {others[0]}"
+            " results of separate processes: the two questions are never mixed; compare each"
+            " kind in its own command"
+        )
+    if mine:
+        run_interleaved(args, files)
+        return
     drawn = args.format == "html" or args.drift is not None
     runs, manifest_baseline = load(args.files, include_warmup=drawn)
     report = analyse_runs(runs, manifest_baseline, args.baseline, args.allow_mismatch)

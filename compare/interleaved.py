@@ -19,6 +19,9 @@ checks the method by simulation (drift, one-second swings, heavy tails, A/A).
 
 from __future__ import annotations
 
+import dataclasses
+import html
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -31,6 +34,7 @@ from compare.intervals import CONFIDENCE, MIN_RUNS, mean_interval
 from compare.render import Column, Document, Section, Table
 
 QUESTION = "per-step cost in one process, interleaved"
+FORMATS = ("text", "markdown", "json", "html")  # python -m compare's, less csv (one row a run)
 # Fields that must agree between files before their runs are pooled (the same experiment).
 SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device",
         "precision_resolved", "timer")  # fmt: skip
@@ -303,11 +307,44 @@ def document(answer: InterleavedAnswer) -> Document:
     return Document(QUESTION.capitalize(), sections(answer), subtitle=NOTE)
 
 
-def render_section(answer: InterleavedAnswer, fmt: str = "text") -> str:
-    """The answer laid out by compare's one render layer: "text" or "markdown"."""
+def answer_json(answer: InterleavedAnswer) -> dict:
+    """The answer as JSON-ready values: the question, every field, the estimate in percent."""
+    iv = answer.percent_interval
+    return {
+        "question": QUESTION,
+        **dataclasses.asdict(answer),
+        "percent": answer.percent,
+        "percent_interval": None if iv is None else list(iv),
+        "half_width_pp": answer.half_width_pp,
+        "confidence": CONFIDENCE,
+    }
+
+
+def html_page(answer: InterleavedAnswer) -> str:
+    """One self-contained page, styled as python -m compare's (compare.html's STYLE)."""
+    from compare import render as layout
+    from compare.html import STYLE  # deferred: compare.html imports matplotlib
+
+    doc = document(answer)
+    title = html.escape(doc.title)
+    body = [f"<h1>{title}</h1>", f"<p>{html.escape(doc.subtitle)}</p>", *layout.html(doc)]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{title}</title>'
+        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def render_section(answer: InterleavedAnswer, fmt: str = "text", verbose: bool = False) -> str:
+    """The answer in one of FORMATS; text, markdown and html through compare's one render
+    layer, json the answer's fields."""
     from compare import render as layout
 
-    return {"text": layout.text, "markdown": layout.markdown}[fmt](document(answer))
+    if fmt == "json":
+        return json.dumps(answer_json(answer), indent=2, allow_nan=False) + "\n"
+    if fmt == "html":
+        return html_page(answer)
+    return {"text": layout.text, "markdown": layout.markdown}[fmt](document(answer), verbose)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         description=f"Answer '{QUESTION}' from results of lightning_impl.interleaved.",
     )
     parser.add_argument("results", nargs="+", type=Path, help="interleaved result files")
-    parser.add_argument("--format", choices=("text", "markdown"), default="text")
+    parser.add_argument("--format", choices=FORMATS, default="text")
     args = parser.parse_args(argv)
     with exit_on_usage_error("compare.interleaved"):
         answer = analyse(load_interleaved_files(args.results))

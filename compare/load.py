@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from common.errors import one_line
 from common.manifest import MANIFEST, load_manifest
 from common.result import (
+    INTERLEAVED,
     OriginalResult,
     Result,
     ResultError,
@@ -27,6 +28,7 @@ from common.result import (
     load_result,
     parse_json,
     read_bytes,
+    read_json,
 )
 from compare.model import Placement, Run, run_from
 
@@ -133,16 +135,67 @@ def load_inputs(
     for path in map(Path, paths):
         if path.is_dir():
             if not (path / MANIFEST).is_file():
-                raise ResultError(
-                    f"{path}: is a folder without {MANIFEST}; give result files or"
-                    " an experiment folder"
-                )
+                raise ResultError(no_manifest(path))
             found, base = manifest_runs(path, include_warmup)
             entries += found
             baseline = baseline or base
         else:
             entries.append(_Entry(path))
     return _load(entries), baseline
+
+
+def no_manifest(folder: Path) -> str:
+    """Why FOLDER cannot be read: no manifest.json (and, for a plan's folder, its variants')."""
+    try:
+        inner = sorted(p.parent for p in folder.glob(f"*/{MANIFEST}") if p.is_file())
+    except OSError:
+        inner = []
+    hint = ""
+    if inner:
+        names = ", ".join(str(p) for p in inner[:4]) + (", ..." if len(inner) > 4 else "")
+        hint = f"; it holds a plan's experiment folders ({names}): give those"
+    return (
+        f"{folder}: is a folder without {MANIFEST}; give result files or an experiment folder{hint}"
+    )
+
+
+def interleaved_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path], list[Path]]:
+    """Sort the inputs by question: (interleaved inputs, the interleaved result files they
+    give, the other inputs). An interleaved input is a result of kind "interleaved" or an
+    experiment folder whose manifest's arm runs both loops in one process (its runs with
+    status ok; ResultError when none is). Whatever cannot be read here is another input: the
+    loader of separate runs names its fault."""
+    mine: list[Path] = []
+    files: list[Path] = []
+    others: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            if not (path / MANIFEST).is_file():
+                others.append(path)
+                continue
+            manifest = load_manifest(path / MANIFEST)
+            if not manifest.interleaved:
+                others.append(path)
+                continue
+            found = [inside(path, r.result) for r in manifest.runs if r.status == "ok" and r.result]
+            if not found:
+                failed = sum(r.status == "failed" for r in manifest.runs)
+                raise ResultError(
+                    f"{path}: no repeat with status ok in {MANIFEST} ({len(manifest.runs)}"
+                    f" recorded, {failed} failed); nothing to compare: see the logs in"
+                    f" {path / 'logs'}"
+                )
+            mine.append(path)
+            files += found
+            continue
+        try:
+            kind = read_json(path).get("kind")
+        except ResultError:
+            kind = None
+        (mine if kind == INTERLEAVED else others).append(path)
+        if kind == INTERLEAVED:
+            files.append(path)
+    return mine, files, others
 
 
 def load_runs(paths: Sequence[Path]) -> list[Run]:

@@ -301,7 +301,7 @@ IN_PROCESS_REFUSES = (
 )
 
 
-def _in_process(args: argparse.Namespace, runner: list[str]) -> int:
+def _in_process(args: argparse.Namespace, runner: list[str], command: list[str]) -> int:
     """A plan of the interleaved mode (experiment/in_process.py)."""
     from experiment import in_process
 
@@ -318,7 +318,7 @@ def _in_process(args: argparse.Namespace, runner: list[str]) -> int:
     out = args.out or Path("out") / f"{args.plan}-{stamp}"
     plan = plans.find(args.plan)
     return in_process.main(
-        plan, args.variant, runner, out, args.python, args.repeats or plan.repeats
+        plan, args.variant, runner, out, args.python, args.repeats or plan.repeats, command
     )
 
 
@@ -336,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         with exit_on_usage_error(PROG):
             in_process = plans.find(args.plan).in_process
         if in_process:
-            return _in_process(args, runner)  # the interleaved mode: one process per repeat
+            # the interleaved mode: one process per repeat
+            return _in_process(args, runner, ["python", "-m", "experiment", *argv])
     pool = launch.ServerPool()  # the fork servers the checks run in, adopted by the experiments
     try:
         try:

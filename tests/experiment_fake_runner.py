@@ -8,7 +8,8 @@ FAKE_ORPHAN (run name whose "rank" outlives it and writes the result
 later, while the launcher exits 1), FAKE_CHECKS (file: append each --check's module),
 FAKE_REFUSE (module whose --check refuses), FAKE_LATE_FAIL (run name that writes its result,
 then exits 1), FAKE_PARENTS (file: append "check|run MODULE fresh|forked PARENT-PID" for each
-check and run: whose process made it).
+check and run: whose process made it). For lightning_impl.interleaved it writes
+tests/data/interleaved.json.
 """
 
 import os
@@ -21,7 +22,7 @@ from compare_factory import make_result, write  # noqa: E402
 
 args = sys.argv[1:]
 module = args[1]
-out = Path(args[args.index("--output") + 1])
+out = Path(args[args.index("--output") + 1] if "--output" in args else "check")
 name = out.stem
 print("fake runner:", " ".join(args), flush=True)
 if os.environ.get("FAKE_PARENTS"):
@@ -54,6 +55,9 @@ if name == os.environ.get("FAKE_ORPHAN") and os.fork() == 0:  # a rank left behi
     os.environ.pop("FAKE_ORPHAN")
 elif name == os.environ.get("FAKE_ORPHAN"):
     sys.exit(1)
+if module == "lightning_impl.interleaved":  # the in-process plan's repeats
+    out.write_text((Path(__file__).resolve().parent / "data" / "interleaved.json").read_text())
+    sys.exit(1 if name == os.environ.get("FAKE_LATE_FAIL") else 0)
 impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabric": "fabric"}[
     module
 ]
