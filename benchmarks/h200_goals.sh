@@ -41,7 +41,7 @@ for s in "$@"; do
     in-process-fabric) step "$s" 300 "$PY" -m experiment --plan in-process \
       --variant fabric-vs-native --out $d/in-process/original -- --devices 1 ;;
     in-process-aa) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-native --out $d/in-process/original-a-a -- --devices 1 ;;
+      --variant a-a-native --out $d/in-process/original-a-a -- --devices 1 --runs 6 ;;
     in-process-aa-fabric) step "$s" 200 "$PY" -m experiment --plan in-process \
       --variant a-a-fabric --out $d/in-process/original-a-a-fabric -- --devices 1 ;;
     in-process-gpu) step "$s" 200 "$PY" -m experiment --plan in-process \
@@ -56,8 +56,8 @@ for s in "$@"; do
       --warmup-runs 0 --settle-minutes 0 --launch fresh --out $d/run-cost/fresh -- "${gpu[@]}" ;;
     fork-check) step "$s" 200 "$PY" -m experiment --plan fork-check --variant gpu-bound \
       --repeats 3 --settle-minutes 0 --out $d/fork-check -- --devices 1 ;;
-    energy) step "$s" 330 "$PY" -m experiment --arms native,fabric,lightning --repeats 4 \
-      --settle-minutes 0 --budget-minutes 5 --out $d/energy/gpu-bound -- "${gpu[@]}" \
+    energy) step "$s" 240 "$PY" -m experiment --arms native,fabric,lightning --repeats 3 \
+      --settle-minutes 0 --budget-minutes 3.6 --out $d/energy/gpu-bound -- "${gpu[@]}" \
       --warmup-steps 20 --steps 200 ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
