@@ -9,7 +9,7 @@ for an experiment folder, Stein's interval when it stopped by that rule, else ru
 Each arm's host CPU ms per step (where the results record it) is compared the same way.
 
 Everything the formats and the plot show is computed here once, in typed rows
-(compare.rows); `sections.py` (through `render.py`), `report.py` and `plot.py` only lay it
+(compare.rows); `sections.py` (through `render.py`), `report.py` and `figures.py` only lay it
 out, and `verdicts.py` words it. One comparison is computed in `overhead_of` (arm, baseline,
 their runs -> an Overhead and the method's warnings): a familywise adjustment of the intervals
 hooks there or over `analyse`'s list of them.

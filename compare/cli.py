@@ -197,7 +197,7 @@ def write_report(text: str, path: Path, overwrite: bool) -> None:
 def write_plot(report: Report, path: Path, overwrite: bool) -> None:
     """Draw the figure into a temp file of the same suffix (matplotlib picks the format from
     it), then move it into place as the report is: same checks, never half a file."""
-    from compare.plot import draw  # deferred: matplotlib is slow to import and only needed here
+    from compare.figures import draw  # deferred: matplotlib is slow to import and only needed here
 
     try:
         write_atomically(
@@ -209,7 +209,7 @@ def write_plot(report: Report, path: Path, overwrite: bool) -> None:
 
 def write_drift(report: Report, points: list, path: Path, overwrite: bool) -> None:
     """The drift figure, written as the plot is."""
-    from compare.drift import draw_drift  # deferred: matplotlib
+    from compare.figures import draw_drift  # deferred: matplotlib
 
     try:
         write_atomically(
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> None:
     report = analyse_runs(runs, manifest_baseline, args.baseline, args.allow_mismatch)
     points = []
     if drawn:
-        from compare.drift import drift_points  # deferred: matplotlib
+        from compare.figures import drift_points  # deferred: matplotlib
 
         points = drift_points(runs)
     if args.drift is not None and not points:

@@ -1,7 +1,8 @@
 """The report as one self-contained HTML page: verdicts first, figures embedded, tables, notes.
 
 The sections are the text report's (compare.sections), laid out by compare.render's html rule;
-this module adds the page: its style, the figures and the order.
+this module adds the page: its style and the order. The figures and their captions are
+compare.figures'.
 
     page = report_page(report, drift_points(runs))   # the figures drawn, then the page
 
@@ -14,13 +15,11 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from collections.abc import Sequence
 
 from compare import render
 from compare.analysis import Report
-from compare.drift import DriftPoint, draw_drift
-from compare.plot import draw
+from compare.figures import DriftPoint, page_figures
 from compare.sections import document
 
 STYLE = """
@@ -76,22 +75,6 @@ def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> st
 
 
 def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
-    """The page with its figures: drift beside the overhead (when runs recorded their start
-    times), then throughput, step times, overhead and scaling."""
-    figures = []
-    if points:
-        buffer = io.BytesIO()
-        draw_drift(report, points, buffer)
-        figures.append(
-            (
-                "Each run's median step at its start time (hollow: warm-up, not"
-                " counted; shaded: blocks) beside the overhead and its 95% interval",
-                buffer.getvalue(),
-            )
-        )
-    buffer = io.BytesIO()
-    draw(report, buffer)
-    figures.append(
-        ("Throughput, step-time distributions, overhead with its 95% interval", buffer.getvalue())
-    )
-    return render_html(report, figures)
+    """The page with its figures (compare.figures.page_figures): drift beside the overhead
+    (when runs recorded their start times), then throughput, step times, overhead and scaling."""
+    return render_html(report, page_figures(report, points))

@@ -19,7 +19,7 @@ from compare.analysis import Report
 from compare.sections import document
 
 if TYPE_CHECKING:
-    from compare.drift import DriftPoint
+    from compare.figures import DriftPoint
 
 FORMATS = ("text", "markdown", "csv", "json", "html")
 

@@ -696,8 +696,7 @@ class Experiment:
     def write_reports(self) -> None:
         """compare's text, markdown and HTML reports, its plot and the drift plot, into the
         (new) folder."""
-        from compare.drift import draw_drift, drift_points  # deferred: matplotlib is slow
-        from compare.plot import draw
+        from compare.figures import draw, draw_drift, drift_points  # deferred: matplotlib
 
         report = self.report()
         points = drift_points(load([self.s.out], include_warmup=True)[0])

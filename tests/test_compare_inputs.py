@@ -167,7 +167,7 @@ def test_original_result_pairs_with_a_result_of_this_suite(
 
 def test_importing_compare_imports_neither_torch_nor_lightning() -> None:
     code = (
-        "import compare.cli, compare.plot, sys; "
+        "import compare.cli, compare.figures, sys; "
         "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'imported'"
     )
     done = subprocess.run(

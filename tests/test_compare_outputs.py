@@ -17,7 +17,7 @@ from conftest import ROOT, clean_env
 
 from browser import browser  # noqa: F401  (the fixture)
 from compare.api import analyse_runs, load
-from compare.drift import draw_drift, drift_points
+from compare.figures import draw_drift, drift_points
 from compare.frame import overhead_frame, runs_frame
 from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
