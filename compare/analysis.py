@@ -45,7 +45,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import Run, run_record
+from compare.model import Run
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
     environment_differences,
@@ -56,7 +56,7 @@ from compare.pairing import (
     version_differences,
     workload_differences,
 )
-from compare.rows import ArmRow, HostCost, Overhead, ScalingRow, aggregate
+from compare.rows import ArmRow, HostCost, Overhead, RunRow, ScalingRow, aggregate
 
 # Original-script results record one wall-clock mean per run and no step times: a comparison
 # with them uses that mean for every run on both sides, so both sides measure the same thing.
@@ -72,7 +72,7 @@ class Report:
     title: str
     header: list[HeaderRow]
     table: list[ArmRow]  # one row per arm label and world size
-    run_table: list[dict[str, Any]]  # one row per run (csv)
+    run_table: list[RunRow]  # one row per run (csv, json)
     pairs: list[dict[str, Any]]
     overhead: list[Overhead]
     host: list[HostCost]
@@ -107,7 +107,7 @@ class Report:
             "labels": self.labels,
             "unit": self.unit,
             "header": [dataclasses.asdict(row) for row in self.header],
-            "runs": self.run_table,
+            "runs": [dataclasses.asdict(row) for row in self.run_table],
             "table": [dataclasses.asdict(row) for row in self.table],
             "pairs": self.pairs,
             "overhead": [dataclasses.asdict(o) for o in self.overhead],
@@ -375,25 +375,51 @@ def _scaling(
     return rows
 
 
-def _run_row(
-    run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState
-) -> dict[str, Any]:
+def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState) -> RunRow:
     """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
-    return {
-        **run_record(run),
-        "name": run.file,
-        "implementation": run.implementation,
-        "original_script": run.original,
-        "runs": 1,
-        **dataclasses.asdict(run.values),
-        "first_half_median_ms": steady.first_half_median_ms,
-        "second_half_median_ms": steady.second_half_median_ms,
-        "steady_state_change_percent": steady.change_percent,
-        "numerics_identical": numerics,
-        "overhead_percent": overhead.percent if overhead else None,
-        "overhead_ci_low": overhead.ci_low if overhead else None,
-        "overhead_ci_high": overhead.ci_high if overhead else None,
-    }
+    v = run.values
+    return RunRow(
+        arm=run.label,
+        runner=run.implementation,
+        block=run.block,
+        position=run.position,
+        warmup=run.warmup is not None,
+        counted=run.warmup is None,
+        world_size=run.world_size,
+        run_median_ms=run.pace_median_ms,
+        step_median_ms=v.step_median_ms,
+        step_p5_ms=v.step_p5_ms,
+        step_p95_ms=v.step_p95_ms,
+        images_per_second=v.images_per_second,
+        host_ms_per_step=run.host_ms_per_step,
+        gpu_busy_share=run.gpu_share,
+        joules_per_image=v.joules_per_image,
+        started_utc=run.started_utc,
+        file=str(run.path),
+        name=run.file,
+        implementation=run.implementation,
+        original_script=run.original,
+        runs=1,
+        images_per_second_median=v.images_per_second_median,
+        images_per_second_per_device=v.images_per_second_per_device,
+        warmup_seconds=v.warmup_seconds,
+        first_step_seconds=v.first_step_seconds,
+        run_seconds=v.run_seconds,
+        imports_seconds=v.imports_seconds,
+        timed_share=v.timed_share,
+        process=v.process,
+        server_import_seconds=v.server_import_seconds,
+        peak_allocated_gib=v.peak_allocated_gib,
+        peak_reserved_gib=v.peak_reserved_gib,
+        parameters_synchronized=v.parameters_synchronized,
+        first_half_median_ms=steady.first_half_median_ms,
+        second_half_median_ms=steady.second_half_median_ms,
+        steady_state_change_percent=steady.change_percent,
+        numerics_identical=numerics,
+        overhead_percent=overhead.percent if overhead else None,
+        overhead_ci_low=overhead.ci_low if overhead else None,
+        overhead_ci_high=overhead.ci_high if overhead else None,
+    )
 
 
 def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:

@@ -163,7 +163,7 @@ def check_not_inputs(
     result read, or a hard link to one (compared by resolved path and by inode)."""
     inputs = [p / MANIFEST if p.is_dir() else p for p in args.files]
     if report is not None:
-        inputs += [Path(row["file"]) for row in report.run_table]
+        inputs += [Path(row.file) for row in report.run_table]
     inputs += read or []
     ids = {}
     for path in inputs:

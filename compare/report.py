@@ -10,6 +10,7 @@ whole report; both take the typed rows' fields as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -25,11 +26,11 @@ FORMATS = ("text", "markdown", "csv", "json", "html")
 
 
 def render_csv(report: Report) -> str:
-    """One row per run (compare.model.run_record's columns, then the table's and the checks';
-    units in the names), through pandas, as `compare.runs_frame` gives them to a notebook."""
+    """One row per run (compare.rows.RunRow: its field names are the header, units in the
+    names), through pandas, as `compare.runs_frame` gives them to a notebook."""
     import pandas as pd  # deferred: only csv needs it, and it is slow to import
 
-    return pd.DataFrame(report.run_table).to_csv(index=False)
+    return pd.DataFrame([dataclasses.asdict(row) for row in report.run_table]).to_csv(index=False)
 
 
 def render_json(report: Report) -> str:

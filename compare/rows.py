@@ -165,3 +165,51 @@ class ScalingRow:
     overhead_percent: float | None
     overhead_ci_low: float | None
     overhead_ci_high: float | None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run as the csv and json show it (`--format csv`, the json's "runs"): its own
+    measurements, its steady-state check and its arm's overhead. The field names are the csv
+    header and the json keys, in order (units in the names); `compare.analysis` fills them."""
+
+    arm: str
+    runner: str  # native, fabric or lightning
+    block: int | None  # the experiment's block and position in it (None: not an experiment)
+    position: int | None
+    warmup: bool
+    counted: bool  # not a warm-up run
+    world_size: int
+    run_median_ms: float  # the slowest rank's median step: the number the statistics use
+    step_median_ms: float  # every rank's steps pooled (originals: the wall-clock mean)
+    step_p5_ms: float | None
+    step_p95_ms: float | None
+    images_per_second: float  # wall clock
+    host_ms_per_step: float | None
+    gpu_busy_share: float | None
+    joules_per_image: float | None
+    started_utc: str | None
+    file: str  # the result's path
+    name: str  # how the tables name the file
+    implementation: str
+    original_script: bool
+    runs: int  # always 1: a run
+    images_per_second_median: float  # global batch / median step (originals: wall clock)
+    images_per_second_per_device: float
+    warmup_seconds: float | None
+    first_step_seconds: float | None
+    run_seconds: float | None
+    imports_seconds: float | None
+    timed_share: float | None
+    process: str | None
+    server_import_seconds: float | None
+    peak_allocated_gib: float | None
+    peak_reserved_gib: float | None
+    parameters_synchronized: bool
+    first_half_median_ms: float | None
+    second_half_median_ms: float | None
+    steady_state_change_percent: float | None
+    numerics_identical: str  # yes, no or "-" (nothing to compare)
+    overhead_percent: float | None  # its arm's overhead against the baseline, 95% interval
+    overhead_ci_low: float | None
+    overhead_ci_high: float | None

@@ -312,6 +312,26 @@ def test_the_arm_table_is_typed_rows_whose_fields_name_the_columns(
     assert "  ".join(["median ms ↓", "p5 ms ↓", "p95 ms ↓"]) in text
 
 
+def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
+    pair: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RunRow's field names are the csv header and the json runs' keys, in order; the values
+    are the run's (its wall-clock images/s, not the median step's)."""
+    from dataclasses import fields
+
+    from compare.rows import RunRow
+
+    names = [f.name for f in fields(RunRow)]
+    csv = pd.read_csv(io.StringIO(output_of(capsys, *pair, "--format", "csv")))
+    assert list(csv.columns) == names and len(csv) == 2
+    report = json.loads(output_of(capsys, *pair, "--format", "json"))
+    assert [list(row) for row in report["runs"]] == [names] * 2
+    for row in report["runs"]:
+        result = json.loads(Path(row["file"]).read_text())
+        assert row["images_per_second"] == pytest.approx(result["images_per_second"])
+        assert row["runs"] == 1 and row["counted"] and not row["warmup"]
+
+
 def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:
     """So that a configuration column stays narrow; a folder that differs is kept whole."""
     from compare.display import span
