@@ -213,6 +213,7 @@ def host_difference(
         "host_ci_low_ms": to_ms(iv.ci_low),
         "host_ci_high_ms": to_ms(iv.ci_high),
         "host_verdict": line,
+        "host_no_verdict": None if iv.verdict_possible else iv.no_verdict_reason,
         "host_confidence": iv.confidence,
         "host_family": iv.family,
     }

@@ -124,6 +124,7 @@ class Overhead:
     host_ci_low_ms: float | None = None
     host_ci_high_ms: float | None = None
     host_verdict: str | None = None
+    host_no_verdict: str | None = None  # why the host difference has no interval, if it has none
     # The intervals' confidence and the comparisons Holm's adjustment was over (1: none), for
     # the step time and, as a family of its own, the host cost (intervals.holm)
     confidence: float = 0.95

@@ -56,7 +56,7 @@ def host_oneliner(o: Overhead, unit: str) -> str | None:
     head = f"host CPU, {o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
     low, high = o.host_ci_low_ms, o.host_ci_high_ms
     if low is None or high is None:
-        return f"{head} {o.host_verdict}"
+        return f"{head} {o.host_diff_ms:+.3f} ms/step, no verdict: {o.host_no_verdict}"
     label = intervals.ci_label(o.host_confidence, o.host_family)
     ci = f"{label} {low:+.3f}..{high:+.3f} ms"
     if low > 0 or high < 0:
