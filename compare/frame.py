@@ -8,8 +8,8 @@
 Both take result files and experiment folders, as `python -m compare` does, and raise the
 one-line errors it prints (`common.errors.UsageError`). `run_record` is the runs DataFrame's
 row (RUN_COLUMNS); `python -m compare --format csv` is compare.rows.RunRow's, which starts with
-the same columns. pandas is imported only when a DataFrame is asked for: the running estimate
-of an experiment never pays for it.
+the same columns, meaning the same (images_per_second: wall clock in both). pandas is imported
+only when a DataFrame is asked for: the running estimate of an experiment never pays for it.
 """
 
 from __future__ import annotations

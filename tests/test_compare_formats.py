@@ -330,6 +330,11 @@ def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
         result = json.loads(Path(row["file"]).read_text())
         assert row["images_per_second"] == pytest.approx(result["images_per_second"])
         assert row["runs"] == 1 and row["counted"] and not row["warmup"]
+    # the notebook's runs frame shares the csv's columns and their meaning
+    from compare import runs_frame
+
+    frame = runs_frame(*pair)
+    assert sorted(frame.images_per_second) == pytest.approx(sorted(csv.images_per_second))
 
 
 def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:
