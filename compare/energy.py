@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from compare import distributions, intervals
 from compare.model import Run
 from compare.pairing import group
-from compare.verdicts import where
+from compare.verdicts import energy_sentence
 
 UNIT = "J/image"
 
@@ -155,55 +155,6 @@ def energy_difference(
         confidence=iv.confidence,
         family=iv.family,
     )
-
-
-def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
-    """One sentence: more/less energy per image only when the interval excludes zero."""
-    sides = (
-        f"{iv.arm_runs} runs a side"
-        if iv.arm_runs == iv.baseline_runs
-        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
-    )
-    if not iv.verdict_possible:
-        return (
-            f"{arm} vs {baseline} energy per image: {iv.percent:+.2f}% ({sides});"
-            f" no verdict: {iv.no_verdict_reason}"
-        )
-    facts = (
-        f"{intervals.ci_label(iv.confidence, iv.family)} {iv.ci_low:+.2f}..{iv.ci_high:+.2f}%,"
-        f" {sides},"
-        f" half-width {iv.half_width:.2f} pp"
-    )
-    if iv.significant:
-        words = "more" if iv.ci_low > 0 else "less"  # type: ignore[operator]
-        return (
-            f"{arm} uses {abs(iv.percent):.2f}% {words} GPU energy per image than {baseline}"
-            f" ({facts})"
-        )
-    return (
-        f"No difference detectable in GPU energy per image between {arm} and {baseline}"
-        f" ({iv.percent:+.2f}%; {facts})"
-    )
-
-
-def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
-    """The energy difference of one comparison in one line, as the report's answer gives time's
-    (None: not measured, so the answer says nothing of it)."""
-    if e.percent is None:
-        return None
-    head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
-    runs = (
-        f"{e.arm_runs} runs a side"
-        if e.arm_runs == e.baseline_runs
-        else f"{e.arm_runs} {e.arm}, {e.baseline_runs} {e.baseline} runs"
-    )
-    if e.ci_low is None or e.ci_high is None:
-        return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
-    ci = f"{intervals.ci_label(e.confidence, e.family)} {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
-    if e.ci_low > 0 or e.ci_high < 0:
-        words = "more" if e.ci_low > 0 else "less"
-        return f"{head} {abs(e.percent):.2f}% {words} ({runs}; {ci})"
-    return f"{head} no difference detectable, {e.percent:+.2f}% ({runs}; {ci})"
 
 
 def energy_cell(row: EnergyRow) -> str:

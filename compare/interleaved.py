@@ -30,8 +30,9 @@ from pathlib import Path
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
-from compare.intervals import CONFIDENCE, MIN_RUNS, mean_interval
+from compare.intervals import CONFIDENCE, mean_interval
 from compare.render import Column, Document, Section, Table
+from compare.verdicts import interleaved_verdict
 
 QUESTION = "per-step cost in one process, interleaved"
 FORMATS = ("text", "markdown", "json", "html")  # python -m compare's, less csv (one row a run)
@@ -166,17 +167,6 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
     return Interval(mean, half, len(values))
 
 
-def verdict(log_ratio: Interval, arm: str, baseline: str) -> str:
-    """'no verdict' below MIN_RUNS, else slower / faster / no difference detectable."""
-    if log_ratio.half is None:
-        return f"no verdict: {log_ratio.runs} run(s); the interval needs {MIN_RUNS} or more"
-    if log_ratio.low is not None and log_ratio.low > 0:
-        return f"{arm} is slower than {baseline}"
-    if log_ratio.high is not None and log_ratio.high < 0:
-        return f"{arm} is faster than {baseline}"
-    return "no difference detectable"
-
-
 def _check_same(results: Sequence[tuple[Path, InterleavedResult]]) -> None:
     """UsageError unless every file ran the same two loops on the same workload and chunks."""
     path0, first = results[0]
@@ -239,7 +229,7 @@ def analyse(results: Sequence[tuple[Path, InterleavedResult]]) -> InterleavedAns
         host_ms=t_interval([e.host_ms_per_step for e in estimates]),
         per_process=t_interval(process_means) if len(process_means) > 1 else None,
         seconds=math.fsum(run.seconds for _, r in results for run in r.runs),
-        verdict=verdict(log_iv, arm.label, base.label),
+        verdict=interleaved_verdict(log_iv, arm.label, base.label),
         warnings=tuple(warnings),
     )
 

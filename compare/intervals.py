@@ -1,7 +1,7 @@
 """The intervals of a comparison: an arm against a baseline, one number per run.
 
     iv = compare_arms(points, "fabric", "native")  # one RunPoint per counted run
-    print(interval_line("fabric", "native", iv))
+    print(verdicts.interval_line("fabric", "native", iv))  # its sentence: compare.verdicts
 
 The unit of evidence is a run: each run (a fresh process) contributes one number, the median
 of its per-step pace. Runs of one runner differ from each other far more than steps within a
@@ -778,40 +778,6 @@ def fastest_run_ratio(base: Sequence[float], arm: Sequence[float]) -> tuple[floa
             " fastest of more runs is faster, whatever the arms' true times"
         )
     return (min(arm) / min(base) - 1.0) * 100.0, FASTEST_RUN_LABEL
-
-
-def ci_label(confidence: float, family: int) -> str:
-    """'95% CI', or '98.33% CI (Holm-adjusted over 3 comparisons)'."""
-    if family == 1:
-        return f"{confidence:.0%} CI"
-    return f"{confidence:.2%} CI (Holm-adjusted over {family} comparisons)"
-
-
-def interval_line(arm: str, baseline: str, iv: ArmInterval) -> str:
-    """One sentence: slower/faster only when the interval excludes zero, else why not."""
-    sides = (
-        f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
-        if iv.arm_runs == iv.baseline_runs
-        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
-    )
-    low, high = iv.ci_low, iv.ci_high
-    if low is None or high is None:  # no verdict
-        return (
-            f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
-            f" no verdict: {iv.no_verdict_reason}"
-        )
-    detect = (
-        f"smallest detectable {iv.min_detectable_percent:.2f}%"
-        if iv.min_detectable_percent is not None
-        else f"smallest detectable: {iv.min_detectable_note or 'not shown'}"
-    )
-    level = ci_label(iv.confidence, iv.family)
-    facts = f"{level} {low:.2f}..{high:.2f}%, {sides}, half-width {iv.half_width:.2f} pp, {detect}"
-    if low > 0:
-        return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
-    if high < 0:
-        return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
-    return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
 
 
 # --- many comparisons: Holm's step-down procedure ----------------------------------------------

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from compare import distributions, intervals, verdicts
 from compare.analysis import Report
 from compare.display import cell
-from compare.energy import energy_cell, energy_oneliner
+from compare.energy import energy_cell
 from compare.flags import grouped_warnings
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow
+from compare.verdicts import energy_oneliner
 
 LEGEND = "↑ higher is better, ↓ lower is better"
 

@@ -5,15 +5,22 @@ difference and whether host work reaches the step.
     host_sentence(...)             # "fabric spends 0.120 ms more host CPU per step than native ..."
 
 The numbers come from compare.analysis (and the statistics modules); this module only says
-what they mean, so that one wording rule serves the text, markdown and HTML reports. The full
-sentence of an interval is `intervals.interval_line`'s (pinned by the statistics tests).
+what they mean, so that one wording rule serves the text, markdown and HTML reports. Energy's
+sentences and the interleaved mode's verdict are here too.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from common.result import HOST_BOUND_BELOW
 from compare import intervals
+from compare.intervals import MIN_RUNS
 from compare.rows import Overhead
+
+if TYPE_CHECKING:
+    from compare.energy import EnergyDifference
+    from compare.interleaved import Interval
 
 
 def where(world_size: int, unit: str) -> str:
@@ -25,7 +32,7 @@ def where(world_size: int, unit: str) -> str:
 def comparison(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     """The full verdict of one comparison: slower/faster only when the interval excludes zero,
     else why not (with the interval's half-width and the smallest detectable effect)."""
-    return intervals.interval_line(arm, baseline, iv)
+    return interval_line(arm, baseline, iv)
 
 
 def sides(o: Overhead) -> str:
@@ -41,7 +48,7 @@ def oneliner(o: Overhead, unit: str) -> str:
     head = f"{o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
     if not o.verdict_possible or o.ci_low is None or o.ci_high is None:
         return f"{head} {o.percent:+.2f}% ({sides(o)}), no verdict: {o.no_verdict_reason}"
-    ci = f"{intervals.ci_label(o.confidence, o.family)} {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
+    ci = f"{ci_label(o.confidence, o.family)} {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
     if o.ci_low > 0:
         return f"{head} {o.percent:.2f}% slower ({sides(o)}; {ci})"
     if o.ci_high < 0:
@@ -57,7 +64,7 @@ def host_oneliner(o: Overhead, unit: str) -> str | None:
     low, high = o.host_ci_low_ms, o.host_ci_high_ms
     if low is None or high is None:
         return f"{head} {o.host_diff_ms:+.3f} ms/step, no verdict: {o.host_no_verdict}"
-    label = intervals.ci_label(o.host_confidence, o.host_family)
+    label = ci_label(o.host_confidence, o.host_family)
     ci = f"{label} {low:+.3f}..{high:+.3f} ms"
     if low > 0 or high < 0:
         words = "more" if low > 0 else "less"
@@ -77,7 +84,7 @@ def host_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, level_ms: 
             f"{arm} vs {baseline} host CPU per step: {ms(iv.percent):+.3f} ms;"
             f" no verdict: {iv.no_verdict_reason}"
         )
-    label = intervals.ci_label(iv.confidence, iv.family)
+    label = ci_label(iv.confidence, iv.family)
     span = f"{label} {ms(iv.ci_low):+.3f}..{ms(iv.ci_high):+.3f} ms"
     words = "more" if iv.ci_low > 0 else "less" if iv.ci_high < 0 else None
     if words is None:
@@ -108,3 +115,97 @@ def slack_words(busy: float | None) -> str:
         " work is hidden until it exceeds the step (host ms then includes spinning waits"
         " for the GPU)"
     )
+
+
+def ci_label(confidence: float, family: int) -> str:
+    """'95% CI', or '98.33% CI (Holm-adjusted over 3 comparisons)'."""
+    if family == 1:
+        return f"{confidence:.0%} CI"
+    return f"{confidence:.2%} CI (Holm-adjusted over {family} comparisons)"
+
+
+def interval_line(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
+    """One sentence: slower/faster only when the interval excludes zero, else why not."""
+    sides = (
+        f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
+        if iv.arm_runs == iv.baseline_runs
+        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
+    )
+    low, high = iv.ci_low, iv.ci_high
+    if low is None or high is None:  # no verdict
+        return (
+            f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
+            f" no verdict: {iv.no_verdict_reason}"
+        )
+    detect = (
+        f"smallest detectable {iv.min_detectable_percent:.2f}%"
+        if iv.min_detectable_percent is not None
+        else f"smallest detectable: {iv.min_detectable_note or 'not shown'}"
+    )
+    level = ci_label(iv.confidence, iv.family)
+    facts = f"{level} {low:.2f}..{high:.2f}%, {sides}, half-width {iv.half_width:.2f} pp, {detect}"
+    if low > 0:
+        return f"{arm} is {iv.percent:.2f}% slower than {baseline} ({facts})"
+    if high < 0:
+        return f"{arm} is {-iv.percent:.2f}% faster than {baseline} ({facts})"
+    return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
+
+
+def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
+    """One sentence: more/less energy per image only when the interval excludes zero."""
+    sides = (
+        f"{iv.arm_runs} runs a side"
+        if iv.arm_runs == iv.baseline_runs
+        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
+    )
+    if not iv.verdict_possible:
+        return (
+            f"{arm} vs {baseline} energy per image: {iv.percent:+.2f}% ({sides});"
+            f" no verdict: {iv.no_verdict_reason}"
+        )
+    facts = (
+        f"{ci_label(iv.confidence, iv.family)} {iv.ci_low:+.2f}..{iv.ci_high:+.2f}%,"
+        f" {sides},"
+        f" half-width {iv.half_width:.2f} pp"
+    )
+    if iv.significant:
+        words = "more" if iv.ci_low > 0 else "less"  # type: ignore[operator]
+        return (
+            f"{arm} uses {abs(iv.percent):.2f}% {words} GPU energy per image than {baseline}"
+            f" ({facts})"
+        )
+    return (
+        f"No difference detectable in GPU energy per image between {arm} and {baseline}"
+        f" ({iv.percent:+.2f}%; {facts})"
+    )
+
+
+def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
+    """The energy difference of one comparison in one line, as the report's answer gives time's
+    (None: not measured, so the answer says nothing of it)."""
+    if e.percent is None:
+        return None
+    head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
+    runs = (
+        f"{e.arm_runs} runs a side"
+        if e.arm_runs == e.baseline_runs
+        else f"{e.arm_runs} {e.arm}, {e.baseline_runs} {e.baseline} runs"
+    )
+    if e.ci_low is None or e.ci_high is None:
+        return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
+    ci = f"{ci_label(e.confidence, e.family)} {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
+    if e.ci_low > 0 or e.ci_high < 0:
+        words = "more" if e.ci_low > 0 else "less"
+        return f"{head} {abs(e.percent):.2f}% {words} ({runs}; {ci})"
+    return f"{head} no difference detectable, {e.percent:+.2f}% ({runs}; {ci})"
+
+
+def interleaved_verdict(log_ratio: Interval, arm: str, baseline: str) -> str:
+    """'no verdict' below MIN_RUNS, else slower / faster / no difference detectable."""
+    if log_ratio.half is None:
+        return f"no verdict: {log_ratio.runs} run(s); the interval needs {MIN_RUNS} or more"
+    if log_ratio.low is not None and log_ratio.low > 0:
+        return f"{arm} is slower than {baseline}"
+    if log_ratio.high is not None and log_ratio.high < 0:
+        return f"{arm} is faster than {baseline}"
+    return "no difference detectable"

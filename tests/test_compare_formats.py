@@ -44,7 +44,7 @@ def test_text_shows_configuration_before_any_number_and_says_which_way_is_better
         < text.index("Overhead: arm vs")
     )
     assert "img/s ↑" in text and "median ms ↓" in text and "↑ higher is better" in text
-    # the sentence says why there is no verdict (intervals.interval_line)
+    # the sentence says why there is no verdict (verdicts.interval_line)
     assert "2 GPU(s): lightning vs native: point estimate +" in words
     assert "no verdict: the interval needs at least 2 runs a side" in words
     assert text.index("Overhead: arm vs") < text.index(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from compare import distributions, intervals
+from compare import distributions, intervals, verdicts
 from experiment import stopping
 
 
@@ -70,7 +70,7 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
     expected = np.expm1(intervals.detectable_factor(7) * se8) * 100
     assert iv8.min_detectable_percent == pytest.approx(expected)
     assert intervals.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
-    assert iv.significant and intervals.interval_line("lightning", "native", iv).startswith(
+    assert iv.significant and verdicts.interval_line("lightning", "native", iv).startswith(
         f"lightning is {iv.percent:.2f}% slower than native"
         f" (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side"
     )
@@ -81,7 +81,7 @@ def test_an_interval_around_zero_says_no_difference() -> None:
         _files([100.0, 103.0, 97.0], [101.0, 98.0, 102.0], "native-b"), "native-b", "native"
     )
     assert iv.ci_low < 0 < iv.ci_high and not iv.significant
-    assert intervals.interval_line("native-b", "native", iv).startswith(
+    assert verdicts.interval_line("native-b", "native", iv).startswith(
         "No difference detectable between native-b and native"
     )
 
@@ -89,7 +89,7 @@ def test_an_interval_around_zero_says_no_difference() -> None:
 def test_faster_arm_is_called_faster() -> None:
     runs = _files([100.0, 101.0, 99.0], [90.0, 91.0, 89.0], "fabric")
     iv = intervals.compare_arms(runs, "fabric", "native")
-    assert intervals.interval_line("fabric", "native", iv).startswith(
+    assert verdicts.interval_line("fabric", "native", iv).startswith(
         f"fabric is {-iv.percent:.2f}% faster than native"
     )
 
@@ -99,7 +99,7 @@ def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
     assert iv.percent == pytest.approx((np.sqrt(110.0 * 111.0) / 100 - 1) * 100)
     assert not iv.verdict_possible and not iv.significant
     assert iv.ci_low is iv.ci_high is iv.half_width is iv.min_detectable_percent is None
-    words = intervals.interval_line("lightning", "native", iv)
+    words = verdicts.interval_line("lightning", "native", iv)
     assert words.endswith("no verdict: the interval needs at least 2 runs a side")
     assert "slower" not in words and "faster" not in words
 

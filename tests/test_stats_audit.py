@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from compare import distributions, intervals
+from compare import distributions, intervals, verdicts
 from experiment import stopping
 from stats_sim import (
     AA_BOUND,
@@ -85,7 +85,7 @@ def test_audit_identical_files_give_no_verdict() -> None:
     assert not iv.verdict_possible and not iv.significant and iv.min_detectable_percent is None
     assert "native-a.json = native-b.json" in (iv.no_verdict_reason or "")
     assert "lightning-a.json = lightning-b.json" in (iv.no_verdict_reason or "")
-    assert "no verdict" in intervals.interval_line("lightning", "native", iv)
+    assert "no verdict" in verdicts.interval_line("lightning", "native", iv)
     # the same copies in a manifest's blocks
     blocks = [
         intervals.RunPoint(

@@ -25,7 +25,7 @@ import math
 import numpy as np
 import pytest
 
-from compare import distributions, intervals
+from compare import distributions, intervals, verdicts
 from experiment import stopping
 from stats_sim import REPS, lower_bound, simulate
 
@@ -116,7 +116,7 @@ def test_no_detectable_size_below_eight_blocks_or_runs_a_side(design: tuple) -> 
     word = "complete blocks" if design[0] == "paired" else "runs a side"
     assert all(iv.verdict_possible and iv.min_detectable_percent is None for iv in ivs)
     assert all(iv.min_detectable_note == f"needs >= 8 {word} (here {units})" for iv in ivs)
-    line = intervals.interval_line("fabric", "native", ivs[0])
+    line = verdicts.interval_line("fabric", "native", ivs[0])
     assert f"smallest detectable: needs >= 8 {word}" in line
 
 

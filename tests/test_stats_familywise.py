@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from compare import intervals
+from compare import intervals, verdicts
 from compare.analysis import comparisons
 
 REPS = 2000
@@ -87,10 +87,10 @@ def test_holm_steps_down_and_says_so() -> None:
     ]
     out = intervals.holm(calls)
     assert all(iv.family == 2 for iv in out)
-    line = intervals.interval_line("fabric", "native", out[0])
+    line = verdicts.interval_line("fabric", "native", out[0])
     assert "CI (Holm-adjusted over 2 comparisons)" in line
     alone = intervals.compare_arms(points, "fabric", "native")
-    assert alone.family == 1 and "95% CI" in intervals.interval_line("fabric", "native", alone)
+    assert alone.family == 1 and "95% CI" in verdicts.interval_line("fabric", "native", alone)
     # the adjusted interval is wider, its point estimate the same
     assert out[0].percent == alone.percent and (out[0].half_width or 0) > (alone.half_width or 0)
 
