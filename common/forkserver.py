@@ -176,10 +176,15 @@ def serve(fd: int, modules: list[str]) -> int:
             raise ValueError(f"unexpected message {message!r}")
         sys.stdout.flush()
         sys.stderr.flush()
+        ready, in_session = os.pipe()
         pid = os.fork()
         if pid == 0:  # the run's leader; never returns
             channel.sock.close()
-            os._exit(_leader(message, parent=os.getppid(), import_seconds=seconds))
+            os.close(ready)
+            os._exit(_leader(message, os.getppid(), seconds, in_session))
+        os.close(in_session)
+        os.read(ready, 1)  # the leader has its own session (or died: end of file), so a stop
+        os.close(ready)  # signal sent to its group from now on reaches it
         channel.send(Started(pid))
         _, status = os.waitpid(pid, 0)
         channel.send(Exited(pid, os.waitstatus_to_exitcode(status)))
@@ -195,14 +200,20 @@ def _output_to(path: str) -> None:
     os.close(fd)
 
 
-def _leader(start: Start, parent: int, import_seconds: float) -> int:
-    """The run: its own session, its log, its environment; one rank, or the parent of all."""
+def _leader(start: Start, parent: int, import_seconds: float, in_session: int) -> int:
+    """The run: its own session, its log, its environment; one rank, or the parent of all.
+    `in_session` is written (and closed) once the session exists, before anything else."""
     try:
         os.setsid()
+        os.write(in_session, b"1")
+        os.close(in_session)
         _parent_death_signal(signal.SIGKILL)
         if os.getppid() != parent:
             return 1
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        # the signal dispositions a fresh interpreter starts with
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)
         log = os.open(start.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

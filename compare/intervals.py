@@ -56,6 +56,7 @@ METHOD_WELCH = (
 )
 METHOD_STEIN = (
     "Stein's two-stage rule: paired by block, first stage's variance, df = first-stage blocks - 1"
+    " (- 2 with the time term)"
 )
 
 ZERO_SE = 1e-12
@@ -671,12 +672,6 @@ def run_level_arm_interval(
 # --- Stein's two-stage interval (experiment/stopping.py decides when to stop) ------------------
 
 
-def first_stage_sd(log_ratios: Sequence[float], first_stage_blocks: int) -> float | None:
-    """s0: the sd of the first stage's log ratios; None before the first stage is complete."""
-    stage = first_stage(log_ratios, first_stage_blocks)
-    return None if stage is None else stage[0]
-
-
 def first_stage(
     log_ratios: Sequence[float], first_stage_blocks: int, gaps: Sequence[int] | None = None
 ) -> tuple[float, float] | None:
@@ -705,7 +700,8 @@ def stein_interval(
     power: float = DETECTABLE_POWER,
 ) -> ArmInterval:
     """The final interval of an experiment run under Stein's two-stage rule with this first
-    stage: mean of all complete blocks' log ratios +- t_{n0-1} x max(s0, s) / sqrt(N)
+    stage: mean of all complete blocks' log ratios +- t_{df0} x max(s0, s) / sqrt(N), df0 the
+    first stage's (n0 - 1, or n0 - 2 with the time term)
     (blocks_log_interval with the first stage). Fewer complete blocks than the first stage (the
     experiment hit its maximum): the fixed-design paired interval over those blocks, said in a
     warning."""

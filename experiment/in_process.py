@@ -41,7 +41,7 @@ from common.manifest import (
 from common.output import write_text
 from compare.interleaved import analyse, load_interleaved_files, render_section
 from experiment import launch
-from experiment.inputs import check_out, take_folder
+from experiment.inputs import CHECK_TIMEOUT_S, check_out, take_folder
 from experiment.plans import Plan
 from experiment.run import Stopped, end_group
 
@@ -153,7 +153,13 @@ def run_plan(
     argvs = {v.name: ["-m", MODULE, *plan.options, *v.options] for v in variants}
     for name, argv in argvs.items():
         cmd = launch.command(python, [*argv, *runner, "--check"], "fresh")
-        check = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            check = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UsageError(
+                f"variant {name}: the mode's --check took over {CHECK_TIMEOUT_S} s; is the"
+                " interpreter or the file system hanging?"
+            ) from None
         if check.returncode:
             line = (check.stderr.strip().splitlines() or ["failed"])[-1]
             raise UsageError(f"variant {name}: {line}")

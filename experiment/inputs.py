@@ -144,8 +144,7 @@ def check_runners(settings: Sequence[Settings], pool: launch.ServerPool | None =
                 output.parent.mkdir(exist_ok=True)
                 argv = [*arm.argv, *options, *extra, "--output", str(output), "--check"]
                 cmd = launch.command(python, argv, s.launch)
-                env = launch.srun_environment() if cmd[0] == launch.SRUN[0] else dict(os.environ)
-                env.update(s.env)
+                env = run_environment(s)
                 under_srun = under_srun or cmd[0] == launch.SRUN[0]
                 labels.append(arm.label)
                 server = None

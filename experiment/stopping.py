@@ -17,7 +17,8 @@ from common.errors import UsageError
 from compare.distributions import require_positive, t_quantile
 from compare.intervals import CONFIDENCE, RunPoint, complete_blocks, first_stage
 
-# Stein's two-stage rule: the first stage's complete blocks (its variance has df = this - 1).
+# Stein's two-stage rule: the first stage's complete blocks (its variance's df is this - 1, or
+# this - 2 where the time term applies: intervals.first_stage).
 FIRST_STAGE_BLOCKS = 5
 STEIN_RULE = "stein-two-stage"
 
