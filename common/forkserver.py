@@ -36,8 +36,8 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.launcher import SELF_LAUNCH_VAR
-from common.lifetime import LAUNCHER_PID_VAR, _parent_death_signal
+from common.launcher import free_port, self_launch_env
+from common.lifetime import _parent_death_signal
 
 RANK_GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL for the other ranks of a failed run
 # What a runner module imports before its main(): the server imports it once.
@@ -239,7 +239,7 @@ def _leader(start: Start, parent: int, import_seconds: float, in_session: int) -
 def _ranks(start: Start) -> int:
     """Fork every rank with the environment native's launcher gives its ranks; the first
     rank to fail stops the others (as native/launch.py does)."""
-    port = _free_port()
+    port = free_port()
     leader = os.getpid()
     pids: dict[int, int] = {}
     for rank in range(start.ranks):
@@ -249,16 +249,7 @@ def _ranks(start: Start) -> int:
                 _parent_death_signal(signal.SIGKILL)
                 if os.getppid() != leader:
                     os._exit(1)
-                os.environ.update(
-                    RANK=str(rank),
-                    LOCAL_RANK=str(rank),
-                    GROUP_RANK="0",
-                    WORLD_SIZE=str(start.ranks),
-                    LOCAL_WORLD_SIZE=str(start.ranks),
-                    MASTER_ADDR="127.0.0.1",
-                    MASTER_PORT=str(port),
-                    **{SELF_LAUNCH_VAR: "1", LAUNCHER_PID_VAR: str(leader)},
-                )
+                os.environ.update(self_launch_env(rank, start.ranks, port, leader))
                 code = _run(start.module, start.argv)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
@@ -304,12 +295,6 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(module: str, argv: list[str]) -> int:

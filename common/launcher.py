@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from common.config import BenchConfig
 from common.errors import UsageError, exit_on_usage_error
+from common.lifetime import LAUNCHER_PID_VAR
 
 # Set by a runner for the processes it starts itself (never by a user).
 SELF_LAUNCH_VAR = "DDPBENCH_SELF_LAUNCHED"
@@ -581,3 +582,26 @@ def _wait_for_listener(launch: Launch, addresses: list[tuple], wait: float, wher
                 " (rank 0 must use the same) and that rank 0 is running"
             )
         time.sleep(0.5)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (a self-launch's rendezvous port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def self_launch_env(rank: int, world: int, port: int, launcher_pid: int) -> dict[str, str]:
+    """The launcher variables of rank `rank` of `world` ranks started on this node, by
+    native's launcher and by the fork server alike: torchrun's names, SELF_LAUNCH_VAR, and the
+    launcher's pid (common.lifetime.LAUNCHER_PID_VAR: the rank follows it)."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        SELF_LAUNCH_VAR: "1",
+        LAUNCHER_PID_VAR: str(launcher_pid),
+    }

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from common import config, preflight
 from common.errors import exit_on_usage_error
-from common.launcher import SELF_LAUNCH_VAR
-from common.lifetime import LAUNCHER_PID_VAR, follow_launcher
+from common.launcher import free_port, self_launch_env
+from common.lifetime import follow_launcher
 
 GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL when stopping the ranks
 PROG = "native"
@@ -47,13 +46,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return benchmark.main(cfg, plan, argv)
     return launch_ranks(PROG, "native", argv, cfg.devices)
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now (the rendezvous port)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:
@@ -94,17 +86,7 @@ def launch_ranks(prog: str, module: str, argv: list[str], devices: int) -> int:
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for rank in range(devices):
-            env = dict(
-                os.environ,
-                RANK=str(rank),
-                LOCAL_RANK=str(rank),
-                WORLD_SIZE=str(devices),
-                LOCAL_WORLD_SIZE=str(devices),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-                **{SELF_LAUNCH_VAR: "1"},
-                **{LAUNCHER_PID_VAR: str(os.getpid())},
-            )
+            env = {**os.environ, **self_launch_env(rank, devices, port, os.getpid())}
             procs.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
         rank_of = {p.pid: rank for rank, p in enumerate(procs)}
         running = set(rank_of)
