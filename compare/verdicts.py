@@ -35,6 +35,13 @@ def comparison(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     return interval_line(arm, baseline, iv)
 
 
+def runs_a_side(arm_runs: int, baseline_runs: int, arm: str, baseline: str) -> str:
+    """'7 runs a side' (1 run), or '7 fabric, 6 native runs' when the counts differ."""
+    if arm_runs == baseline_runs:
+        return f"{arm_runs} run{'s' if arm_runs != 1 else ''} a side"
+    return f"{arm_runs} {arm}, {baseline_runs} {baseline} runs"
+
+
 def sides(o: Overhead) -> str:
     """'7 runs a side', or '7/6 runs' when the arm and baseline have different counts."""
     if o.arm_runs == o.baseline_runs:
@@ -126,11 +133,7 @@ def ci_label(confidence: float, family: int) -> str:
 
 def interval_line(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     """One sentence: slower/faster only when the interval excludes zero, else why not."""
-    sides = (
-        f"{iv.arm_runs} run{'s' if iv.arm_runs != 1 else ''} a side"
-        if iv.arm_runs == iv.baseline_runs
-        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
-    )
+    sides = runs_a_side(iv.arm_runs, iv.baseline_runs, arm, baseline)
     low, high = iv.ci_low, iv.ci_high
     if low is None or high is None:  # no verdict
         return (
@@ -153,11 +156,7 @@ def interval_line(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
 
 def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     """One sentence: more/less energy per image only when the interval excludes zero."""
-    sides = (
-        f"{iv.arm_runs} runs a side"
-        if iv.arm_runs == iv.baseline_runs
-        else f"{iv.arm_runs} {arm}, {iv.baseline_runs} {baseline} runs"
-    )
+    sides = runs_a_side(iv.arm_runs, iv.baseline_runs, arm, baseline)
     if not iv.verdict_possible:
         return (
             f"{arm} vs {baseline} energy per image: {iv.percent:+.2f}% ({sides});"
@@ -186,11 +185,7 @@ def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
     if e.percent is None:
         return None
     head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
-    runs = (
-        f"{e.arm_runs} runs a side"
-        if e.arm_runs == e.baseline_runs
-        else f"{e.arm_runs} {e.arm}, {e.baseline_runs} {e.baseline} runs"
-    )
+    runs = runs_a_side(e.arm_runs, e.baseline_runs, e.arm, e.baseline)
     if e.ci_low is None or e.ci_high is None:
         return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
     ci = f"{ci_label(e.confidence, e.family)} {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
