@@ -28,7 +28,6 @@ from compare import distributions, intervals, verdicts
 from compare.attribution import Attribution, noise_attributions
 from compare.display import world_unit
 from compare.energy import (
-    EnergyDifference,
     EnergyRow,
     energy_difference,
     energy_rows,
@@ -56,7 +55,7 @@ from compare.pairing import (
     version_differences,
     workload_differences,
 )
-from compare.rows import ArmRow, HostCost, Overhead, RunRow, ScalingRow, aggregate
+from compare.rows import ArmRow, EnergyDifference, HostCost, Overhead, RunRow, ScalingRow, aggregate
 
 # Original-script results record one wall-clock mean per run and no step times: a comparison
 # with them uses that mean for every run on both sides, so both sides measure the same thing.

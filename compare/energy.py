@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from compare import distributions, intervals
 from compare.model import Run
 from compare.pairing import group
+from compare.rows import EnergyDifference
 from compare.verdicts import energy_sentence
 
 UNIT = "J/image"
@@ -58,27 +59,6 @@ class EnergyRow:
     watts: float | None  # median over runs of all GPUs' mean power over the window
     unavailable: str | None  # why joules_per_image is None (the first run's reason)
     confidence: float = intervals.CONFIDENCE
-
-
-@dataclass(frozen=True)
-class EnergyDifference:
-    """An arm's energy per image against a baseline's at one world size."""
-
-    world_size: int
-    arm: str
-    baseline: str
-    percent: float | None  # the point estimate in % of the baseline; None: no figures
-    ci_low: float | None
-    ci_high: float | None
-    half_width: float | None  # percentage points
-    method: str | None
-    arm_runs: int
-    baseline_runs: int
-    no_verdict_reason: str | None
-    warnings: tuple[str, ...]
-    sentence: str  # the verdict, for a report line
-    confidence: float = intervals.CONFIDENCE  # the interval's (Holm-adjusted in a report)
-    family: int = 1  # the energy comparisons it is adjusted over
 
 
 def _counted(runs: Sequence[Run]) -> list[Run]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
-from compare.intervals import CONFIDENCE, mean_interval
+from compare.intervals import CONFIDENCE, Interval, mean_interval
 from compare.render import Column, Document, Section, Table
 from compare.verdicts import interleaved_verdict
 
@@ -61,25 +61,6 @@ class RunEstimate:
     pairs: int
     pair_sd: float  # SD of the pairs' log ratios (descriptive: pairs are not independent)
     baseline_ms_per_step: float  # median chunk of the baseline / K
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A mean over runs with its t-interval; half None below MIN_RUNS."""
-
-    mean: float
-    half: float | None
-    runs: int
-
-    @property
-    def low(self) -> float | None:
-        """Lower end, or None without an interval."""
-        return None if self.half is None else self.mean - self.half
-
-    @property
-    def high(self) -> float | None:
-        """Upper end, or None without an interval."""
-        return None if self.half is None else self.mean + self.half
 
 
 @dataclass(frozen=True)

@@ -669,6 +669,25 @@ def run_level_arm_interval(
     return dataclasses.replace(iv, warnings=warnings)
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A mean over runs with its t-interval; half None below MIN_RUNS."""
+
+    mean: float
+    half: float | None
+    runs: int
+
+    @property
+    def low(self) -> float | None:
+        """Lower end, or None without an interval."""
+        return None if self.half is None else self.mean - self.half
+
+    @property
+    def high(self) -> float | None:
+        """Upper end, or None without an interval."""
+        return None if self.half is None else self.mean + self.half
+
+
 # --- Stein's two-stage interval (experiment/stopping.py decides when to stop) ------------------
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from compare import distributions
+from compare.intervals import CONFIDENCE
 from compare.model import Run
 
 
@@ -214,3 +215,24 @@ class RunRow:
     overhead_percent: float | None  # its arm's overhead against the baseline, 95% interval
     overhead_ci_low: float | None
     overhead_ci_high: float | None
+
+
+@dataclass(frozen=True)
+class EnergyDifference:
+    """An arm's energy per image against a baseline's at one world size."""
+
+    world_size: int
+    arm: str
+    baseline: str
+    percent: float | None  # the point estimate in % of the baseline; None: no figures
+    ci_low: float | None
+    ci_high: float | None
+    half_width: float | None  # percentage points
+    method: str | None
+    arm_runs: int
+    baseline_runs: int
+    no_verdict_reason: str | None
+    warnings: tuple[str, ...]
+    sentence: str  # the verdict, for a report line
+    confidence: float = CONFIDENCE  # the interval's (Holm-adjusted in a report)
+    family: int = 1  # the energy comparisons it is adjusted over

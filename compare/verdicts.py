@@ -11,16 +11,10 @@ sentences and the interleaved mode's verdict are here too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from common.result import HOST_BOUND_BELOW
 from compare import intervals
-from compare.intervals import MIN_RUNS
-from compare.rows import Overhead
-
-if TYPE_CHECKING:
-    from compare.energy import EnergyDifference
-    from compare.interleaved import Interval
+from compare.intervals import MIN_RUNS, Interval
+from compare.rows import EnergyDifference, Overhead
 
 
 def where(world_size: int, unit: str) -> str:
