@@ -2,25 +2,32 @@
 # The H200 measurements behind issues 33-35 (run cost, energy, interleaved), each step a folder
 # under results/h200/ with its manifest, in the order a lease can afford them:
 #   bash benchmarks/h200_goals.sh STEP...     # e.g. chunk-study in-process-fabric
+# Folders are named by the step and the UTC day (DAY=YYYY-MM-DD to choose), so that a step run
+# on another day leaves the earlier folder as it was.
 # Steps (GPU-bound = bf16, channels_last, 256 images per GPU; original = 32/GPU, NCHW, bf16):
 #   chunk-study        SD of adjacent-chunk log ratios for each K and pairing, one process
 #   in-process-fabric  original workload, Fabric vs native interleaved in one process
 #   in-process-aa      original workload, native vs native in one process (the A/A)
 #   in-process-aa-fabric  the same, Fabric vs Fabric
 #   in-process-gpu     GPU-bound, Fabric vs native in one process (against the separate +2%)
+#   in-process-side-gpu  GPU-bound, native on the side stream vs native in one process
 #   original-noise     original workload, native vs Fabric in separate processes, telemetry on
 #   demo               tools/demo.sh: native vs Trainer, forked, adaptive to +-0.5 pp
 #   run-cost-forked    GPU-bound, native, Fabric, Trainer forked from warm interpreters
-#   run-cost-fresh     GPU-bound, Fabric and Trainer each a fresh process
-#   fork-check         GPU-bound, native fresh vs native forked (the A/A of forking)
+#   run-cost-fresh     GPU-bound, native, Fabric, Trainer each a fresh process, none profiled
+#   fork-check         GPU-bound, native fresh vs native forked (the A/A of forking), 5 blocks
 #   energy             GPU-bound, 200 timed steps: J/image of native, Fabric, Trainer
+#   gpu-tests          the GPU-marked tests of telemetry and the interleaved mode
 # Each step is bounded (its own budget flags, then `timeout`); a step that fails is logged and
-# the next one runs. With OUT set (the device tool), results/h200 and the step log are packed
-# into $OUT/h200.tgz after every step, so what finished comes back even if the call is cut.
+# the next one runs. With OUT set (the device tool), the folders this call wrote and the step log
+# are packed into $OUT/h200.tgz after every step, so what finished comes back even if the call
+# is cut.
 set -uo pipefail
 PY=${PY:-python3}
 d=results/h200
+day=${DAY:-$(date -u +%F)}
 log=${OUT:-/tmp}/steps.log
+since=$(mktemp)  # what this call wrote is newer than this file
 gpu=(--devices 1 --batch-size-per-device 256 --precision bf16 --channels-last)
 orig=(--devices 1 --batch-size-per-device 32 --precision bf16 --warmup-steps 50 --steps 200)
 
@@ -31,34 +38,43 @@ step() {  # step NAME SECONDS COMMAND...: run it bounded, log its outcome and du
   timeout -k 15 "$limit" "$@" 2>&1 | tail -n 40
   rc=${PIPESTATUS[0]}
   echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$log"
-  if [ -n "${OUT:-}" ]; then tar czf "$OUT/h200.tgz" "$d" "$log" 2>/dev/null; fi
+  if [ -n "${OUT:-}" ]; then
+    find "$d" -type f -newer "$since" -print0 | tar czf "$OUT/h200.tgz" --null -T - "$log"
+  fi
 }
 
 for s in "$@"; do
   case $s in
     chunk-study) step "$s" 170 "$PY" -m benchmarks.chunk_study --precision bf16 \
-      --warmup-steps 50 --output $d/in-process/chunk-study.json ;;
+      --warmup-steps 50 --output $d/in-process/chunk-study-$day.json ;;
     in-process-fabric) step "$s" 300 "$PY" -m experiment --plan in-process \
-      --variant fabric-vs-native --out $d/in-process/original -- --devices 1 ;;
+      --variant fabric-vs-native --out $d/in-process/original-$day -- --devices 1 ;;
     in-process-aa) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-native --out $d/in-process/original-a-a -- --devices 1 --runs 6 ;;
+      --variant a-a-native --out $d/in-process/original-a-a-$day -- --devices 1 --runs 6 ;;
     in-process-aa-fabric) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-fabric --out $d/in-process/original-a-a-fabric -- --devices 1 ;;
-    in-process-gpu) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant gpu-bound --out $d/in-process/gpu-bound -- --devices 1 --pairs 40 --runs 6 ;;
-    original-noise) step "$s" 200 "$PY" -m experiment --arms native,fabric --repeats 5 \
-      --settle-minutes 0 --budget-minutes 2.5 --out $d/telemetry/original-workload -- "${orig[@]}" ;;
-    demo) step "$s" 200 env PY="$PY" tools/demo.sh
+      --variant a-a-fabric --out $d/in-process/original-a-a-fabric-$day -- --devices 1 ;;
+    in-process-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
+      --variant gpu-bound --out $d/in-process/gpu-bound-$day -- --devices 1 --pairs 40 --runs 6 ;;
+    in-process-side-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
+      --variant native-side-stream --out $d/in-process/gpu-bound-side-$day -- --devices 1 \
+      --batch-size-per-device 256 --channels-last --pairs 40 --runs 6 ;;
+    original-noise) step "$s" 215 "$PY" -m experiment --arms native,fabric --repeats 5 \
+      --settle-minutes 0 --budget-minutes 3.3 --out $d/telemetry/original-workload-$day \
+      -- "${orig[@]}" ;;
+    demo) step "$s" 180 env PY="$PY" tools/demo.sh
       mkdir -p $d/demo && mv out/demo-* $d/demo/ ;;
-    run-cost-forked) step "$s" 200 "$PY" -m experiment --arms native,fabric,lightning \
-      --repeats 2 --settle-minutes 0 --launch fork --out $d/run-cost/forked -- "${gpu[@]}" ;;
-    run-cost-fresh) step "$s" 200 "$PY" -m experiment --arms fabric,lightning --repeats 1 \
-      --warmup-runs 0 --settle-minutes 0 --launch fresh --out $d/run-cost/fresh -- "${gpu[@]}" ;;
-    fork-check) step "$s" 200 "$PY" -m experiment --plan fork-check --variant gpu-bound \
-      --repeats 3 --settle-minutes 0 --out $d/fork-check -- --devices 1 ;;
+    run-cost-forked) step "$s" 170 "$PY" -m experiment --arms native,fabric,lightning \
+      --repeats 3 --settle-minutes 0 --launch fork --out $d/run-cost/forked-$day -- "${gpu[@]}" ;;
+    run-cost-fresh) step "$s" 150 "$PY" -m experiment --arms native,fabric,lightning \
+      --repeats 1 --warmup-runs 0 --settle-minutes 0 --launch fresh \
+      --out $d/run-cost/fresh-$day -- "${gpu[@]}" --profile-steps 0 ;;
+    fork-check) step "$s" 240 "$PY" -m experiment --plan fork-check --variant gpu-bound \
+      --repeats 5 --settle-minutes 0 --out $d/fork-check-$day -- --devices 1 ;;
     energy) step "$s" 240 "$PY" -m experiment --arms native,fabric,lightning --repeats 3 \
-      --settle-minutes 0 --budget-minutes 3.6 --out $d/energy/gpu-bound -- "${gpu[@]}" \
+      --settle-minutes 0 --budget-minutes 3.6 --out $d/energy/gpu-bound-$day -- "${gpu[@]}" \
       --warmup-steps 20 --steps 200 ;;
+    gpu-tests) step "$s" 150 bash -c "set -o pipefail; $PY -m pytest -q -m gpu \
+      tests/test_telemetry.py tests/test_interleaved.py 2>&1 | tee $d/test-gpu-$day.log" ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
 done

@@ -72,7 +72,8 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
 
 def _cell(name: str, values: list[str]) -> str:
     """An arm's distinct values of one field, short: the first and last of many files, the
-    first and last start time, the lowest and highest GPU busy share."""
+    first and last start time, the lowest and highest GPU busy share of the runs that
+    profiled."""
     if name == "file":
         return span(values)
     if name == "started (UTC)":
@@ -81,9 +82,12 @@ def _cell(name: str, values: list[str]) -> str:
             return first
         same_day = first[:10] == last[:10]
         return f"{first} .. {last[11:] if same_day else last}"
-    if name == "GPU busy (timed step)" and len(values) > 1 and "-" not in values:
-        ordered = sorted(values, key=lambda v: float(v.rstrip("%")))
-        return f"{ordered[0]}..{ordered[-1]}"
+    shares = [v for v in values if v != "-"]
+    if name == "GPU busy (timed step)" and shares:
+        # only the runs that profiled (experiment --profile-runs first: each arm's first)
+        ordered = sorted(shares, key=lambda v: float(v.rstrip("%")))
+        some = " (profiled runs)" if "-" in values else ""
+        return (ordered[0] if len(ordered) == 1 else f"{ordered[0]}..{ordered[-1]}") + some
     return ", ".join(values)
 
 

@@ -154,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
         " else fork",
     )
     p.add_argument(
+        "--profile-runs",
+        choices=("first", "all"),
+        help="which runs profile their --profile-steps after the timed steps (the GPU busy share"
+        " of the report's host-bound warning and host table): first (default) each arm's first"
+        " counted run, the others and the warm-up runs with --profile-steps 0, since the window"
+        " costs seconds a run and changes no timed step; all: every run (needed by --trace)",
+    )
+    p.add_argument(
         "--python",
         default=sys.executable,
         metavar="PATH",
@@ -217,6 +225,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         settle_minutes=args.settle_minutes,
         command=command,
     )
+    profile_runs = args.profile_runs or "first"
     if args.plan is None:
         if args.variant is not None:
             raise UsageError("--variant needs --plan")
@@ -233,6 +242,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                 options=runner,
                 repeats=args.repeats or adaptive_repeats,
                 run_timeout=args.run_timeout,
+                profile_runs=profile_runs,
                 **common,
             )
         ]
@@ -264,10 +274,13 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                     run_timeout=args.run_timeout or v.run_timeout,
                     compare_options=list(plan.compare_options),
                     env=dict(v.env),
+                    profile_runs=args.profile_runs or plan.profile_runs,
                     **common,
                 )
             )
     for s in found:
+        if s.profile_runs == "first" and any(o.split("=")[0] == "--trace" for o in s.options):
+            raise UsageError("--trace records every run's profiled steps: give --profile-runs all")
         if mode == "srun":
             if any(a.launch for a in s.arms):
                 raise UsageError(

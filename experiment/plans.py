@@ -98,6 +98,7 @@ class Plan:
     # True: each repeat is one process of the interleaved mode (lightning_impl/interleaved.py,
     # both loops in it; its arms are its options), read by compare.interleaved, not compare
     in_process: bool = False
+    profile_runs: str = "first"  # --profile-runs unless given: "all" where every run traces
 
 
 # The two regimes: the GPU sets the pace (runs differ by ~0.5%), or the host does (the
@@ -244,6 +245,7 @@ PLANS: tuple[Plan, ...] = (
         "traces",
         "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
         repeats=1,
+        profile_runs="all",
         compare_options=("--allow-mismatch",),
         options=(
             "--batch-size-per-device",

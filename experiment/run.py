@@ -47,6 +47,10 @@ SETTLE_MINUTES = 3.0
 TERMINATE_GRACE_S = 30  # SIGTERM, then this long, then SIGKILL
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 PLACEHOLDERS = ("out", "label", "repeat", "run")
+# The runner option of the profiled window after the timed steps (GPU busy share): with
+# --profile-runs first, every run but each arm's first counted one gets it as 0, since the
+# profiler's window costs a forked run a sixth of its seconds and measures nothing it needs.
+PROFILE_STEPS = "--profile-steps"
 
 
 def check_placeholders(options: list[str]) -> None:
@@ -93,6 +97,7 @@ class Settings:
     first_stage_blocks: int = stopping.FIRST_STAGE_BLOCKS  # Stein's rule, with target_half_width
     settle_minutes: float = SETTLE_MINUTES  # 0: no settling
     run_timeout: float | None = None
+    profile_runs: str = "first"  # first: each arm's first counted run profiles; all: every run
     compare_options: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
@@ -212,6 +217,7 @@ class Experiment:
         )
         self.settling: ManifestSettling | None = None
         self.ended_s: dict[int, float] = {}  # run index -> time.monotonic() at its end
+        self.profiled: set[str] = set()  # arms with a counted run that profiled (--profile-runs)
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
 
     # --- the folder -------------------------------------------------------------------
@@ -333,7 +339,9 @@ class Experiment:
             path = Path(opt.partition("=")[2] if opt.startswith("-") else opt)  # --trace=PATH too
             if str(self.s.out.resolve()) in opt and path.is_absolute() and not path.parent.exists():
                 path.parent.mkdir(parents=True)
-        argv = [*arm.argv, *options, *self.extra, "--output", str(result.resolve())]
+        profiles = self.s.profile_runs == "all" or (not warmup and arm.label not in self.profiled)
+        unprofiled = [] if profiles else [PROFILE_STEPS, "0"]
+        argv = [*arm.argv, *options, *self.extra, *unprofiled, "--output", str(result.resolve())]
         python, mode = arm.python or self.s.python, self.mode(arm)  # its own, if named
         cmd = launch.command(python, argv, mode)  # as a fresh process would run it
         env = self.run_env()
@@ -360,6 +368,8 @@ class Experiment:
             with open(log, "a", encoding="utf-8") as f:
                 f.write(f"{PROG}: stopped after the run timeout of {self.s.run_timeout:g} s\n")
         ok = status == 0 and result.is_file()
+        if ok and not warmup:
+            self.profiled.add(arm.label)
         if not ok and result.exists():  # the manifest calls this run failed: no result beside it
             result.unlink()
             with open(log, "a", encoding="utf-8") as f:

@@ -221,6 +221,27 @@ def test_the_configuration_names_many_files_by_the_first_and_last(
     assert "native-r1.json .. native-r5.json (5 files)" in row and "lightning-r1.json" in row
 
 
+def test_gpu_busy_is_read_from_the_runs_that_profiled(tmp_path: Path) -> None:
+    # experiment --profile-runs first: only each arm's first counted run has a GPU busy share
+    from compare.api import load
+    from compare.header import header_rows
+
+    busy = {"native": (0.95, None, None), "lightning": (0.93, 0.91, None)}
+    paths = [
+        write(tmp_path / f"{arm}-r{k}.json", make_result(arm, seed=k, gpu_busy=share))
+        for arm, shares in busy.items()
+        for k, share in enumerate(shares, 1)
+    ]
+    row = next(r for r in header_rows(load(paths)[0]) if r.field == "GPU busy (timed step)")
+    assert row.values == {
+        "native": "95% (profiled runs)",
+        "lightning": "91%..93% (profiled runs)",
+    }
+    everywhere = [write(tmp_path / f"all-{k}.json", make_result(gpu_busy=0.9)) for k in (1, 2)]
+    row = next(r for r in header_rows(load(everywhere)[0]) if r.field == "GPU busy (timed step)")
+    assert row.values == {"native": "90%"}
+
+
 def test_cpu_runs_count_ranks_not_gpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cpu = {"accelerator": "cpu"}
     files = [

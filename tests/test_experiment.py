@@ -85,7 +85,9 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     for r in m["runs"]:
         assert r["exit_status"] == 0
         assert (out / r["result"]).is_file() and (out / r["log"]).is_file()
-        assert r["command"][-4:-2] == ["--steps", "5"]
+        options = r["command"][r["command"].index("--steps") : -2]
+        first = r["status"] == "ok" and r["block"] == 1  # each arm's first counted run profiles
+        assert options == ["--steps", "5"] + ([] if first else ["--profile-steps", "0"])
     assert [r["result"] for r in m["runs"][:3]] == [
         "warmup/native-w1.json",
         "warmup/lightning-w1.json",
@@ -222,6 +224,7 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
         (["--", "--output", "x.json"], "results go into the experiment folder"),
         (["--", "--trace", "{nope}.json"], "unknown placeholder {nope}"),
         (["--launch", "srun"], "srun"),
+        (["--", "--trace", "{out}/{run}.json"], "give --profile-runs all"),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2_before_any_run(tmp_path, args, message):
@@ -229,6 +232,29 @@ def test_user_mistakes_are_one_line_and_exit_2_before_any_run(tmp_path, args, me
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not (tmp_path / "order").exists() and not (tmp_path / "exp").exists()
+
+
+def test_only_each_arms_first_counted_run_profiles_unless_profile_runs_all(tmp_path):
+    # the profiled window (GPU busy share) costs seconds a run: measured once per arm; a run that
+    # failed measured nothing, so the arm's next counted run profiles instead
+    base = ["--repeats", "3", "--settle-minutes", "0"]
+    proc = experiment(
+        [*base, "--out", str(tmp_path / "a"), "--", "--steps", "5"], tmp_path, FAKE_FAIL="native-r1"
+    )
+    assert proc.returncode == 1, proc.stderr
+
+    def profiled(out: Path) -> list[str]:
+        return [
+            f"{r['label']}-{'w' if r['warmup'] else 'r'}{r['warmup'] or r['repeat']}"
+            for r in manifest(out)["runs"]
+            if "--profile-steps" not in r["command"]
+        ]
+
+    assert profiled(tmp_path / "a") == ["native-r1", "lightning-r1", "native-r2"]
+    proc = experiment([*base, "--profile-runs", "all", "--out", str(tmp_path / "b")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(profiled(tmp_path / "b")) == len(manifest(tmp_path / "b")["runs"]) == 8
+    assert "--profile-runs all" in " ".join(manifest(tmp_path / "b")["command"])
 
 
 def test_an_existing_folder_is_refused_and_left_alone(tmp_path):

@@ -149,6 +149,8 @@ def test_each_distinct_runner_is_checked_once(tmp_path):
             "1",
             "--warmup-runs",
             "0",
+            "--profile-runs",
+            "all",
             "--",
             "--trace",
             "{out}/traces/{run}.json",
