@@ -134,14 +134,18 @@ class Channel:
 
 # --- the server -------------------------------------------------------------------------
 def warm_imports(modules: list[str]) -> float:
-    """Import what each runner module needs; the seconds it took. Refuses (RuntimeError) a
-    CUDA context or a second thread: neither may be inherited by a child."""
+    """Import what each runner module needs and ask the driver for the GPUs (the runs'
+    preflight reads that answer); the seconds it took. Refuses (RuntimeError) a CUDA context
+    or a second thread: neither may be inherited by a child."""
     import threading
+
+    from common.gpus import cuda_capabilities
 
     t0 = time.perf_counter()
     for module in modules:
         if not module.endswith(".py"):  # a program (the tests' fake runner) is run, not imported
             importlib.import_module(WARM.get(module, module))
+    cuda_capabilities()  # the driver's answer (asked in a child), inherited by every run
     seconds = time.perf_counter() - t0
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():

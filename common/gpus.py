@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,11 +29,22 @@ _CAPABILITY_MAJOR, _CAPABILITY_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAP
 _DRIVER = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
 
 
-@functools.cache
+# What decides which GPUs the driver shows a process, and in which order.
+_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
 def cuda_capabilities() -> list[tuple[int, int]] | None:
     """(major, minor) of each visible GPU in device order; None without a usable driver.
 
-    Asked once per process, in a child process (`_query` there), under this environment."""
+    Asked once per process and GPU visibility, in a child process (`_query` there), under
+    this environment. A fork server asks before it forks (common/forkserver.py), so its runs
+    with the same visibility inherit the answer instead of paying a driver start each."""
+    return _asked(tuple(os.environ.get(name) for name in _VISIBILITY))
+
+
+@functools.cache
+def _asked(visibility: tuple[str | None, ...]) -> list[tuple[int, int]] | None:
+    """The child's answer under os.environ, whose _VISIBILITY variables are `visibility`."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", "from common.gpus import _query; _query()"],
