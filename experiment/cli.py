@@ -311,6 +311,7 @@ IN_PROCESS_REFUSES = (
     "budget_minutes",
     "run_timeout",
     "launch",
+    "profile_runs",
 )
 
 

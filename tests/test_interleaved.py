@@ -268,13 +268,16 @@ def test_one_gpu_run_times_chunks_by_cuda_events_at_k_1(tmp_path):
     assert all(t > 0 for run in r.runs for t in run.chunk_ms)
 
 
-def test_the_in_process_plan_refuses_separate_process_options(capsys):
+@pytest.mark.parametrize(
+    "option", [["--target-half-width", "1.5"], ["--profile-runs", "all"], ["--launch", "fresh"]]
+)
+def test_the_in_process_plan_refuses_separate_process_options(option, capsys):
     from experiment import cli
 
     with pytest.raises(SystemExit) as stop:
-        cli.main(["--plan", "in-process", "--target-half-width", "1.5"])
+        cli.main(["--plan", "in-process", *option])
     assert stop.value.code == 2
-    assert "--target-half-width does not apply to plan in-process" in capsys.readouterr().err
+    assert f"{option[0]} does not apply to plan in-process" in capsys.readouterr().err
 
 
 def test_compare_refuses_an_interleaved_result_among_separate_runs(tmp_path):
