@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,22 @@ if "torch" in sys.modules:
     facts["dist_initialized"] = dist.is_available() and dist.is_initialized()
 from common.forkserver import process_facts
 facts["process"] = process_facts()
+def say(line):  # in one write: ranks share the log, and print() writes its newline apart
+    os.write(1, (line + "\\n").encode())
+def wait_for(text, count=1):  # in the run's log (this process's stdout), 30 s at most
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open("/proc/self/fd/1") as log:
+            if log.read().count(text) >= count:
+                return
+        time.sleep(0.01)
 logging.getLogger("probe").warning("logging works")  # would hang on a lock held across fork
-print(json.dumps(facts), flush=True)
+say(json.dumps(facts))
+if what == "chorus":  # every rank at once, many lines: each must reach the log whole
+    say(f"ready {facts['rank']}")
+    wait_for("ready ", int(facts["world"]))
+    for _ in range(int(os.environ["FORK_TEST_LINES"])):
+        say(json.dumps(facts))
 if what == "crash":
     sys.exit(3)
 if what == "kill":
@@ -48,6 +63,7 @@ if what == "kill":
 if what == "hang" or (what == "rank1-fails-rank0-hangs" and facts["rank"] == "0"):
     time.sleep(300)
 if what == "rank1-fails-rank0-hangs":
+    wait_for('"rank": "0"')  # rank 0 has said who it is: the test checks that it is stopped
     sys.exit(4)
 """
 
@@ -172,8 +188,29 @@ def test_ranks_share_the_runs_group_and_one_failure_stops_the_others(tmp_path, p
         t0 = time.monotonic()
         run = s.start(str(probe), ["rank1-fails-rank0-hangs", *ranks], env(), log2)
         assert run.wait(60) == 4 and time.monotonic() - t0 < 30
-        assert all(gone(x["pid"]) for x in facts(log2))
+        f2 = facts(log2)
+        assert sorted(x["rank"] for x in f2) == ["0", "1"]  # rank 1 failed after rank 0 said
+        assert all(gone(x["pid"]) for x in f2)
         assert "rank 1 exited with status 4" in log2.read_text()
+    finally:
+        s.close()
+
+
+def test_ranks_writing_to_the_runs_log_at_once_leave_every_line_whole(tmp_path, probe):
+    """The ranks share the run's log (appending): a line written in one write arrives whole
+    however the ranks' writes interleave. (The probe's print() once wrote a line and its
+    newline apart, unbuffered: another rank's line between them made one line of two, and
+    facts() failed at random.)"""
+    s = server(tmp_path)
+    try:
+        log = tmp_path / "c.log"
+        lines = 2000  # each rank's, after its first
+        chorus = env(FORK_TEST_LINES=str(lines))
+        run = s.start(str(probe), ["chorus", "--devices", "4"], chorus, log)
+        assert run.wait(60) == 0
+        said = facts(log)  # json.loads of every line that starts with "{"
+        assert Counter(x["rank"] for x in said) == {str(r): 1 + lines for r in range(4)}
+        assert len({x["pid"] for x in said}) == 4 and {x["ppid"] for x in said} == {run.pid}
     finally:
         s.close()
 
