@@ -3,7 +3,8 @@
 # under results/h200/ with its manifest, in the order a lease can afford them:
 #   bash benchmarks/h200_goals.sh STEP...     # e.g. chunk-study in-process-fabric
 # Folders are named by the step and the UTC day (DAY=YYYY-MM-DD to choose), so that a step run
-# on another day leaves the earlier folder as it was.
+# on another day leaves the earlier folder as it was, under results/h200/ (MACHINE=h100: under
+# results/h100/, for the same steps on an H100).
 # Steps (GPU-bound = bf16, channels_last, 256 images per GPU; original = 32/GPU, NCHW, bf16):
 #   chunk-study        SD of adjacent-chunk log ratios for each K and pairing, one process
 #   in-process-fabric  original workload, Fabric vs native interleaved in one process
@@ -24,10 +25,11 @@
 # is cut.
 set -uo pipefail
 PY=${PY:-python3}
-d=results/h200
+d=results/${MACHINE:-h200}  # MACHINE=h100 on an H100: its folders apart from the H200's
 day=${DAY:-$(date -u +%F)}
 log=${OUT:-/tmp}/steps.log
 since=$(mktemp)  # what this call wrote is newer than this file
+mkdir -p "$d"
 gpu=(--devices 1 --batch-size-per-device 256 --precision bf16 --channels-last)
 orig=(--devices 1 --batch-size-per-device 32 --precision bf16 --warmup-steps 50 --steps 200)
 
