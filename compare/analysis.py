@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -457,6 +457,17 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
     return warnings, notes
 
 
+def holm_family(
+    count: int, tested: dict[int, Callable[[float], intervals.ArmInterval]]
+) -> list[intervals.ArmInterval | None]:
+    """One Holm family (intervals.holm) over the comparisons in `tested` (the index of a stated
+    comparison -> its interval as a function of the confidence); None where untested."""
+    found: list[intervals.ArmInterval | None] = [None] * count
+    for k, iv in zip(tested, intervals.holm(list(tested.values()))):
+        found[k] = iv
+    return found
+
+
 def analyse(
     runs: Sequence[Run], allow_mismatch: bool = False, baseline: str | None = None
 ) -> Report:
@@ -497,24 +508,22 @@ def analyse(
         )
     ]
     # Holm's adjustment over every comparison the report states (intervals.holm)
-    adjusted = intervals.holm(
-        [functools.partial(interval_of, a, b, cells[(a, w)], cells[(b, w)]) for w, a, b in stated]
+    adjusted = holm_family(
+        len(stated),
+        {
+            k: functools.partial(interval_of, a, b, cells[(a, w)], cells[(b, w)])
+            for k, (w, a, b) in enumerate(stated)
+        },
     )
     # ... and, as a family of its own, over the host-cost differences the report states
-    with_host = [
-        k
-        for k, (w, a, b) in enumerate(stated)
-        if host_interval_of(a, b, cells[(a, w)], cells[(b, w)]) is not None
-    ]
-    host_ivs: list[intervals.ArmInterval | None] = [None] * len(stated)
-    host_adjusted = intervals.holm(
-        [
-            functools.partial(_host_interval, a, b, cells[(a, w)], cells[(b, w)])
-            for w, a, b in (stated[k] for k in with_host)
-        ]
+    host_ivs = holm_family(
+        len(stated),
+        {
+            k: functools.partial(_host_interval, a, b, cells[(a, w)], cells[(b, w)])
+            for k, (w, a, b) in enumerate(stated)
+            if host_interval_of(a, b, cells[(a, w)], cells[(b, w)]) is not None
+        },
     )
-    for k, hiv in zip(with_host, host_adjusted):
-        host_ivs[k] = hiv
     for (world, arm, against), iv, hiv in zip(stated, adjusted, host_ivs):
         o, said = overhead_of(
             world, arm, against, cells[(arm, world)], cells[(against, world)], iv, hiv
@@ -536,28 +545,20 @@ def analyse(
     energy_points = [
         run_points([*cells[(a, w)], *cells[(b, w)]], energy=True) for w, a, b in stated
     ]
-    measured = [
-        k
-        for k, (w, a, b) in enumerate(stated)
-        if {a, b} <= {point.arm for point in energy_points[k]}
-    ]
-    energy_ivs: list[intervals.ArmInterval | None] = [None] * len(stated)
-    energy_adjusted = intervals.holm(
-        [
-            functools.partial(
+    energy_ivs = holm_family(
+        len(stated),
+        {
+            k: functools.partial(
                 intervals.compare_arms,
                 energy_points[k],
-                stated[k][1],
-                stated[k][2],
-                rule_of(
-                    [*cells[(stated[k][1], stated[k][0])], *cells[(stated[k][2], stated[k][0])]]
-                ),
+                a,
+                b,
+                rule_of([*cells[(a, w)], *cells[(b, w)]]),
             )
-            for k in measured
-        ]
+            for k, (w, a, b) in enumerate(stated)
+            if {a, b} <= {point.arm for point in energy_points[k]}
+        },
     )
-    for k, eiv in zip(measured, energy_adjusted):
-        energy_ivs[k] = eiv
     energy = [
         energy_difference(w, a, b, cells[(a, w)], cells[(b, w)], energy_points[k], iv=energy_ivs[k])
         for k, (w, a, b) in enumerate(stated)
