@@ -292,18 +292,12 @@ def answer_json(answer: InterleavedAnswer) -> dict:
 
 
 def html_page(answer: InterleavedAnswer) -> str:
-    """One self-contained page, styled as python -m compare's (compare.html's STYLE)."""
+    """One self-contained page, framed and styled as python -m compare's (compare.render.page)."""
     from compare import render as layout
-    from compare.html import STYLE  # deferred: compare.html imports matplotlib
 
     doc = document(answer)
-    title = html.escape(doc.title)
-    body = [f"<h1>{title}</h1>", f"<p>{html.escape(doc.subtitle)}</p>", *layout.html(doc)]
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width"><title>{title}</title>'
-        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
-    )
+    body = [f"<h1>{html.escape(doc.title)}</h1>", f"<p>{html.escape(doc.subtitle)}</p>"]
+    return layout.page(doc.title, [*body, *layout.html(doc)])
 
 
 def render_section(answer: InterleavedAnswer, fmt: str = "text", verbose: bool = False) -> str:

@@ -223,3 +223,40 @@ def html(doc: Document) -> list[str]:
             parts.append(f"<ul{css}>" + "".join(f"<li>{_h(x)}</li>" for x in s.lines) + "</ul>")
         out.append("\n".join(parts))
     return out
+
+
+# The style of every page compare writes: the report's (compare.html) and the interleaved
+# answer's (compare.interleaved).
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1f23;
+       margin: 2rem auto; max-width: 72rem; padding: 0 1rem; }
+h1 { font-size: 1.35rem; margin-bottom: .2rem; }
+h2 { font-size: 1.05rem; margin: 1.6rem 0 .5rem; border-bottom: 1px solid #d0d7de; }
+.verdicts { border-left: 4px solid #0969da; background: #f6f8fa; padding: .6rem 1rem; }
+.verdict { margin: .25rem 0; font-weight: 600; }
+.warnings li { color: #8a4600; }
+table { border-collapse: collapse; margin: .4rem 0; font-size: 12.5px; }
+th, td { border: 1px solid #d0d7de; padding: .2rem .45rem; text-align: left; }
+th { background: #f6f8fa; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 1rem 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
+figcaption { color: #57606a; font-size: 12.5px; }
+ul { padding-left: 1.2rem; }
+@media print {
+  body { margin: 0; max-width: none; font-size: 11px; }
+  h2, table, figure, .verdicts { break-inside: avoid; }
+  figure img { max-height: 22cm; }
+}
+"""
+
+
+def page(title: str, body: Sequence[str]) -> str:
+    """A whole self-contained HTML page: its title (escaped here), the style, the body's
+    already escaped blocks in order."""
+    name = html_escape.escape(title)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{name}</title>'
+        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
