@@ -48,35 +48,35 @@ step() {  # step NAME SECONDS COMMAND...: run it bounded, log its outcome and du
 for s in "$@"; do
   case $s in
     chunk-study) step "$s" 170 "$PY" -m benchmarks.chunk_study --precision bf16 \
-      --warmup-steps 50 --output $d/in-process/chunk-study-$day.json ;;
+      --warmup-steps 50 --output "$d"/in-process/chunk-study-"$day".json ;;
     in-process-fabric) step "$s" 300 "$PY" -m experiment --plan in-process \
-      --variant fabric-vs-native --out $d/in-process/original-$day -- --devices 1 ;;
+      --variant fabric-vs-native --out "$d"/in-process/original-"$day" -- --devices 1 ;;
     in-process-aa) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-native --out $d/in-process/original-a-a-$day -- --devices 1 --runs 6 ;;
+      --variant a-a-native --out "$d"/in-process/original-a-a-"$day" -- --devices 1 --runs 6 ;;
     in-process-aa-fabric) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-fabric --out $d/in-process/original-a-a-fabric-$day -- --devices 1 ;;
+      --variant a-a-fabric --out "$d"/in-process/original-a-a-fabric-"$day" -- --devices 1 ;;
     in-process-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
-      --variant gpu-bound --out $d/in-process/gpu-bound-$day -- --devices 1 --pairs 40 --runs 6 ;;
+      --variant gpu-bound --out "$d/in-process/gpu-bound-$day" -- --devices 1 --pairs 40 --runs 6 ;;
     in-process-side-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
-      --variant native-side-stream --out $d/in-process/gpu-bound-side-$day -- --devices 1 \
+      --variant native-side-stream --out "$d"/in-process/gpu-bound-side-"$day" -- --devices 1 \
       --batch-size-per-device 256 --channels-last --pairs 40 --runs 6 ;;
     original-noise) step "$s" 215 "$PY" -m experiment --arms native,fabric --repeats 5 \
-      --settle-minutes 0 --budget-minutes 3.3 --out $d/telemetry/original-workload-$day \
+      --settle-minutes 0 --budget-minutes 3.3 --out "$d"/telemetry/original-workload-"$day" \
       -- "${orig[@]}" ;;
     demo) step "$s" 180 env PY="$PY" tools/demo.sh
-      mkdir -p $d/demo && mv out/demo-* $d/demo/ ;;
+      mkdir -p "$d/demo" && mv out/demo-* "$d/demo/" ;;
     run-cost-forked) step "$s" 170 "$PY" -m experiment --arms native,fabric,lightning \
-      --repeats 3 --settle-minutes 0 --launch fork --out $d/run-cost/forked-$day -- "${gpu[@]}" ;;
+      --repeats 3 --settle-minutes 0 --launch fork --out "$d/run-cost/forked-$day" -- "${gpu[@]}" ;;
     run-cost-fresh) step "$s" 150 "$PY" -m experiment --arms native,fabric,lightning \
       --repeats 1 --warmup-runs 0 --settle-minutes 0 --launch fresh \
-      --out $d/run-cost/fresh-$day -- "${gpu[@]}" --profile-steps 0 ;;
+      --out "$d"/run-cost/fresh-"$day" -- "${gpu[@]}" --profile-steps 0 ;;
     fork-check) step "$s" 240 "$PY" -m experiment --plan fork-check --variant gpu-bound \
-      --repeats 5 --settle-minutes 0 --out $d/fork-check-$day -- --devices 1 ;;
+      --repeats 5 --settle-minutes 0 --out "$d"/fork-check-"$day" -- --devices 1 ;;
     energy) step "$s" 240 "$PY" -m experiment --arms native,fabric,lightning --repeats 3 \
-      --settle-minutes 0 --budget-minutes 3.6 --out $d/energy/gpu-bound-$day -- "${gpu[@]}" \
+      --settle-minutes 0 --budget-minutes 3.6 --out "$d"/energy/gpu-bound-"$day" -- "${gpu[@]}" \
       --warmup-steps 20 --steps 200 ;;
-    gpu-tests) step "$s" 150 bash -c "set -o pipefail; $PY -m pytest -q -m gpu \
-      tests/test_telemetry.py tests/test_interleaved.py 2>&1 | tee $d/test-gpu-$day.log" ;;
+    gpu-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_telemetry.py \
+      tests/test_interleaved.py --junit-xml "$d/test-gpu-$day.xml" ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
 done
