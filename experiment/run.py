@@ -217,7 +217,7 @@ class Experiment:
         )
         self.settling: ManifestSettling | None = None
         self.ended_s: dict[int, float] = {}  # run index -> time.monotonic() at its end
-        self.profiled: set[str] = set()  # arms with a counted run that profiled (--profile-runs)
+        self.profiled: set[str] = set()  # arms with a successful counted run: it profiled
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
 
     # --- the folder -------------------------------------------------------------------
