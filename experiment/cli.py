@@ -28,7 +28,14 @@ from experiment.inputs import (
     check_runners,
     take_folder,
 )
-from experiment.run import PROG, SETTLE_MINUTES, Experiment, Settings, check_placeholders
+from experiment.run import (
+    PROFILE_RUNS,
+    PROG,
+    SETTLE_MINUTES,
+    Experiment,
+    Settings,
+    check_placeholders,
+)
 from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
 from experiment.stopping import FIRST_STAGE_BLOCKS
 
@@ -155,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--profile-runs",
-        choices=("first", "all"),
+        choices=PROFILE_RUNS,
         help="which runs profile their --profile-steps after the timed steps (the GPU busy share"
         " of the report's host-bound warning and host table): first (default) each arm's first"
         " counted run, the others and the warm-up runs with --profile-steps 0, since the window"
@@ -225,7 +232,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
         settle_minutes=args.settle_minutes,
         command=command,
     )
-    profile_runs = args.profile_runs or "first"
+    profile_runs = args.profile_runs or PROFILE_RUNS[0]
     if args.plan is None:
         if args.variant is not None:
             raise UsageError("--variant needs --plan")
@@ -279,7 +286,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                 )
             )
     for s in found:
-        if s.profile_runs == "first" and any(o.split("=")[0] == "--trace" for o in s.options):
+        if s.profile_runs != "all" and any(o.split("=")[0] == "--trace" for o in s.options):
             raise UsageError("--trace records every run's profiled steps: give --profile-runs all")
         if mode == "srun":
             if any(a.launch for a in s.arms):

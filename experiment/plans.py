@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from common.errors import UsageError
 from experiment.arms import Arm, Env
+from experiment.run import PROFILE_RUNS
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
 B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")
@@ -98,7 +99,7 @@ class Plan:
     # True: each repeat is one process of the interleaved mode (lightning_impl/interleaved.py,
     # both loops in it; its arms are its options), read by compare.interleaved, not compare
     in_process: bool = False
-    profile_runs: str = "first"  # --profile-runs unless given: "all" where every run traces
+    profile_runs: str = PROFILE_RUNS[0]  # --profile-runs unless given; "all" where runs trace
 
 
 # The two regimes: the GPU sets the pace (runs differ by ~0.5%), or the host does (the

@@ -51,6 +51,7 @@ PLACEHOLDERS = ("out", "label", "repeat", "run")
 # --profile-runs first, every run but each arm's first counted one gets it as 0, since the
 # profiler's window costs a forked run a sixth of its seconds and measures nothing it needs.
 PROFILE_STEPS = "--profile-steps"
+PROFILE_RUNS = ("first", "all")  # --profile-runs' choices; the first is the default
 
 
 def check_placeholders(options: list[str]) -> None:
@@ -97,7 +98,8 @@ class Settings:
     first_stage_blocks: int = stopping.FIRST_STAGE_BLOCKS  # Stein's rule, with target_half_width
     settle_minutes: float = SETTLE_MINUTES  # 0: no settling
     run_timeout: float | None = None
-    profile_runs: str = "first"  # first: each arm's first counted run profiles; all: every run
+    # first: each arm's first counted run profiles; all: every run
+    profile_runs: str = PROFILE_RUNS[0]
     compare_options: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
