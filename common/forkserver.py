@@ -226,6 +226,8 @@ def _leader(start: Start, parent: int, import_seconds: float, in_session: int) -
         os.dup2(log, 2)
         os.close(null)
         os.close(log)
+        for stream in (sys.stdout, sys.stderr):  # each line in one write, as it is printed: the
+            stream.reconfigure(line_buffering=True, write_through=False)  # ranks share the log
         os.environ.clear()
         os.environ.update(start.env)
         _PROCESS.update(kind="forked", server_import_seconds=round(import_seconds, 3))

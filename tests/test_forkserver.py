@@ -40,22 +40,21 @@ if "torch" in sys.modules:
     facts["dist_initialized"] = dist.is_available() and dist.is_initialized()
 from common.forkserver import process_facts
 facts["process"] = process_facts()
-def say(line):  # in one write: ranks share the log, and print() writes its newline apart
-    os.write(1, (line + "\\n").encode())
-def wait_for(text, count=1):  # in the run's log (this process's stdout), 30 s at most
+def wait_for(text, count=1):  # in the run's log (this process's stdout), or exit 5 in 30 s
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with open("/proc/self/fd/1") as log:
             if log.read().count(text) >= count:
                 return
         time.sleep(0.01)
+    sys.exit(5)
 logging.getLogger("probe").warning("logging works")  # would hang on a lock held across fork
-say(json.dumps(facts))
+print(json.dumps(facts))
 if what == "chorus":  # every rank at once, many lines: each must reach the log whole
-    say(f"ready {facts['rank']}")
+    print(f"ready {facts['rank']}")
     wait_for("ready ", int(facts["world"]))
     for _ in range(int(os.environ["FORK_TEST_LINES"])):
-        say(json.dumps(facts))
+        print(json.dumps(facts))
 if what == "crash":
     sys.exit(3)
 if what == "kill":
@@ -196,12 +195,15 @@ def test_ranks_share_the_runs_group_and_one_failure_stops_the_others(tmp_path, p
         s.close()
 
 
-def test_ranks_writing_to_the_runs_log_at_once_leave_every_line_whole(tmp_path, probe):
-    """The ranks share the run's log (appending): a line written in one write arrives whole
-    however the ranks' writes interleave. (The probe's print() once wrote a line and its
-    newline apart, unbuffered: another rank's line between them made one line of two, and
-    facts() failed at random.)"""
-    s = server(tmp_path)
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_ranks_printing_to_the_runs_log_at_once_leave_every_line_whole(tmp_path, probe, unbuffered):
+    """The ranks share the run's log (appending), and a run's print() is line-buffered, so
+    that each line is one write however the ranks' writes interleave and shows as it is
+    printed. (Unbuffered, print() writes a line and its newline apart: another rank's line
+    between them made one line of two, and facts() failed at random; block-buffered, a line
+    can straddle two writes.)"""
+    s = launch.ForkServer(PY, env(PYTHONUNBUFFERED=unbuffered), [], tmp_path / "server.log")
+    s.ready()
     try:
         log = tmp_path / "c.log"
         lines = 2000  # each rank's, after its first
