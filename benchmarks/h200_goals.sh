@@ -72,8 +72,8 @@ for s in "$@"; do
       --out "$d"/run-cost/fresh-"$day" -- "${gpu[@]}" --profile-steps 0 ;;
     fork-check) step "$s" 240 "$PY" -m experiment --plan fork-check --variant gpu-bound \
       --repeats 5 --settle-minutes 0 --out "$d"/fork-check-"$day" -- --devices 1 ;;
-    energy) step "$s" 240 "$PY" -m experiment --arms native,fabric,lightning --repeats 3 \
-      --settle-minutes 0 --budget-minutes 3.6 --out "$d"/energy/gpu-bound-"$day" -- "${gpu[@]}" \
+    energy) step "$s" 320 "$PY" -m experiment --arms native,fabric,lightning --repeats 4 \
+      --settle-minutes 0 --budget-minutes 5 --out "$d"/energy/gpu-bound-"$day" -- "${gpu[@]}" \
       --warmup-steps 20 --steps 200 ;;
     gpu-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_telemetry.py \
       tests/test_interleaved.py --junit-xml "$d/test-gpu-$day.xml" ;;
