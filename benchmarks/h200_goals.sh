@@ -60,8 +60,8 @@ for s in "$@"; do
     in-process-side-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
       --variant native-side-stream --out "$d"/in-process/gpu-bound-side-"$day" -- --devices 1 \
       --batch-size-per-device 256 --channels-last --pairs 40 --runs 6 ;;
-    original-noise) step "$s" 215 "$PY" -m experiment --arms native,fabric --repeats 5 \
-      --settle-minutes 0 --budget-minutes 3.3 --out "$d"/telemetry/original-workload-"$day" \
+    original-noise) step "$s" 245 "$PY" -m experiment --arms native,fabric --repeats 5 \
+      --settle-minutes 0 --budget-minutes 3.8 --out "$d"/telemetry/original-workload-"$day" \
       -- "${orig[@]}" ;;
     demo) step "$s" 180 env PY="$PY" tools/demo.sh
       mkdir -p "$d/demo" && mv out/demo-* "$d/demo/" ;;
