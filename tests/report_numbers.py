@@ -108,8 +108,10 @@ def groups() -> list[tuple[str, list[str], list[str]]]:
     for manifest in sorted(ROOT.glob("results/**/manifest.json")):
         folder = manifest.parent.relative_to(ROOT).as_posix()
         name = json.loads(manifest.read_text()).get("experiment") or ""
-        options = list(plans.find(name.split("/")[0]).compare_options) if name else []
-        found.append((folder, [folder], options))
+        plan = plans.find(name.split("/")[0]) if name else None
+        if plan is not None and plan.in_process:
+            continue  # read by compare.interleaved, never by compare's report
+        found.append((folder, [folder], list(plan.compare_options) if plan else []))
     found += [(f"{H200}/{name}", inputs, []) for name, inputs in FILE_GROUPS]
     sweep = {
         f"{SWEEP}/{d}": sorted(
