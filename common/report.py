@@ -258,7 +258,8 @@ def _energy(result: Result) -> str:
 
 def _machine(t: RankTelemetry) -> str:
     """'steal 0.0%, 12/3 context switches (voluntary/involuntary), SM clock 1980 MHz min, 1980
-    median, throttled: power 0.20 s' for rank 0's timed window (the parts it knows)."""
+    median, GPU 52->55 C, throttled: power 0.20 s' for rank 0's timed window (the parts it
+    knows)."""
     parts = []
     if t.steal_share is not None:
         parts.append(f"steal {t.steal_share:.1%}")
@@ -271,6 +272,8 @@ def _machine(t: RankTelemetry) -> str:
         parts.append(
             f"SM clock {t.sm_clock_mhz_min:.0f} MHz min, {t.sm_clock_mhz_median:.0f} median"
         )
+    if t.gpu_temperature_c_start is not None and t.gpu_temperature_c_end is not None:
+        parts.append(f"GPU {t.gpu_temperature_c_start:.0f}->{t.gpu_temperature_c_end:.0f} C")
     if t.throttle_seconds is not None:
         held = [
             f"{name.replace('_', ' ')} {s:.2f} s"

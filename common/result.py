@@ -112,6 +112,10 @@ class RankTelemetry(_Strict):
     sm_clock_mhz_min: float | None = Field(default=None, ge=0)
     sm_clock_mhz_median: float | None = Field(default=None, ge=0)
     power_watts_median: float | None = Field(default=None, ge=0)
+    # The GPU die's temperature at the window's two ends (whole degrees C; absent in older
+    # results): a GPU still warming up draws more power at the same clock
+    gpu_temperature_c_start: float | None = None
+    gpu_temperature_c_end: float | None = None
     gpu_samples: int = Field(default=0, ge=0)
     samples_span_seconds: float | None = Field(default=None, ge=0)
 

@@ -1,5 +1,5 @@
-"""What the machine did in the timed window: GPU energy, SM clock, throttling and power, the
-host's CPU steal and the main thread's context switches, read at the window's two ends.
+"""What the machine did in the timed window: GPU energy, SM clock, temperature, throttling and
+power, the host's CPU steal and the main thread's context switches, read at the window's two ends.
 
     window = WindowTelemetry.open(device)   # before step 0; on a GPU, NVML opened lazily here
     window.start()                          # after the syncs that open the timed window
@@ -9,7 +9,8 @@ host's CPU steal and the main thread's context switches, read at the window's tw
 Nothing runs during the steps: no sampling thread, no call between the two ends, so the
 telemetry cannot perturb the timing. Energy is NVML's total-energy counter
 (nvmlDeviceGetTotalEnergyConsumption, millijoules since the driver loaded; Volta and newer),
-read at both ends. Throttling is the driver's violation counters (nvmlDeviceGetViolationStatus:
+read at both ends, as is the GPU's temperature (nvmlDeviceGetTemperature, the die sensor, whole
+degrees C: a GPU still warming draws more power at the same clock). Throttling is the driver's violation counters (nvmlDeviceGetViolationStatus:
 nanoseconds the clocks were held back, per reason) over the window. SM clock and power come from
 the driver's own sample buffer (nvmlDeviceGetSamples since the window's start): the driver fills
 it anyway, and it holds a limited number of samples, so for a long window they cover its last
@@ -153,6 +154,7 @@ class GpuReading:
     energy_error: str | None  # why energy_mj is None
     violation_ns: dict[str, int]  # per VIOLATION_POLICIES name that the GPU reports
     sm_clock_mhz: float | None  # the clock at this instant (the samples are better)
+    temperature_c: float | None = None  # the GPU die's, whole degrees C; None: not reported
 
 
 class GpuCounters:
@@ -181,7 +183,11 @@ class GpuCounters:
             clock = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
         except Exception:
             clock = None
-        return GpuReading(energy, error, violations, clock)
+        try:
+            temperature = float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
+        except Exception:
+            temperature = None
+        return GpuReading(energy, error, violations, clock, temperature)
 
     def samples_since(self, kind: str, since_us: int) -> list[tuple[int, float]]:
         """(timestamp µs, value) of the driver's buffered samples of `kind` (an NVML sampling
@@ -354,6 +360,8 @@ def _gpu_record(
         "sm_clock_mhz_min": min(clocks) if clocks else None,
         "sm_clock_mhz_median": statistics.median(clocks) if clocks else None,
         "power_watts_median": statistics.median(power) if power else None,
+        "gpu_temperature_c_start": a.temperature_c,
+        "gpu_temperature_c_end": b.temperature_c,
         "gpu_samples": len(stamps),
         "samples_span_seconds": (stamps[-1] - stamps[0]) / 1e6 if len(stamps) > 1 else None,
     }

@@ -38,6 +38,7 @@ class FakeGpu:
         self.energy_mj = energy_mj
         self.violation_ns = {0: 0, 1: 0, 4: 0}  # power, thermal, low utilization
         self.clock = 1980
+        self.temperature: int | None = 45  # None: the GPU reports no temperature
         self.samples: dict[int, list[tuple[int, int]]] = {5: [], 0: []}  # clock MHz, power mW
 
 
@@ -45,6 +46,7 @@ class FakeNvml:
     """The part of nvidia-ml-py that common.telemetry calls, over a list of FakeGpus."""
 
     NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
     NVML_TOTAL_POWER_SAMPLES = 0
     NVML_PROCESSOR_CLK_SAMPLES = 5
 
@@ -86,6 +88,12 @@ class FakeNvml:
     def nvmlDeviceGetClockInfo(self, gpu: FakeGpu, kind: int) -> int:
         assert kind == self.NVML_CLOCK_SM
         return gpu.clock
+
+    def nvmlDeviceGetTemperature(self, gpu: FakeGpu, sensor: int) -> int:
+        assert sensor == self.NVML_TEMPERATURE_GPU
+        if gpu.temperature is None:
+            raise NotSupported()
+        return gpu.temperature
 
     def nvmlDeviceGetSamples(self, gpu: FakeGpu, kind: int, since_us: int):
         rows = [(t, v) for t, v in gpu.samples[kind] if t > since_us]
@@ -266,6 +274,31 @@ def test_violation_counters_and_samples_inside_the_window(tmp_path, monkeypatch)
     assert record["gpu_samples"] == 3 and record["samples_span_seconds"] == pytest.approx(0.2)
 
 
+def test_the_gpu_temperature_at_both_ends_of_the_window(tmp_path):
+    gpus = four_gpus()
+    window = window_on(FakeNvml(gpus), tm.DeviceIdentity("GPU-111", None), tmp_path)
+    gpus[1].temperature = 52
+    window.start()
+    gpus[1].temperature = 57  # warmed by the window's work
+    gpus[0].temperature = 90  # another GPU's temperature must not count
+    window.stop()
+    record = window.record()
+    assert (record["gpu_temperature_c_start"], record["gpu_temperature_c_end"]) == (52, 57)
+    RankTelemetry.model_validate(record)
+
+
+def test_a_gpu_without_a_temperature_sensor_leaves_the_field_empty(tmp_path):
+    gpus = four_gpus()
+    gpus[0].temperature = None
+    window = window_on(FakeNvml(gpus), tm.DeviceIdentity("GPU-000", None), tmp_path)
+    window.start()
+    gpus[0].energy_mj += 1_000
+    window.stop()
+    record = window.record()
+    assert record["gpu_temperature_c_start"] is None and record["gpu_temperature_c_end"] is None
+    assert record["energy_joules"] == pytest.approx(1.0)  # the rest is still read
+
+
 def test_the_summary_names_throttles_but_not_low_utilization(capsys):
     telemetry = RankTelemetry(
         window_seconds=1.0,
@@ -275,6 +308,8 @@ def test_the_summary_names_throttles_but_not_low_utilization(capsys):
         throttle_seconds={"power": 0.25, "low_utilization": 2.0},
         sm_clock_mhz_min=1755,
         sm_clock_mhz_median=1980,
+        gpu_temperature_c_start=52,
+        gpu_temperature_c_end=57,
         energy_joules=351.0,
     )
     result = with_telemetry(
@@ -286,7 +321,7 @@ def test_the_summary_names_throttles_but_not_low_utilization(capsys):
     out = capsys.readouterr().out
     assert "35.10 J/step, 1.0969 J/image (645 W, 1 GPU)" in out
     assert "steal 0.0%" in out and "12/3 context switches" in out
-    assert "SM clock 1755 MHz min, 1980 median" in out
+    assert "SM clock 1755 MHz min, 1980 median, GPU 52->57 C" in out
     assert "throttled: power 0.25 s" in out and "low utilization" not in out
 
 
@@ -424,6 +459,7 @@ def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
     assert record["energy_unavailable"] is None, record["energy_unavailable"]
     assert 20.0 < record["energy_joules"] / record["window_seconds"] < 2000.0  # watts
     assert record["sm_clock_mhz_min"] is not None
+    assert 5.0 < record["gpu_temperature_c_end"] < 110.0  # a working die's, in degrees C
 
 
 @pytest.mark.slow
