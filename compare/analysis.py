@@ -394,6 +394,7 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
         host_ms_per_step=run.host_ms_per_step,
         gpu_busy_share=run.gpu_share,
         joules_per_image=v.joules_per_image,
+        gpu_temperature_c=v.gpu_temperature_c,
         started_utc=run.started_utc,
         file=str(run.path),
         name=run.file,

@@ -189,6 +189,8 @@ class Measures:
     parameters_synchronized: bool
     # all GPUs' energy over the timed window per image (None: no counter, older or original)
     joules_per_image: float | None = None
+    # the hottest GPU's temperature at the timed window's end, degrees C (None: not read)
+    gpu_temperature_c: float | None = None
 
 
 def text_of(value: Any) -> str:
@@ -319,6 +321,13 @@ def run_from(
     )
 
 
+def _hottest(r: Result) -> float | None:
+    """The hottest rank's GPU temperature at the end of its timed window (None where a rank
+    read none: a CPU run, an older result)."""
+    temps = [None if k.telemetry is None else k.telemetry.gpu_temperature_c_end for k in r.ranks]
+    return None if any(t is None for t in temps) else max(temps)  # type: ignore[type-var]
+
+
 def _suite_fields(r: Result) -> dict[str, Any]:
     """The fields of a Run that a suite result fills in its own way."""
     ranks = tuple(
@@ -347,6 +356,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
             joules_per_image=None if r.energy is None else r.energy.joules_per_image,
+            gpu_temperature_c=_hottest(r),
         ),
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their
@@ -468,7 +478,8 @@ def _image_size_of(data: str) -> int | str | None:
 RUN_COLUMNS = (
     "arm", "runner", "block", "position", "warmup", "counted", "world_size",
     "run_median_ms", "step_median_ms", "step_p5_ms", "step_p95_ms", "images_per_second",
-    "host_ms_per_step", "gpu_busy_share", "joules_per_image", "started_utc", "file",
+    "host_ms_per_step", "gpu_busy_share", "joules_per_image", "gpu_temperature_c", "started_utc",
+    "file",
 )  # fmt: skip
 
 
@@ -493,6 +504,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "host_ms_per_step": run.host_ms_per_step,
         "gpu_busy_share": run.gpu_share,
         "joules_per_image": run.values.joules_per_image,
+        "gpu_temperature_c": run.values.gpu_temperature_c,
         "started_utc": run.started_utc,
         "file": str(run.path),
     }

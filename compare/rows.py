@@ -190,6 +190,7 @@ class RunRow:
     host_ms_per_step: float | None
     gpu_busy_share: float | None
     joules_per_image: float | None
+    gpu_temperature_c: float | None  # the hottest GPU's at the timed window's end
     started_utc: str | None
     file: str  # the result's path
     name: str  # how the tables name the file

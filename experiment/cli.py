@@ -36,7 +36,7 @@ from experiment.run import (
     Settings,
     check_placeholders,
 )
-from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_WITHIN_RUN
+from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
 from experiment.stopping import FIRST_STAGE_BLOCKS
 
 DEFAULT_REPEATS = 3
@@ -118,11 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=SETTLE_MINUTES,
         metavar="M",
         help=f"after the warm-up runs, more uncounted runs of the baseline until the host has"
-        f" settled (its last two run medians within {SETTLE_BETWEEN_RUNS * 100:g}%%, each run's"
-        f" halves within {SETTLE_WITHIN_RUN * 100:g}%%), for at"
-        f" most M minutes of warm-up in all (default {SETTLE_MINUTES:g}; 0: no settling; with"
-        " --warmup-runs 0 there is no warm-up and no settling); the manifest and the report say"
-        " how long it took, or that the host had not settled",
+        f" settled (a trend of its run medians over {SETTLE_BETWEEN_RUNS * 100:g}%% a minute"
+        f" ruled out, the last run's halves within {SETTLE_WITHIN_RUN * 100:g}%%) and the GPU"
+        f" has warmed (its temperature rising at most {SETTLE_GPU_RISE_C:g} C a minute: a"
+        f" warming GPU's J/image climbs), for at most M minutes of warm-up in all (default"
+        f" {SETTLE_MINUTES:g}; 0: no settling; with --warmup-runs 0 there is no warm-up and no"
+        " settling); the manifest and the report say how long it took, or that the host had"
+        " not settled",
     )
     p.add_argument(
         "--budget-minutes",

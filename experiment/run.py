@@ -435,8 +435,8 @@ class Experiment:
     # --- settling and stopping (experiment.settling, experiment.stopping) ---------------
     def settled(self) -> settling.Settling:
         """settling.host_settled on the baseline's warm-up runs so far (run medians, the
-        medians of the halves of their timed steps, their end times), judged over a third of
-        --settle-minutes, at most a minute."""
+        medians of the halves of their timed steps, their end times, the GPU's temperature),
+        judged over a third of --settle-minutes, at most a minute."""
         base = self.s.arms[0].label
         done = [r for r in self.runs if r.warmup is not None and r.label == base and r.result]
         try:
@@ -454,7 +454,8 @@ class Experiment:
                 else (run.pace_median_ms, run.pace_median_ms, 0.0)
             )
             ended = self.ended_s[record.index]
-            warm.append(settling.WarmupRun(run.pace_median_ms, first, second, ended))
+            temperature = run.values.gpu_temperature_c
+            warm.append(settling.WarmupRun(run.pace_median_ms, first, second, ended, temperature))
         lookback = settling.lookback_for([r.seconds for r in done], self.s.settle_minutes)
         return settling.host_settled(warm, lookback_s=lookback)
 

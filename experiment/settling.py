@@ -1,4 +1,5 @@
-"""Whether the host has settled, from the baseline's warm-up runs so far, telling drift from noise.
+"""Whether the host has settled (and the GPU warmed), from the baseline's warm-up runs so far,
+telling drift from noise.
 
     runs = [WarmupRun(median_ms, first_half_ms, second_half_ms, ended_s), ...]  # run order
     state = host_settled(runs)   # state.settled; state.seen: "settled", "drift", "noise", ...
@@ -17,6 +18,12 @@ does not count as noise.
   latest run drifted between its halves).
 - noise: neither: the runs vary too much to tell a drift of the tolerance's size from noise.
 - too-few: fewer than 3 runs in the window, or the window does not span lookback_s yet.
+- heating: the host has settled, but the GPU has not: where the runs recorded the GPU's
+  temperature at the end of their timed windows, its least-squares rise over the same window,
+  per lookback_s, exceeds SETTLE_GPU_RISE_C. A GPU that is still warming draws more power at
+  the same clock, so its J/image climbs while its step time stands still (on the H200, +1.4%
+  over 3.5 minutes: docs/telemetry-2026-12.md). The readings are whole degrees; the line
+  through the window's runs averages their rounding.
 
 tests/test_stats_settling.py proves it by simulation: a stationary host with 20% run noise, and
 one drifting -10% over 3 minutes at 0.5% noise, each say "settled" falsely in at most 5%.
@@ -41,24 +48,28 @@ SETTLE_WITHIN_RUN = 0.02
 SETTLE_LOOKBACK_S = 60.0
 SETTLE_LOOKBACK_RUNS = 4
 SETTLE_MIN_RUNS = 3  # a noise estimate around a line needs 3 points (df 1)
+# The GPU has warmed up when its temperature rises by at most this over lookback_s
+SETTLE_GPU_RISE_C = 1.0
 
 
 @dataclass(frozen=True)
 class WarmupRun:
     """One warm-up run of the baseline as settling needs it: its median step (ms), the medians
-    of the first and second half of its timed steps, and when it ended (seconds on any one
-    clock, e.g. POSIX)."""
+    of the first and second half of its timed steps, when it ended (seconds on any one clock,
+    e.g. POSIX), and the hottest GPU's temperature at the end of its timed window (None: a CPU
+    run, or not read)."""
 
     median_ms: float
     first_half_ms: float
     second_half_ms: float
     ended_s: float
+    gpu_temperature_c: float | None = None
 
 
 @dataclass(frozen=True)
 class Settling:
     """Whether the host has settled, from the baseline's warm-up runs so far, and what the rule
-    saw: "settled", "drift", "noise", "too-few" or "unknown" (no reading)."""
+    saw: "settled", "drift", "noise", "too-few", "heating" or "unknown" (no reading)."""
 
     settled: bool
     reason: str
@@ -90,6 +101,19 @@ def _trend(runs: Sequence[WarmupRun]) -> tuple[float, float, float, int]:
     return slope, sd / math.sqrt(sxx), sd, n - 2
 
 
+def gpu_rise(runs: Sequence[WarmupRun], lookback_s: float) -> float | None:
+    """The least-squares rise of the runs' GPU temperatures per lookback_s (degrees C), or None
+    when a run has none."""
+    temps = [r.gpu_temperature_c for r in runs]
+    if any(t is None or not math.isfinite(t) for t in temps):
+        return None
+    ts = [r.ended_s for r in runs]
+    tm, ym = math.fsum(ts) / len(ts), math.fsum(temps) / len(temps)  # type: ignore[arg-type]
+    sxx = math.fsum((t - tm) ** 2 for t in ts)
+    slope = math.fsum((t - tm) * (y - ym) for t, y in zip(ts, temps)) / sxx  # type: ignore[operator]
+    return slope * lookback_s
+
+
 def lookback_for(run_seconds: Sequence[float], settle_minutes: float) -> float:
     """The lookback: min(SETTLE_LOOKBACK_S, SETTLE_LOOKBACK_RUNS x the median warm-up run's
     seconds, a third of --settle-minutes)."""
@@ -102,6 +126,7 @@ def host_settled(
     between: float = SETTLE_BETWEEN_RUNS,
     within: float = SETTLE_WITHIN_RUN,
     lookback_s: float = SETTLE_LOOKBACK_S,
+    gpu_rise_c: float = SETTLE_GPU_RISE_C,
 ) -> Settling:
     """The rule in the module's docstring, on the baseline's warm-up runs in run order.
     UsageError for a median or half that is not a positive, finite time."""
@@ -138,10 +163,26 @@ def host_settled(
             "drift",
         )
     if abs(change) + t_quantile(0.95, df) * se <= tol:
+        rise = gpu_rise(window, lookback_s)
+        gpu = (
+            ""
+            if rise is None
+            else f"; the GPU at {last.gpu_temperature_c:.0f} C, {rise:+.1f} C per {lookback_s:g} s"
+        )
+        if rise is not None and rise > gpu_rise_c:
+            return Settling(
+                False,
+                f"heating: the host has settled ({facts}), the GPU has not: its temperature rose"
+                f" {rise:+.1f} C per {lookback_s:g} s over the last {len(window)} runs (to"
+                f" {last.gpu_temperature_c:.0f} C; limit +{gpu_rise_c:g} C), and its power per"
+                " image rises with it",
+                n,
+                "heating",
+            )
         return Settling(
             True,
             f"settled after {n} warm-up run(s): {facts}; a change over {between:.1%} per"
-            f" {lookback_s:g} s is ruled out (90% interval)",
+            f" {lookback_s:g} s is ruled out (90% interval){gpu}",
             n,
             "settled",
         )

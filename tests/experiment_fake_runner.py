@@ -4,6 +4,8 @@ Writes a valid result (tests/compare_factory.py) without torch. Environment:
 FAKE_ORDER (file: append the run's name), FAKE_FAIL (run name that exits 3),
 FAKE_USAGE (run name that exits 2), FAKE_HANG (run name that sleeps), FAKE_OVERHEAD (% for
 lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slower);
+FAKE_WARMUP_HEAT (H: a GPU warming up, the k-th warm-up run's window ending at 65 - H/k^2 C,
+in whole degrees, every counted run's at 65 C);
 FAKE_ORPHAN (run name whose "rank" outlives it and writes the result
 later, while the launcher exits 1), FAKE_CHECKS (file: append each --check's module),
 FAKE_REFUSE (module whose --check refuses), FAKE_LATE_FAIL (run name that writes its result,
@@ -68,6 +70,15 @@ median = 100.0 * (
 median *= 1 + ((seed % 7) - 3) * 0.001  # run-to-run noise
 if "-w" in name and os.environ.get("FAKE_WARMUP_DRIFT"):  # a host still settling
     median *= 1 + float(os.environ["FAKE_WARMUP_DRIFT"]) / 100 / int(name.rsplit("-w", 1)[1]) ** 2
-write(out, make_result(impl, median_ms=median, seed=seed))
+result = make_result(impl, median_ms=median, seed=seed)
+if os.environ.get("FAKE_WARMUP_HEAT"):
+    from common.result import RankTelemetry
+
+    k = int(name.rsplit("-w", 1)[1]) if "-w" in name else 0
+    heat = float(os.environ["FAKE_WARMUP_HEAT"]) / k**2 if k else 0.0
+    hot = RankTelemetry(window_seconds=0.1, gpu_temperature_c_end=float(round(65 - heat)))
+    ranks = [r.model_copy(update={"telemetry": hot}) for r in result.ranks]
+    result = result.model_copy(update={"ranks": ranks})
+write(out, result)
 if name == os.environ.get("FAKE_LATE_FAIL"):
     sys.exit(1)

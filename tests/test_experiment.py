@@ -364,6 +364,19 @@ def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
     assert settling["settled"] and (settling["runs"], settling["extra_runs"]) == (k, k - 1)
 
 
+def test_settling_waits_for_a_gpu_that_is_still_warming(tmp_path):
+    # the host is steady from w1; the GPU's window ends at 25, 55, 61, 62, 63, 64, 64, 64,
+    # 65 C...: over 1 C per lookback (4 runs' time here) until about w13
+    # (experiment.settling; tests/test_stats_settling.py simulates the rule)
+    out = tmp_path / "exp"
+    proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, FAKE_WARMUP_HEAT="40")
+    assert proc.returncode == 0, proc.stderr
+    settling = manifest(out)["settling"]
+    assert settling["settled"] and settling["extra_runs"] >= 8, settling
+    assert "the GPU at 65 C" in settling["reason"]
+    assert "host settled" in proc.stdout
+
+
 def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):
     out = tmp_path / "exp"
     env = clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE), FAKE_HANG="native-b-r1")

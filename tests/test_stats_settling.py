@@ -1,4 +1,5 @@
-"""Host settling (experiment.settling.host_settled) tells drift from noise, proven by simulation.
+"""Host settling (experiment.settling.host_settled) tells drift from noise, and waits for a GPU
+that is still warming, proven by simulation.
 
 Each simulated experiment adds warm-up runs of the baseline (20-26 s each, as real runs of the
 suite take) and asks the rule after each, as experiment/run.py does, until it says "settled" or
@@ -91,6 +92,59 @@ def test_settling_needs_runs_that_span_the_lookback() -> None:
     drifting = [*steady[:-1], WarmupRun(100.0, 100.0, 104.0, 120.0)]
     state = host_settled(drifting)
     assert not state.settled and state.seen == "drift" and "+4.0%" in state.reason
+
+
+def warming(
+    rng: np.random.Generator, tau_s: float, horizon_s: float = 400.0
+) -> tuple[bool, float, str]:
+    """(said settled, when, what the rule saw last) for a quiet host (0.5% run noise) whose GPU
+    warms from 40 C towards 65 C with time constant tau_s (0: already warm), read at each run's
+    end in whole degrees with 0.5 C of jitter, as NVML reports it."""
+    runs: list[WarmupRun] = []
+    t, seen = 0.0, "too-few"
+    while t < horizon_s:
+        t += 20.0 + 6.0 * rng.random()
+        median = 100.0 * math.exp(rng.normal(0.0, 0.005))
+        warm = 65.0 - (25.0 * math.exp(-t / tau_s) if tau_s else 0.0)
+        temperature = float(round(warm + rng.normal(0.0, 0.5)))
+        runs.append(WarmupRun(median, median, median, t, temperature))
+        state = host_settled(runs)
+        seen = state.seen
+        if state.settled:
+            return True, t, seen
+    return False, t, seen
+
+
+def test_a_warming_gpu_is_not_called_settled_while_it_warms() -> None:
+    # tau 90 s: the true rise per minute is 12.2 x exp(-t / 90) C, over 1.5 C until t = 188 s
+    rng = np.random.default_rng(3205)
+    out = [warming(rng, 90.0) for _ in range(REPS)]
+    early = np.mean([s and t < 188.0 for s, t, _ in out])
+    assert early + 2 * MC_SE <= BOUND, early
+    late = [t for s, t, _ in out if s]
+    assert len(late) / REPS >= 0.95, len(late)  # and it settles once the GPU is warm
+    rng = np.random.default_rng(3206)
+    during = Counter(seen for _, _, seen in (warming(rng, 90.0, 150.0) for _ in range(REPS)))
+    # it says why: the GPU heating (the rest: the host's own noise not yet told from drift)
+    assert during["heating"] / REPS >= 0.90 and during["settled"] == 0, during
+
+
+def test_a_warm_gpu_does_not_hold_a_quiet_host_back() -> None:
+    rng = np.random.default_rng(3207)
+    out = [warming(rng, 0.0, horizon_s=180.0) for _ in range(REPS)]
+    assert np.mean([s for s, _, _ in out]) >= 0.95
+
+
+def test_heating_says_how_fast_the_gpu_warmed_and_settled_says_where_it_stands() -> None:
+    heating = [WarmupRun(100.0, 100.0, 100.0, 20.0 * k, 50.0 + 2 * k) for k in range(7)]
+    state = host_settled(heating)
+    assert not state.settled and state.seen == "heating"
+    assert "+6.0 C per 60 s" in state.reason and "to 62 C" in state.reason
+    warm = [WarmupRun(100.0, 100.0, 100.0, 20.0 * k, 62.0) for k in range(7)]
+    state = host_settled(warm)
+    assert state.settled and "the GPU at 62 C, +0.0 C per 60 s" in state.reason
+    unread = [*warm[:-1], WarmupRun(100.0, 100.0, 100.0, 120.0)]  # one run without a reading
+    assert host_settled(unread).settled and " C per " not in host_settled(unread).reason
 
 
 @pytest.mark.parametrize(
