@@ -7,7 +7,10 @@ each comparison's difference by the same method as the step time.
 A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
 (NVML's counter, read after the syncs at both ends) over the images of all timed steps. As for
 time, the unit of evidence is a run. An arm's level is the geometric mean over its counted runs
-with a t-interval on the mean log (intervals.mean_interval). A difference is
+with a t-interval on the mean log (intervals.mean_interval), beside the range of the GPU's
+temperature at the runs' window ends. A GPU that is still warming draws more power at the same
+clock, so its J/image climbs from run to run and widens that interval: where an arm's J/image
+rose with the temperature (WARMING_RULE), the row says so (`warming`). A difference is
 intervals.compare_arms on the same runs' J/image: paired by block for an experiment folder,
 Stein's interval when it stopped by that rule, else the run-level interval; its refusals are
 time's. Runs without a counter (CPU, older GPU, no nvidia-ml-py) give no number: a row
@@ -20,13 +23,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare import distributions, intervals
+from compare import attribution, distributions, intervals
 from compare.model import Run
 from compare.pairing import group
 from compare.rows import EnergyDifference
 from compare.verdicts import energy_sentence
 
 UNIT = "J/image"
+WARMING_MIN_C = 2.0  # a narrower range of whole-degree readings is rounding, not warming
+WARMING_RULE = (
+    f"J/image rose with the GPU's temperature: {attribution.MIN_RUNS} or more runs whose"
+    f" window-end temperatures span {WARMING_MIN_C:g} C or more, and a positive Pearson"
+    f" correlation with their J/image significant at {attribution.ALPHA:g} (two-sided)"
+)
 
 
 def joules_per_image(run: Run) -> float | None:
@@ -59,6 +68,33 @@ class EnergyRow:
     watts: float | None  # median over runs of all GPUs' mean power over the window
     unavailable: str | None  # why joules_per_image is None (the first run's reason)
     confidence: float = intervals.CONFIDENCE
+    # the GPU's temperature at the end of the runs' timed windows, lowest and highest (C)
+    temperature_c_low: float | None = None
+    temperature_c_high: float | None = None
+    warming: str | None = None  # WARMING_RULE's sentence, where the runs meet it
+
+
+def warming(arm: str, runs: Sequence[Run]) -> str | None:
+    """The sentence when the runs' J/image rose with the GPU's temperature (WARMING_RULE),
+    else None (fewer runs, a temperature that stood still, no significant correlation)."""
+    pairs = [
+        (r.values.gpu_temperature_c, joules_per_image(r))
+        for r in runs
+        if r.values.gpu_temperature_c is not None and joules_per_image(r) is not None
+    ]
+    if len(pairs) < attribution.MIN_RUNS:
+        return None
+    temps, joules = zip(*pairs)
+    if max(temps) - min(temps) < WARMING_MIN_C:  # type: ignore[operator]
+        return None
+    r, p = attribution.pearson(temps, [math.log(j) for j in joules])  # type: ignore[arg-type]
+    if r <= 0 or p >= attribution.ALPHA:
+        return None
+    return (
+        f"{arm}: J/image rose with the GPU's temperature (r = {r:.2f} over {len(pairs)} runs,"
+        f" {min(temps):.0f}-{max(temps):.0f} C at the windows' ends): the GPU was still warming,"
+        " which widens this interval; let it warm first (experiment --settle-minutes)"
+    )
 
 
 def _counted(runs: Sequence[Run]) -> list[Run]:
@@ -76,6 +112,7 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
     logs = [math.log(joules_per_image(r)) for r in have]  # type: ignore[arg-type]
     mean, half = intervals.mean_interval(logs)
     watts = [r.result.energy.watts for r in have if r.result.energy.watts is not None]  # type: ignore[union-attr]
+    temps = [r.values.gpu_temperature_c for r in have if r.values.gpu_temperature_c is not None]
     return EnergyRow(
         arm=arm,
         world_size=world,
@@ -87,6 +124,9 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
         half_width_percent=None if half is None else math.expm1(half) * 100.0,
         watts=distributions.median(watts) if watts else None,
         unavailable=None,
+        temperature_c_low=min(temps) if temps else None,
+        temperature_c_high=max(temps) if temps else None,
+        warming=warming(arm, have),
     )
 
 

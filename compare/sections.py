@@ -61,17 +61,22 @@ def answer(report: Report) -> Section:
 
 
 def energy_levels(report: Report) -> tuple[str, ...]:
-    """Each arm's J/image with its interval over runs, where its runs measured it."""
-    return tuple(
-        f"J/image, {e.arm}, {verdicts.where(e.world_size, report.unit)}: {energy_cell(e)}"
-        f" ({intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean;"
-        f" {e.watts:,.0f} W median)"
-        if e.watts is not None
-        else f"J/image, {e.arm}, {verdicts.where(e.world_size, report.unit)}: {energy_cell(e)}"
-        f" ({intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean)"
-        for e in report.energy
-        if e.joules_per_image is not None
-    )
+    """Each arm's J/image with its interval over runs, where its runs measured it, its power
+    and GPU temperatures, and a warning where the GPU was still warming."""
+    lines = []
+    for e in report.energy:
+        if e.joules_per_image is None:
+            continue
+        facts = [f"{intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean"]
+        if e.watts is not None:
+            facts.append(f"{e.watts:,.0f} W median")
+        if e.temperature_c_low is not None and e.temperature_c_high is not None:
+            facts.append(f"GPU {e.temperature_c_low:.0f}-{e.temperature_c_high:.0f} C")
+        where = verdicts.where(e.world_size, report.unit)
+        lines.append(f"J/image, {e.arm}, {where}: {energy_cell(e)} ({'; '.join(facts)})")
+        if e.warming is not None:
+            lines.append(f"warning: {e.warming}")
+    return tuple(lines)
 
 
 def noise(report: Report) -> Section:

@@ -30,6 +30,7 @@ def run(
     steal: float = 0.0,
     involuntary: int = 10,
     throttle: float = 0.0,
+    temperature: float | None = None,
     block: int | None = None,
     position: int | None = None,
     reason: str = "a CPU run has no GPU",
@@ -45,6 +46,7 @@ def run(
         throttle_seconds={"power": throttle * window, "low_utilization": 0.0},
         sm_clock_mhz_min=clock,
         sm_clock_mhz_median=clock,
+        gpu_temperature_c_end=temperature,
     )
     energy = (
         EnergySummary(unavailable=reason)
@@ -93,6 +95,46 @@ def test_runs_without_a_counter_show_a_dash_and_the_reason():
     (diff,) = energy_differences(runs)
     assert diff.percent is None and diff.no_verdict_reason == "a CPU run has no GPU"
     assert "not measured" in diff.sentence
+
+
+def warming_rate(rng, reps: int, per_degree: float, noise: float = 0.004) -> float:
+    """The share of `reps` arms of 6 runs whose row warns of warming: the GPU's window ends at
+    50..58 C (whole degrees, in run order), J/image rising `per_degree` per degree C with
+    log-normal run noise `noise` (0: the temperature does not matter)."""
+    warned = 0
+    for _ in range(reps):
+        temps = np.round(np.linspace(50, 58, 6) + rng.normal(0, 0.5, 6))
+        jpi = 0.135 * np.exp(per_degree * (temps - 50) + rng.normal(0, noise, 6))
+        runs = [run("native", flat(50), j, temperature=t) for t, j in zip(temps, jpi)]
+        warned += energy_rows(runs)[0].warming is not None
+    return warned / reps
+
+
+def test_j_per_image_that_rises_with_the_gpu_temperature_is_named_and_noise_is_not():
+    # +2.4% over 8 C at 0.4% run noise, 6 runs: named in 95% (simulated); at +1.4% over 8 C
+    # (the H200's climb on 2026-12-05, docs/telemetry-2026-12.md) the rule's power is about 57%
+    assert warming_rate(np.random.default_rng(34), 300, 0.003) >= 0.90
+    # J/image that does not depend on the temperature: a false warning at most 2.5% (one side
+    # of a 5% two-sided test) in expectation; 400 arms give a Monte Carlo SE of 0.8 points
+    assert warming_rate(np.random.default_rng(35), 400, 0.0) <= 0.025 + 2 * 0.008
+
+
+def test_the_level_line_gives_the_gpu_temperatures_and_warns_of_warming():
+    from compare.report import render
+
+    temps = [50, 52, 54, 56, 57, 58]
+    runs = [
+        run("native", flat(50 + 0.01 * k), 0.134 * (1 + 0.002 * (t - 50)), temperature=t)
+        for k, t in enumerate(temps)
+    ]
+    (row,) = energy_rows(runs)
+    assert (row.temperature_c_low, row.temperature_c_high) == (50, 58)
+    text = render(analyse(runs), "text")
+    assert "600 W median; GPU 50-58 C)" in text
+    assert "warning: native: J/image rose with the GPU's temperature (r = 1.00 over 6" in text
+    steady = [run("native", flat(50 + 0.01 * k), 0.134, temperature=60) for k in range(6)]
+    assert energy_rows(steady)[0].warming is None
+    assert "GPU 60-60 C" in render(analyse(steady), "text")
 
 
 def test_the_difference_is_paired_by_block_like_time():
