@@ -17,7 +17,8 @@
 #   run-cost-forked    GPU-bound, native, Fabric, Trainer forked from warm interpreters
 #   run-cost-fresh     GPU-bound, native, Fabric, Trainer each a fresh process, none profiled
 #   fork-check         GPU-bound, native fresh vs native forked (the A/A of forking), 5 blocks
-#   energy             GPU-bound, 200 timed steps: J/image of native, Fabric, Trainer
+#   energy             GPU-bound, 200 timed steps: J/image of native, Fabric, Trainer, after
+#                      settling (host and GPU temperature), up to 7 blocks in 9 minutes
 #   gpu-tests          the GPU-marked tests of telemetry and the interleaved mode
 # Each step is bounded (its own budget flags, then `timeout`); a step that fails is logged and
 # the next one runs. With OUT set (the device tool), the folders this call wrote and the step log
@@ -72,8 +73,8 @@ for s in "$@"; do
       --out "$d"/run-cost/fresh-"$day" -- "${gpu[@]}" --profile-steps 0 ;;
     fork-check) step "$s" 240 "$PY" -m experiment --plan fork-check --variant gpu-bound \
       --repeats 5 --settle-minutes 0 --out "$d"/fork-check-"$day" -- --devices 1 ;;
-    energy) step "$s" 320 "$PY" -m experiment --arms native,fabric,lightning --repeats 4 \
-      --settle-minutes 0 --budget-minutes 5 --out "$d"/energy/gpu-bound-"$day" -- "${gpu[@]}" \
+    energy) step "$s" 570 "$PY" -m experiment --arms native,fabric,lightning --repeats 7 \
+      --settle-minutes 3 --budget-minutes 9 --out "$d"/energy/gpu-bound-"$day" -- "${gpu[@]}" \
       --warmup-steps 20 --steps 200 ;;
     gpu-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_telemetry.py \
       tests/test_interleaved.py --junit-xml "$d/test-gpu-$day.xml" ;;
