@@ -67,7 +67,11 @@ def energy_levels(report: Report) -> tuple[str, ...]:
     for e in report.energy:
         if e.joules_per_image is None:
             continue
-        facts = [f"{intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean"]
+        facts = [
+            f"{intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean"
+            if e.half_width_percent is not None
+            else f"{e.runs} run{'s' if e.runs != 1 else ''}, too few for an interval"
+        ]
         if e.watts is not None:
             facts.append(f"{e.watts:,.0f} W median")
         if e.temperature_c_low is not None and e.temperature_c_high is not None:
