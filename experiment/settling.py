@@ -87,15 +87,21 @@ def _check(runs: Sequence[WarmupRun]) -> None:
             )
 
 
+def _line(ts: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float, float]:
+    """Least squares y = a + slope x t: (slope, mean t, mean y, sum of squares of t)."""
+    n = len(ts)
+    tm, ym = math.fsum(ts) / n, math.fsum(ys) / n
+    sxx = math.fsum((t - tm) ** 2 for t in ts)
+    return math.fsum((t - tm) * (y - ym) for t, y in zip(ts, ys)) / sxx, tm, ym, sxx
+
+
 def _trend(runs: Sequence[WarmupRun]) -> tuple[float, float, float, int]:
     """Least squares log median = a + slope x end time: (slope per second, its standard error,
     the residual sd, df = runs - 2)."""
     ts = [r.ended_s for r in runs]
     ys = [math.log(r.median_ms) for r in runs]
     n = len(runs)
-    tm, ym = math.fsum(ts) / n, math.fsum(ys) / n
-    sxx = math.fsum((t - tm) ** 2 for t in ts)
-    slope = math.fsum((t - tm) * (y - ym) for t, y in zip(ts, ys)) / sxx
+    slope, tm, ym, sxx = _line(ts, ys)
     resid = math.fsum((y - ym - slope * (t - tm)) ** 2 for t, y in zip(ts, ys))
     sd = math.sqrt(resid / (n - 2))
     return slope, sd / math.sqrt(sxx), sd, n - 2
@@ -107,11 +113,7 @@ def gpu_rise(runs: Sequence[WarmupRun], lookback_s: float) -> float | None:
     temps = [r.gpu_temperature_c for r in runs]
     if any(t is None or not math.isfinite(t) for t in temps):
         return None
-    ts = [r.ended_s for r in runs]
-    tm, ym = math.fsum(ts) / len(ts), math.fsum(temps) / len(temps)  # type: ignore[arg-type]
-    sxx = math.fsum((t - tm) ** 2 for t in ts)
-    slope = math.fsum((t - tm) * (y - ym) for t, y in zip(ts, temps)) / sxx  # type: ignore[operator]
-    return slope * lookback_s
+    return _line([r.ended_s for r in runs], temps)[0] * lookback_s  # type: ignore[arg-type]
 
 
 def lookback_for(run_seconds: Sequence[float], settle_minutes: float) -> float:
