@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compare import distributions
-from compare.model import Run
+from compare.model import Run, of_ranks
 from compare.pairing import group
 
 MIN_RUNS = 5
@@ -73,21 +73,9 @@ CAUSES = {
 }
 
 
-def _ranks_telemetry(run: Run) -> list:
-    ranks = getattr(run.result, "ranks", None) or []
-    return [r.telemetry for r in ranks]
-
-
 def _of_ranks(pick: Callable, combine: Callable) -> Callable[[Run], float | None]:
     """A run's value from its ranks' telemetry (None when any rank lacks it)."""
-
-    def read(run: Run) -> float | None:
-        values = [None if t is None else pick(t) for t in _ranks_telemetry(run)]
-        if not values or any(v is None for v in values):
-            return None
-        return float(combine(values))
-
-    return read
+    return lambda run: of_ranks(run.result, pick, combine)
 
 
 def _throttled(t) -> float | None:

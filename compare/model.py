@@ -321,11 +321,14 @@ def run_from(
     )
 
 
-def _hottest(r: Result) -> float | None:
-    """The hottest rank's GPU temperature at the end of its timed window (None where a rank
-    read none: a CPU run, an older result)."""
-    temps = [None if k.telemetry is None else k.telemetry.gpu_temperature_c_end for k in r.ranks]
-    return None if any(t is None for t in temps) else max(temps)  # type: ignore[type-var]
+def of_ranks(result: Any, pick: Callable, combine: Callable) -> float | None:
+    """`pick` from each rank's telemetry, `combine`d over the ranks (e.g. max: the hottest
+    GPU); None where a rank has no value (a CPU run, an older or original result)."""
+    ranks = getattr(result, "ranks", None) or []
+    values = [None if k.telemetry is None else pick(k.telemetry) for k in ranks]
+    if not values or any(v is None for v in values):
+        return None
+    return float(combine(values))
 
 
 def _suite_fields(r: Result) -> dict[str, Any]:
@@ -356,7 +359,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
             joules_per_image=None if r.energy is None else r.energy.joules_per_image,
-            gpu_temperature_c=_hottest(r),
+            gpu_temperature_c=of_ranks(r, lambda t: t.gpu_temperature_c_end, max),
         ),
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their
