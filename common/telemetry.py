@@ -10,12 +10,12 @@ Nothing runs during the steps: no sampling thread, no call between the two ends,
 telemetry cannot perturb the timing. Energy is NVML's total-energy counter
 (nvmlDeviceGetTotalEnergyConsumption, millijoules since the driver loaded; Volta and newer),
 read at both ends, as is the GPU's temperature (nvmlDeviceGetTemperature, the die sensor, whole
-degrees C: a GPU still warming draws more power at the same clock). Throttling is the
-driver's violation counters (nvmlDeviceGetViolationStatus: nanoseconds the clocks were held
-back, per reason) over the window. SM clock and power come from
-the driver's own sample buffer (nvmlDeviceGetSamples since the window's start): the driver fills
-it anyway, and it holds a limited number of samples, so for a long window they cover its last
-part; the record says how many seconds they span.
+degrees C: a GPU still warming draws more power at the same clock). Throttling is the driver's
+violation counters (nvmlDeviceGetViolationStatus: nanoseconds the clocks were held back, per
+reason) over the window. SM clock and power come from the driver's own sample buffer
+(nvmlDeviceGetSamples since the window's start): the driver fills it anyway, and it holds a
+limited number of samples, so for a long window they cover its last part; the record says how
+many seconds they span.
 
 nvidia-ml-py (the `energy` extra: `pip install '.[energy]'`) is imported only in `open`, in a
 rank process, never at import time: `common` imports without it and a launching parent never
