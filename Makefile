@@ -39,6 +39,7 @@ format: setup
 
 schema: setup
 	$(PY) -m common schema > schema/result.schema.json
+	$(PY) -m common manifest-schema > schema/manifest.schema.json
 
 lesson: setup
 	$(PY) -m lesson

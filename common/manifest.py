@@ -78,6 +78,10 @@ class ManifestRun(_Strict):
         return self
 
 
+# What experiment.settling's rule saw: its Settling.seen
+SettlingSeen = Literal["settled", "drift", "noise", "too-few", "heating", "unknown"]
+
+
 class ManifestSettling(_Strict):
     """How the experiment waited for a settled host before its counted runs:
     uncounted warm-up runs of the baseline until experiment.settling.host_settled, within a
@@ -89,6 +93,14 @@ class ManifestSettling(_Strict):
     extra_runs: int = Field(ge=0)  # of those, the runs added to settle (beyond --warmup-runs)
     max_minutes: float = Field(gt=0)  # the user's bound (--settle-minutes)
     reason: str
+    # what the rule saw last (experiment.settling.Settling.seen); absent in older manifests
+    seen: SettlingSeen | None = None
+
+    @property
+    def warming(self) -> bool:
+        """Whether the host had settled but the GPU was still warming when the counted runs
+        began (the rule's "heating")."""
+        return not self.settled and self.seen == "heating"
 
 
 class ManifestStopping(_Strict):

@@ -433,7 +433,8 @@ def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:
 
 def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
     """What the experiments' manifests say about settling: a note with how long it took, or a
-    warning that the host had not settled when the counted runs began."""
+    warning that the host had not settled (or the GPU was still warming) when the counted runs
+    began."""
     warnings, notes = [], []
     for record in dict.fromkeys(r.placement.settling for r in runs if r.placement.settling):
         took = (
@@ -442,6 +443,18 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
         )
         if record.settled:
             notes.append(f"host settled before the counted runs: {took}; {record.reason}")
+        elif record.warming:
+            warnings.append(
+                Flag.plain(
+                    "not-settled",
+                    (
+                        "the GPU was still warming when the counted runs began (the host had"
+                        f" settled; gave up after {took}, bound {record.max_minutes:g} min):"
+                        f" {record.reason}; expect J/image to climb across the runs at a steady"
+                        " step time (raise --settle-minutes)"
+                    ),
+                )
+            )
         else:
             warnings.append(
                 Flag.plain(

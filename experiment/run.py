@@ -479,22 +479,26 @@ class Experiment:
             k += 1
             if self.one(k, 1, base, f"settling {k - s.warmup_runs}", warmup=True):
                 return True
+        warm = [r.seconds for r in self.runs if r.warmup is not None and r.label == base.label]
+        short = "" if state.settled else settling.bound_advice(warm, s.settle_minutes)
         self.settling = ManifestSettling(
             settled=state.settled,
             seconds=round(time.monotonic() - started, 1),
             runs=state.runs,
             extra_runs=k - s.warmup_runs,
             max_minutes=s.settle_minutes,
-            reason=state.reason,
+            reason=f"{state.reason}; {short}" if short else state.reason,
+            seen=state.seen,
         )
         self.write_manifest()
         took = f"{self.settling.seconds:.0f} s, {k - s.warmup_runs} extra baseline warm-up run(s)"
+        what = "GPU still warming after" if self.settling.warming else "host NOT settled within"
         if state.settled:
             print(f"{PROG}: host settled ({took}): {state.reason}", flush=True)
         else:
             print(
-                f"{PROG}: warning: host NOT settled within {s.settle_minutes:g} min ({took}):"
-                f" {state.reason}; counting anyway",
+                f"{PROG}: warning: {what} {s.settle_minutes:g} min ({took}):"
+                f" {self.settling.reason}; counting anyway",
                 flush=True,
             )
         return False

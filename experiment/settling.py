@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.errors import UsageError
+from common.manifest import SettlingSeen
 from compare.distributions import median, t_quantile
 
 # The tolerance: a change of more than this between runs a minute apart is drift worth waiting
@@ -48,6 +49,9 @@ SETTLE_WITHIN_RUN = 0.02
 SETTLE_LOOKBACK_S = 60.0
 SETTLE_LOOKBACK_RUNS = 4
 SETTLE_MIN_RUNS = 3  # a noise estimate around a line needs 3 points (df 1)
+# A bound that holds fewer runs than this is said to be short (bound_advice): with 5, three runs
+# span the lookback (a third of the bound) and two more sharpen the noise estimate
+SETTLE_ADVISED_RUNS = 5
 # The GPU has warmed up when its temperature rises by at most this over lookback_s
 SETTLE_GPU_RISE_C = 1.0
 
@@ -74,7 +78,7 @@ class Settling:
     settled: bool
     reason: str
     runs: int  # warm-up runs of the baseline seen
-    seen: str = "unknown"
+    seen: SettlingSeen = "unknown"
 
 
 def _check(runs: Sequence[WarmupRun]) -> None:
@@ -121,6 +125,23 @@ def lookback_for(run_seconds: Sequence[float], settle_minutes: float) -> float:
     seconds, a third of --settle-minutes)."""
     runs = SETTLE_LOOKBACK_RUNS * median(run_seconds) if run_seconds else SETTLE_LOOKBACK_S
     return min(SETTLE_LOOKBACK_S, runs, settle_minutes * 60.0 / 3.0)
+
+
+def bound_advice(run_seconds: Sequence[float], settle_minutes: float) -> str:
+    """Where --settle-minutes leaves the rule too few runs to judge (it needs SETTLE_MIN_RUNS
+    spanning the lookback): a clause saying how many runs of the median warm-up run's length the
+    bound holds, and a bound that holds SETTLE_ADVISED_RUNS of them; "" where it holds those."""
+    if not run_seconds:
+        return ""
+    run = median(run_seconds)
+    if settle_minutes * 60.0 >= SETTLE_ADVISED_RUNS * run:
+        return ""
+    advised = math.ceil(SETTLE_ADVISED_RUNS * run / 30.0) / 2.0  # in half minutes
+    return (
+        f"--settle-minutes {settle_minutes:g} holds about {settle_minutes * 60.0 / run:.1f}"
+        f" warm-up runs of {run:.0f} s, and the rule needs {SETTLE_MIN_RUNS} or more over the"
+        f" lookback: give it {advised:g} or more ({SETTLE_ADVISED_RUNS} runs)"
+    )
 
 
 def host_settled(

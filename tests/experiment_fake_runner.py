@@ -5,7 +5,7 @@ FAKE_ORDER (file: append the run's name), FAKE_FAIL (run name that exits 3),
 FAKE_USAGE (run name that exits 2), FAKE_HANG (run name that sleeps), FAKE_OVERHEAD (% for
 lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slower);
 FAKE_WARMUP_HEAT (H: a GPU warming up, the k-th warm-up run's window ending at 65 - H/k^2 C,
-in whole degrees, every counted run's at 65 C);
+in whole degrees, every counted run's at 65 C; "endless": at 30 + k C, a GPU that never warms);
 FAKE_ORPHAN (run name whose "rank" outlives it and writes the result
 later, while the launcher exits 1), FAKE_CHECKS (file: append each --check's module),
 FAKE_REFUSE (module whose --check refuses), FAKE_LATE_FAIL (run name that writes its result,
@@ -75,8 +75,11 @@ if os.environ.get("FAKE_WARMUP_HEAT"):
     from common.result import RankTelemetry
 
     k = int(name.rsplit("-w", 1)[1]) if "-w" in name else 0
-    heat = float(os.environ["FAKE_WARMUP_HEAT"]) / k**2 if k else 0.0
-    hot = RankTelemetry(window_seconds=0.1, gpu_temperature_c_end=float(round(65 - heat)))
+    if os.environ["FAKE_WARMUP_HEAT"] == "endless":
+        end = 30.0 + k
+    else:
+        end = float(round(65 - float(os.environ["FAKE_WARMUP_HEAT"]) / k**2 if k else 65))
+    hot = RankTelemetry(window_seconds=0.1, gpu_temperature_c_end=end)
     ranks = [r.model_copy(update={"telemetry": hot}) for r in result.ranks]
     result = result.model_copy(update={"ranks": ranks})
 write(out, result)

@@ -338,7 +338,10 @@ def test_a_host_that_does_not_settle_within_the_bound_is_recorded_and_warned(tmp
     assert proc.returncode == 0, proc.stderr
     settling = manifest(out)["settling"]
     assert settling["settled"] is False and settling["extra_runs"] == 0
-    assert "settling needs 3" in settling["reason"]
+    assert "settling needs 3" in settling["reason"] and settling["seen"] == "too-few"
+    # the bound holds less than one run: the reason says so, and what to give it
+    assert "--settle-minutes 0.0005 holds about " in settling["reason"]
+    assert "give it 0.5 or more (5 runs)" in settling["reason"]
     assert "warning: host NOT settled within 0.0005 min" in proc.stdout
     report = (out / "report.txt").read_text()
     assert "the host had NOT settled when the counted runs began" in report
@@ -375,6 +378,24 @@ def test_settling_waits_for_a_gpu_that_is_still_warming(tmp_path):
     assert settling["settled"] and settling["extra_runs"] >= 8, settling
     assert "the GPU at 65 C" in settling["reason"]
     assert "host settled" in proc.stdout
+
+
+def test_a_gpu_still_warming_at_the_bound_is_named_not_the_host(tmp_path):
+    # the host is steady from w1; the GPU's window ends 1 C warmer each warm-up run, for ever
+    out = tmp_path / "exp"
+    proc = experiment(
+        ["--repeats", "1", "--settle-minutes", "0.15", "--out", str(out)],
+        tmp_path,
+        FAKE_WARMUP_HEAT="endless",
+    )
+    assert proc.returncode == 0, proc.stderr
+    settling = manifest(out)["settling"]
+    assert settling["settled"] is False and settling["seen"] == "heating", settling
+    assert "warning: GPU still warming after 0.15 min" in proc.stdout
+    assert "host NOT settled" not in proc.stdout
+    report = (out / "report.txt").read_text()
+    assert "the GPU was still warming when the counted runs began" in report
+    assert "the host had NOT settled" not in report
 
 
 def test_a_b_a_labels_and_sigterm_leave_a_consistent_manifest(tmp_path):

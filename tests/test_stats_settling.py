@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from experiment.settling import WarmupRun, host_settled
+from experiment.settling import WarmupRun, bound_advice, host_settled, lookback_for
 
 REPS = 2000
 BOUND = 0.05
@@ -145,6 +145,34 @@ def test_heating_says_how_fast_the_gpu_warmed_and_settled_says_where_it_stands()
     assert state.settled and "the GPU at 62 C, +0.0 C per 60 s" in state.reason
     unread = [*warm[:-1], WarmupRun(100.0, 100.0, 100.0, 120.0)]  # one run without a reading
     assert host_settled(unread).settled and " C per " not in host_settled(unread).reason
+
+
+def settle_within(rng: np.random.Generator, run_s: float, minutes: float) -> bool:
+    """experiment.run's loop on a quiet, steady host (0.3% run noise) with runs of about run_s:
+    a run is added while the bound has room for one more; whether the rule said settled."""
+    runs: list[WarmupRun] = []
+    spent = 0.0
+    while spent + run_s <= minutes * 60.0:
+        spent += run_s * rng.uniform(0.95, 1.05)
+        median_ms = 100.0 * math.exp(rng.normal(0.0, 0.003))
+        runs.append(WarmupRun(median_ms, median_ms, median_ms, spent))
+        lookback = lookback_for([run_s] * len(runs), minutes)
+        if host_settled(runs, lookback_s=lookback).settled:
+            return True
+    return False
+
+
+def test_a_bound_too_short_for_the_runs_is_said_with_one_that_holds_them() -> None:
+    assert bound_advice([], 0.5) == "" and bound_advice([20.0, 20.0], 2.0) == ""
+    advice = bound_advice([20.0, 21.0, 19.0], 1.0)
+    assert advice == (
+        "--settle-minutes 1 holds about 3.0 warm-up runs of 20 s, and the rule needs 3 or more"
+        " over the lookback: give it 2 or more (5 runs)"
+    )
+    # the advised bound lets the rule answer for a quiet host; the short one seldom does
+    rng = np.random.default_rng(3208)
+    assert np.mean([settle_within(rng, 20.0, 2.0) for _ in range(REPS)]) >= 0.95
+    assert np.mean([settle_within(rng, 20.0, 1.0) for _ in range(REPS)]) <= 0.5
 
 
 @pytest.mark.parametrize(
