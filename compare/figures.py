@@ -2,7 +2,7 @@
 
     draw(report, Path("comparison.png"))     # throughput, step times, overhead, scaling
     points = drift_points(runs)              # one per run with a start time, warm-up included
-    draw_drift(report, points, "drift.png")  # left: medians over time; right: the overhead
+    draw_drift(report, points, "drift.png")  # medians (and J/image) over time; the overhead
     page_figures(report, points)             # [(caption, PNG bytes)] for the HTML page
 
 The comparison is one figure of three or four panels: global throughput per arm and world size,
@@ -10,7 +10,9 @@ step-time distributions, each comparison's overhead with its 95% interval, and s
 there is more than one world size. The drift figure shows each run as one point at its start
 time (minutes since the experiment's first run), coloured by arm; warm-up runs are hollow,
 blocks are shaded. A machine that has not settled shows a slope at the left; arms that were not
-interleaved show as separate clusters of colour.
+interleaved show as separate clusters of colour. Where runs read the GPU's energy, a second
+panel shows their J/image the same way, with the GPU's temperature at each run's end on a right
+axis: a GPU still warming shows as J/image climbing with the temperature at a steady step.
 
 Uses matplotlib's object API on an Agg canvas (no pyplot, no global backend state), so it
 works on a machine without a display.
@@ -191,7 +193,8 @@ def draw(report: Report, path: Path | BinaryIO) -> None:
 
 @dataclass(frozen=True)
 class DriftPoint:
-    """One run: when it ran, its median step, its arm, block and whether it was counted."""
+    """One run: when it ran, its median step, its arm, block and whether it was counted, and
+    where its GPUs read them, its J/image and the hottest GPU's temperature (C) at its end."""
 
     label: str
     started: datetime
@@ -199,6 +202,8 @@ class DriftPoint:
     median_ms: float
     warmup: bool
     block: int | None
+    joules_per_image: float | None = None
+    gpu_temperature_c: float | None = None
 
 
 def parse_utc(text: str | None) -> datetime | None:
@@ -225,6 +230,8 @@ def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
                     run.pace_median_ms,
                     run.warmup is not None,
                     run.block,
+                    run.values.joules_per_image,
+                    run.values.gpu_temperature_c,
                 )
             )
     return points
@@ -242,8 +249,38 @@ def block_spans(points: Sequence[DriftPoint]) -> list[tuple[int, datetime, datet
     return [(block, lo, hi) for block, (lo, hi) in sorted(spans.items())]
 
 
-def drift_panel(ax: Axes, report: Report, points: Sequence[DriftPoint]) -> None:
-    """Run medians against minutes since the first run; blocks shaded, warm-up runs hollow."""
+@dataclass(frozen=True)
+class DriftValue:
+    """What a drift panel plots per run: the field of DriftPoint, its axis label and title."""
+
+    field: str
+    ylabel: str
+    title: str
+
+
+STEP = DriftValue(
+    "median_ms",
+    "run median step (ms; lower is better)",
+    "Drift: each run's median step at its start time",
+)
+ENERGY = DriftValue(
+    "joules_per_image",
+    "GPU energy per image (J; lower is better)",
+    "Energy: each run's J/image at its start time",
+)
+
+
+def drift_values(points: Sequence[DriftPoint]) -> list[DriftValue]:
+    """The drift figure's panels: the median step, and J/image where a run read the energy."""
+    return [STEP] + ([ENERGY] if any(p.joules_per_image is not None for p in points) else [])
+
+
+def drift_panel(
+    ax: Axes, report: Report, points: Sequence[DriftPoint], value: DriftValue = STEP
+) -> None:
+    """A value per run (value.field, runs without it left out) against minutes since the first
+    run; blocks shaded, warm-up runs hollow. The energy panel adds the GPU's temperature at each
+    run's end on a right axis, where runs read it (a warming GPU's J/image climbs with it)."""
     t0 = min(p.started for p in points)
 
     def minutes(t: datetime) -> float:
@@ -275,12 +312,18 @@ def drift_panel(ax: Axes, report: Report, points: Sequence[DriftPoint]) -> None:
             fontsize=7,
             color="0.35",
         )
+
+    def y(p: DriftPoint) -> float | None:
+        return getattr(p, value.field)
+
     for label in dict.fromkeys(p.label for p in points):
-        mine = sorted((p for p in points if p.label == label), key=lambda p: p.started)
+        mine = sorted(
+            (p for p in points if p.label == label and y(p) is not None), key=lambda p: p.started
+        )
         color = color_of(report, label)
         ax.plot(
             [minutes(p.started) for p in mine],
-            [p.median_ms for p in mine],
+            [y(p) for p in mine],
             "o-",
             color=color,
             linewidth=0.7,
@@ -292,7 +335,7 @@ def drift_panel(ax: Axes, report: Report, points: Sequence[DriftPoint]) -> None:
         if hollow:
             ax.plot(
                 [minutes(p.started) for p in hollow],
-                [p.median_ms for p in hollow],
+                [y(p) for p in hollow],
                 "o",
                 color=color,
                 markerfacecolor="white",
@@ -302,16 +345,32 @@ def drift_panel(ax: Axes, report: Report, points: Sequence[DriftPoint]) -> None:
     if warm:
         ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="warm-up (not counted)")
     ax.set_xlabel("minutes since the first run started")
-    ax.set_ylabel("run median step (ms; lower is better)")
-    ax.set_title("Drift: each run's median step at its start time", pad=14)
+    ax.set_ylabel(value.ylabel)
+    ax.set_title(value.title, pad=14)
+    hot = sorted((p for p in points if p.gpu_temperature_c is not None), key=lambda p: p.started)
+    if value is ENERGY and hot:
+        right = ax.twinx()
+        right.plot(
+            [minutes(p.started) for p in hot],
+            [p.gpu_temperature_c for p in hot],
+            ":",
+            color="0.45",
+            linewidth=1.0,
+            zorder=2,
+        )
+        right.set_ylabel("GPU temperature at the run's end (C, dotted)", color="0.35")
     ax.legend(fontsize=7)
 
 
 def draw_drift(report: Report, points: Sequence[DriftPoint], path: Path | BinaryIO) -> None:
-    """The drift panel beside the overhead with its interval, into `path` (or a file object)."""
-    with plain_text_figure((15, 5.2)) as fig:
-        drift_panel(fig.add_subplot(1, 2, 1), report, points)
-        overhead_panel(fig.add_subplot(1, 2, 2), report)
+    """The drift panels (the median step, and J/image where runs read it) beside the overhead
+    with its interval, into `path` (or a file object)."""
+    values = drift_values(points)
+    width = len(values) + 1
+    with plain_text_figure((7.5 * width, 5.2)) as fig:
+        for k, value in enumerate(values, 1):
+            drift_panel(fig.add_subplot(1, width, k), report, points, value)
+        overhead_panel(fig.add_subplot(1, width, width), report)
         fig.suptitle(report.title, fontsize=10)
         fig.tight_layout()
         fig.savefig(path, dpi=DPI, format="png")  # drift.png, or PNG bytes for a page
@@ -319,8 +378,9 @@ def draw_drift(report: Report, points: Sequence[DriftPoint], path: Path | Binary
 
 # The HTML page's captions, one per figure, in the page's order.
 DRIFT_CAPTION = (
-    "Each run's median step at its start time (hollow: warm-up, not"
-    " counted; shaded: blocks) beside the overhead and its 95% interval"
+    "Each run's median step (and, where the GPUs read it, its J/image with the GPU's"
+    " temperature) at its start time (hollow: warm-up, not counted; shaded: blocks) beside the"
+    " overhead and its 95% interval"
 )
 COMPARISON_CAPTION = "Throughput, step-time distributions, overhead with its 95% interval"
 

@@ -11,13 +11,22 @@ import io
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from conftest import ROOT, clean_env
+from matplotlib.figure import Figure
 
 from browser import browser  # noqa: F401  (the fixture)
 from compare.api import analyse_runs, load
-from compare.figures import draw_drift, drift_points
+from compare.figures import (
+    ENERGY,
+    STEP,
+    draw_drift,
+    drift_panel,
+    drift_points,
+    drift_values,
+)
 from compare.frame import overhead_frame, runs_frame
 from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
@@ -101,6 +110,29 @@ def test_drift_points_mark_warmup_runs_and_blocks():
     assert sum(p.warmup for p in points) == 4
     assert {p.block for p in points if not p.warmup} == {1, 2, 3}
     assert all(p.finished is None or p.finished >= p.started for p in points)
+
+
+def test_the_drift_figure_adds_energy_with_the_temperature_where_runs_read_them():
+    energy = ROOT / "results" / "h200" / "energy" / "gpu-bound-2026-12-05"
+    runs, baseline = load([energy], include_warmup=True)
+    points = drift_points(runs)
+    assert drift_values(points) == [STEP, ENERGY]
+    assert drift_values(drift_points(load([FOLDER], include_warmup=True)[0])) == [STEP]
+    report = analyse_runs(runs, baseline)
+    ax = Figure().add_subplot()
+    drift_panel(ax, report, points, ENERGY)
+    native = sorted((r for r in runs if r.label == "native"), key=lambda r: r.started_utc)
+    line = next(ln for ln in ax.lines if ln.get_label() == "native")
+    assert list(line.get_ydata()) == [r.values.joules_per_image for r in native]
+    assert len(ax.figure.axes) == 1  # these runs read no temperature: no right axis
+    hot = [replace(p, gpu_temperature_c=50.0 + k) for k, p in enumerate(points)]
+    ax = Figure().add_subplot()
+    drift_panel(ax, report, hot, ENERGY)
+    right = ax.figure.axes[1]
+    assert list(right.lines[0].get_ydata()) == sorted(p.gpu_temperature_c for p in hot)
+    buffer = io.BytesIO()
+    draw_drift(report, points, buffer)
+    assert buffer.getvalue().startswith(b"\x89PNG")
 
 
 def test_labels_are_text_never_markup(tmp_path):
