@@ -351,7 +351,7 @@ def drift_panel(
     if value is ENERGY and hot:
         right = ax.twinx()
         right.plot(
-            [minutes(p.started) for p in hot],
+            [minutes(p.finished or p.started) for p in hot],
             [p.gpu_temperature_c for p in hot],
             ":",
             color="0.45",

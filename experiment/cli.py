@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         f" warming GPU's J/image climbs), for at most M minutes of warm-up in all (default"
         f" {SETTLE_MINUTES:g}; 0: no settling; with --warmup-runs 0 there is no warm-up and no"
         " settling); the manifest and the report say how long it took, or that the host had"
-        " not settled",
+        " not settled or the GPU was still warming (and, where M was too short for the rule to"
+        " judge, a bound that is not)",
     )
     p.add_argument(
         "--budget-minutes",

@@ -464,6 +464,7 @@ class Experiment:
         --settle-minutes of warm-up in all (from `started`); True on a usage error."""
         s, base = self.s, self.s.arms[0]
         k = s.warmup_runs
+        warmup_s = time.monotonic() - started  # every arm's warm-up rounds
         while True:
             state = self.settled()
             spent = time.monotonic() - started
@@ -479,8 +480,13 @@ class Experiment:
             k += 1
             if self.one(k, 1, base, f"settling {k - s.warmup_runs}", warmup=True):
                 return True
-        warm = [r.seconds for r in self.runs if r.warmup is not None and r.label == base.label]
-        short = "" if state.settled else settling.bound_advice(warm, s.settle_minutes)
+        ok = [
+            r.seconds
+            for r in self.runs
+            if r.warmup is not None and r.label == base.label and r.status != "failed"
+        ]
+        too_few = state.seen == "too-few"  # the rule could not judge yet: was the bound short?
+        short = settling.bound_advice(ok, s.settle_minutes, warmup_s) if too_few else ""
         self.settling = ManifestSettling(
             settled=state.settled,
             seconds=round(time.monotonic() - started, 1),

@@ -49,9 +49,11 @@ SETTLE_WITHIN_RUN = 0.02
 SETTLE_LOOKBACK_S = 60.0
 SETTLE_LOOKBACK_RUNS = 4
 SETTLE_MIN_RUNS = 3  # a noise estimate around a line needs 3 points (df 1)
-# A bound that holds fewer runs than this is said to be short (bound_advice): with 5, three runs
-# span the lookback (a third of the bound) and two more sharpen the noise estimate
-SETTLE_ADVISED_RUNS = 5
+# A bound that leaves room, after the warm-up rounds, for fewer settling runs than this is said
+# to be short (bound_advice): five back-to-back runs span four runs' time, the longest lookback
+# (lookback_for), so the rule can judge by the fifth; the sixth is the margin for the loop, which
+# starts a run only while the bound has room for one of the mean length
+SETTLE_ADVISED_RUNS = 6
 # The GPU has warmed up when its temperature rises by at most this over lookback_s
 SETTLE_GPU_RISE_C = 1.0
 
@@ -127,20 +129,23 @@ def lookback_for(run_seconds: Sequence[float], settle_minutes: float) -> float:
     return min(SETTLE_LOOKBACK_S, runs, settle_minutes * 60.0 / 3.0)
 
 
-def bound_advice(run_seconds: Sequence[float], settle_minutes: float) -> str:
-    """Where --settle-minutes leaves the rule too few runs to judge (it needs SETTLE_MIN_RUNS
-    spanning the lookback): a clause saying how many runs of the median warm-up run's length the
-    bound holds, and a bound that holds SETTLE_ADVISED_RUNS of them; "" where it holds those."""
+def bound_advice(run_seconds: Sequence[float], settle_minutes: float, warmup_s: float) -> str:
+    """Where --settle-minutes, counted from the warm-up rounds' start, leaves too little room
+    after them (warmup_s, every arm's warm-up runs) for SETTLE_ADVISED_RUNS settling runs of the
+    median baseline warm-up run's length: a clause saying how many it has room for and a bound
+    that holds them, in half minutes; "" where it holds those, or without a run."""
     if not run_seconds:
         return ""
     run = median(run_seconds)
-    if settle_minutes * 60.0 >= SETTLE_ADVISED_RUNS * run:
+    room = settle_minutes * 60.0 - warmup_s
+    if room >= SETTLE_ADVISED_RUNS * run:
         return ""
-    advised = math.ceil(SETTLE_ADVISED_RUNS * run / 30.0) / 2.0  # in half minutes
+    advised = math.ceil((warmup_s + SETTLE_ADVISED_RUNS * run) / 30.0) / 2.0
     return (
-        f"--settle-minutes {settle_minutes:g} holds about {settle_minutes * 60.0 / run:.1f}"
-        f" warm-up runs of {run:.0f} s, and the rule needs {SETTLE_MIN_RUNS} or more over the"
-        f" lookback: give it {advised:g} or more ({SETTLE_ADVISED_RUNS} runs)"
+        f"--settle-minutes {settle_minutes:g} left room for about {max(room, 0.0) / run:.1f}"
+        f" settling runs of {run:.3g} s after the warm-up runs' {warmup_s:.0f} s, and the rule"
+        f" needs {SETTLE_MIN_RUNS} or more spanning its lookback: give it {advised:g} or more"
+        f" (the warm-up runs and {SETTLE_ADVISED_RUNS} settling runs)"
     )
 
 

@@ -125,11 +125,16 @@ def test_the_drift_figure_adds_energy_with_the_temperature_where_runs_read_them(
     line = next(ln for ln in ax.lines if ln.get_label() == "native")
     assert list(line.get_ydata()) == [r.values.joules_per_image for r in native]
     assert len(ax.figure.axes) == 1  # these runs read no temperature: no right axis
-    hot = [replace(p, gpu_temperature_c=50.0 + k) for k, p in enumerate(points)]
+    # temperatures in reverse run order, and one run without J/image: left out of the panel
+    late = sorted(points, key=lambda p: p.started, reverse=True)
+    hot = [replace(p, gpu_temperature_c=50.0 + k) for k, p in enumerate(late)]
+    hot[0] = replace(hot[0], joules_per_image=None)
     ax = Figure().add_subplot()
     drift_panel(ax, report, hot, ENERGY)
+    plotted = [y for ln in ax.lines if not ln.get_label().startswith("_") for y in ln.get_ydata()]
+    assert len(plotted) == len(points) - 1 and None not in plotted
     right = ax.figure.axes[1]
-    assert list(right.lines[0].get_ydata()) == sorted(p.gpu_temperature_c for p in hot)
+    assert list(right.lines[0].get_ydata()) == [p.gpu_temperature_c for p in reversed(hot)]
     buffer = io.BytesIO()
     draw_drift(report, points, buffer)
     assert buffer.getvalue().startswith(b"\x89PNG")

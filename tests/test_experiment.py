@@ -363,8 +363,8 @@ def test_a_machine_that_does_not_settle_within_the_bound_is_recorded_and_warned(
     assert reported in report and (seen == "heating") == ("the host had NOT" not in report)
     if seen == "too-few":  # the bound holds less than one run: the reason says what to give it
         assert settling["extra_runs"] == 0 and "settling needs 3" in settling["reason"]
-        assert "--settle-minutes 0.0005 holds about " in settling["reason"]
-        assert "give it 0.5 or more (5 runs)" in settling["reason"]
+        assert "--settle-minutes 0.0005 left room for about 0.0 settling runs" in settling["reason"]
+        assert "give it 0.5 or more (the warm-up runs and 6 settling runs)" in settling["reason"]
 
 
 def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):

@@ -147,32 +147,45 @@ def test_heating_says_how_fast_the_gpu_warmed_and_settled_says_where_it_stands()
     assert host_settled(unread).settled and " C per " not in host_settled(unread).reason
 
 
-def settle_within(rng: np.random.Generator, run_s: float, minutes: float) -> bool:
-    """experiment.run's loop on a quiet, steady host (0.3% run noise) with runs of about run_s:
-    a run is added while the bound has room for one more; whether the rule said settled."""
+def settle_within(rng: np.random.Generator, run_s: float, minutes: float, arms: int) -> bool:
+    """experiment.run's warm-up and settling on a quiet, steady host (0.3% run noise), runs of
+    about run_s: one warm-up round of `arms` arms (the baseline first), then baseline runs while
+    the bound, counted from the round's start, has room for one more; whether the rule said
+    settled."""
     runs: list[WarmupRun] = []
     spent = 0.0
-    while spent + run_s <= minutes * 60.0:
+    for arm in range(arms):
         spent += run_s * rng.uniform(0.95, 1.05)
-        median_ms = 100.0 * math.exp(rng.normal(0.0, 0.003))
-        runs.append(WarmupRun(median_ms, median_ms, median_ms, spent))
+        if arm == 0:
+            runs.append(WarmupRun(100.0, 100.0, 100.0, spent))
+    while True:
         lookback = lookback_for([run_s] * len(runs), minutes)
         if host_settled(runs, lookback_s=lookback).settled:
             return True
-    return False
+        if spent + run_s > minutes * 60.0:
+            return False
+        spent += run_s * rng.uniform(0.95, 1.05)
+        median_ms = 100.0 * math.exp(rng.normal(0.0, 0.003))
+        runs.append(WarmupRun(median_ms, median_ms, median_ms, spent))
 
 
-def test_a_bound_too_short_for_the_runs_is_said_with_one_that_holds_them() -> None:
-    assert bound_advice([], 0.5) == "" and bound_advice([20.0, 20.0], 2.0) == ""
-    advice = bound_advice([20.0, 21.0, 19.0], 1.0)
+@pytest.mark.parametrize(("arms", "advised"), [(1, 2.5), (3, 3.0)])
+def test_a_bound_too_short_for_the_runs_is_said_with_one_that_holds_them(
+    arms: int, advised: float
+) -> None:
+    warmup_s = 20.0 * arms
+    assert bound_advice([], 0.5, 0.0) == "" and bound_advice([20.0], advised, warmup_s) == ""
+    advice = bound_advice([20.0, 21.0, 19.0], 1.0, warmup_s)
+    room = (60.0 - warmup_s) / 20.0
     assert advice == (
-        "--settle-minutes 1 holds about 3.0 warm-up runs of 20 s, and the rule needs 3 or more"
-        " over the lookback: give it 2 or more (5 runs)"
+        f"--settle-minutes 1 left room for about {room:.1f} settling runs of 20 s after the"
+        f" warm-up runs' {warmup_s:.0f} s, and the rule needs 3 or more spanning its lookback:"
+        f" give it {advised:g} or more (the warm-up runs and 6 settling runs)"
     )
-    # the advised bound lets the rule answer for a quiet host; the short one seldom does
-    rng = np.random.default_rng(3208)
-    assert np.mean([settle_within(rng, 20.0, 2.0) for _ in range(REPS)]) >= 0.95
-    assert np.mean([settle_within(rng, 20.0, 1.0) for _ in range(REPS)]) <= 0.5
+    # the advised bound lets the rule answer for a quiet host; the 1-minute one seldom does
+    rng = np.random.default_rng(3208 + arms)
+    assert np.mean([settle_within(rng, 20.0, advised, arms) for _ in range(REPS)]) >= 0.95
+    assert np.mean([settle_within(rng, 20.0, 1.0, arms) for _ in range(REPS)]) <= 0.5
 
 
 @pytest.mark.parametrize(
