@@ -49,9 +49,10 @@ PALETTE = (
 DPI = 120
 
 
-def color_of(report: Report, label: str) -> str:
-    """One colour per arm label, in the report's label order."""
-    order = _labels(report)
+def color_of(report: Report, label: str, more: Sequence[str] = ()) -> str:
+    """One colour per arm label, in the report's label order, then `more`'s (labels a figure
+    shows beyond the report's, e.g. an arm with only warm-up runs in a cut-short folder)."""
+    order = list(dict.fromkeys([*_labels(report), *more]))
     return PALETTE[order.index(label) % len(PALETTE)] if label in order else "tab:gray"
 
 
@@ -316,11 +317,12 @@ def drift_panel(
     def y(p: DriftPoint) -> float | None:
         return getattr(p, value.field)
 
-    for label in dict.fromkeys(p.label for p in points):
+    labels = list(dict.fromkeys(p.label for p in points))
+    for label in labels:
         mine = sorted(
             (p for p in points if p.label == label and y(p) is not None), key=lambda p: p.started
         )
-        color = color_of(report, label)
+        color = color_of(report, label, labels)
         ax.plot(
             [minutes(p.started) for p in mine],
             [y(p) for p in mine],

@@ -33,6 +33,7 @@ from compare.model import RUN_COLUMNS
 from compare_factory import make_result, write
 
 FOLDER = ROOT / "results" / "h200" / "arms" / "original-defaults-long-first-on-machine"
+ARMS = ("native", "fabric", "lightning")
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
@@ -138,6 +139,17 @@ def test_the_drift_figure_adds_energy_with_the_temperature_where_runs_read_them(
     buffer = io.BytesIO()
     draw_drift(report, points, buffer)
     assert buffer.getvalue().startswith(b"\x89PNG")
+
+
+def test_an_arm_with_only_warmup_runs_gets_a_colour_of_its_own_in_the_drift_figure():
+    # a cut-short experiment: fabric and lightning ran only their warm-up runs
+    probe = ROOT / "results" / "h100" / "energy" / "temperature-probe-2026-12-06"
+    runs, baseline = load([probe], include_warmup=True)
+    ax = Figure().add_subplot()
+    drift_panel(ax, analyse_runs(runs, baseline), drift_points(runs))
+    colours = {ln.get_label(): ln.get_color() for ln in ax.lines if ln.get_label() in ARMS}
+    assert set(colours) == set(ARMS) and len(set(colours.values())) == 3, colours
+    assert "tab:gray" not in colours.values()
 
 
 def test_labels_are_text_never_markup(tmp_path):
