@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 
 from compare.analysis import Report
 from compare.model import Run
+from compare.verdicts import NO_OVERHEAD
 
 PALETTE = (
     "tab:blue",
@@ -127,6 +128,17 @@ def overhead_panel(ax: Axes, report: Report) -> None:
                 color=color_of(report, o.arm),
                 capsize=6,
             )
+    if not report.overhead:  # nothing to compare (the report says so too)
+        ax.text(
+            0.5,
+            0.5,
+            NO_OVERHEAD.replace(": ", ":\n"),
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="0.35",
+        )
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(
         range(len(report.overhead)),

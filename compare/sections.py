@@ -50,7 +50,7 @@ def key(header: str, numeric: bool = False) -> Column:
 def answer(report: Report) -> Section:
     """The verdicts, one line per comparison, and the host-cost differences."""
     if not report.overhead:
-        return Section("", lines=("no overhead computed: no world size has runs of two arms",))
+        return Section("", lines=(verdicts.NO_OVERHEAD,))
     lines = [verdicts.oneliner(o, report.unit) for o in report.overhead]
     host = (verdicts.host_oneliner(o, report.unit) for o in report.overhead)
     lines += [line for line in host if line is not None]

@@ -16,6 +16,9 @@ from compare import intervals
 from compare.intervals import MIN_RUNS, Interval
 from compare.rows import EnergyDifference, Overhead
 
+# What the report and the overhead figure say where there is no comparison to make
+NO_OVERHEAD = "no overhead computed: no world size has runs of two arms"
+
 
 def where(world_size: int, unit: str) -> str:
     """'1 GPU', '2 GPUs', '2 CPU ranks' from a world size and compare's unit ('GPU(s)')."""

@@ -26,10 +26,12 @@ from compare.figures import (
     drift_panel,
     drift_points,
     drift_values,
+    overhead_panel,
 )
 from compare.frame import overhead_frame, runs_frame
 from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
+from compare.verdicts import NO_OVERHEAD
 from compare_factory import make_result, write
 
 FOLDER = ROOT / "results" / "h200" / "arms" / "original-defaults-long-first-on-machine"
@@ -150,6 +152,9 @@ def test_an_arm_with_only_warmup_runs_gets_a_colour_of_its_own_in_the_drift_figu
     colours = {ln.get_label(): ln.get_color() for ln in ax.lines if ln.get_label() in ARMS}
     assert set(colours) == set(ARMS) and len(set(colours.values())) == 3, colours
     assert "tab:gray" not in colours.values()
+    ax = Figure().add_subplot()
+    overhead_panel(ax, analyse_runs(runs, baseline))  # one counted arm: says there is no pair
+    assert [t.get_text() for t in ax.texts] == [NO_OVERHEAD.replace(": ", ":\n")]
 
 
 def test_labels_are_text_never_markup(tmp_path):
