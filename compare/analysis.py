@@ -443,31 +443,20 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
         )
         if record.settled:
             notes.append(f"host settled before the counted runs: {took}; {record.reason}")
-        elif record.warming:
-            warnings.append(
-                Flag.plain(
-                    "not-settled",
-                    (
-                        "the GPU was still warming when the counted runs began (the host had"
-                        f" settled; gave up after {took}, bound {record.max_minutes:g} min):"
-                        f" {record.reason}; expect J/image to climb across the runs at a steady"
-                        " step time (raise --settle-minutes)"
-                    ),
-                )
-            )
+            continue
+        if record.warming:  # what had not settled, and what to expect of the runs
+            what = "the GPU was still warming when the counted runs began (the host had settled; "
+            expect = "expect J/image to climb across the runs at a steady step time ("
         else:
-            warnings.append(
-                Flag.plain(
-                    "not-settled",
-                    (
-                        "the host had NOT settled when the counted runs began"
-                        f" (gave up after {took},"
-                        f" bound {record.max_minutes:g} min): {record.reason}; expect drift between"
-                        " runs (the block-paired interval absorbs slow drift;"
-                        " raise --settle-minutes)"
-                    ),
-                )
+            what = "the host had NOT settled when the counted runs began ("
+            expect = "expect drift between runs (the block-paired interval absorbs slow drift; "
+        warnings.append(
+            Flag.plain(
+                "not-settled",
+                f"{what}gave up after {took}, bound {record.max_minutes:g} min):"
+                f" {record.reason}; {expect}raise --settle-minutes)",
             )
+        )
     return warnings, notes
 
 

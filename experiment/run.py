@@ -498,10 +498,10 @@ class Experiment:
         )
         self.write_manifest()
         took = f"{self.settling.seconds:.0f} s, {k - s.warmup_runs} extra baseline warm-up run(s)"
-        what = "GPU still warming after" if self.settling.warming else "host NOT settled within"
         if state.settled:
             print(f"{PROG}: host settled ({took}): {state.reason}", flush=True)
         else:
+            what = "GPU still warming after" if self.settling.warming else "host NOT settled within"
             print(
                 f"{PROG}: warning: {what} {s.settle_minutes:g} min ({took}):"
                 f" {self.settling.reason}; counting anyway",
