@@ -21,7 +21,7 @@ works on a machine without a display.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -264,20 +264,21 @@ def block_spans(points: Sequence[DriftPoint]) -> list[tuple[int, datetime, datet
 
 @dataclass(frozen=True)
 class DriftValue:
-    """What a drift panel plots per run: the field of DriftPoint, its axis label and title."""
+    """What a drift panel plots per run (None: the run has no such value), its axis label and
+    title."""
 
-    field: str
+    of: Callable[[DriftPoint], float | None]
     ylabel: str
     title: str
 
 
 STEP = DriftValue(
-    "median_ms",
+    lambda p: p.median_ms,
     "run median step (ms; lower is better)",
     "Drift: each run's median step at its start time",
 )
 ENERGY = DriftValue(
-    "joules_per_image",
+    lambda p: p.joules_per_image,
     "GPU energy per image (J; lower is better)",
     "Energy: each run's J/image at its start time",
 )
@@ -291,7 +292,7 @@ def drift_values(points: Sequence[DriftPoint]) -> list[DriftValue]:
 def drift_panel(
     ax: Axes, report: Report, points: Sequence[DriftPoint], value: DriftValue = STEP
 ) -> None:
-    """A value per run (value.field, runs without it left out) against minutes since the first
+    """A value per run (value.of, runs without it left out) against minutes since the first
     run; blocks shaded, warm-up runs hollow. The energy panel adds the GPU's temperature at each
     run's end on a right axis, where runs read it (a warming GPU's J/image climbs with it)."""
     t0 = min(p.started for p in points)
@@ -326,18 +327,16 @@ def drift_panel(
             color="0.35",
         )
 
-    def y(p: DriftPoint) -> float | None:
-        return getattr(p, value.field)
-
     labels = list(dict.fromkeys(p.label for p in points))
     for label in labels:
         mine = sorted(
-            (p for p in points if p.label == label and y(p) is not None), key=lambda p: p.started
+            (p for p in points if p.label == label and value.of(p) is not None),
+            key=lambda p: p.started,
         )
         color = color_of(report, label, labels)
         ax.plot(
             [minutes(p.started) for p in mine],
-            [y(p) for p in mine],
+            [value.of(p) for p in mine],
             "o-",
             color=color,
             linewidth=0.7,
@@ -349,7 +348,7 @@ def drift_panel(
         if hollow:
             ax.plot(
                 [minutes(p.started) for p in hollow],
-                [y(p) for p in hollow],
+                [value.of(p) for p in hollow],
                 "o",
                 color=color,
                 markerfacecolor="white",
@@ -361,8 +360,9 @@ def drift_panel(
     ax.set_xlabel("minutes since the first run started")
     ax.set_ylabel(value.ylabel)
     ax.set_title(value.title, pad=14)
-    hot = sorted((p for p in points if p.gpu_temperature_c is not None), key=lambda p: p.started)
-    if value is ENERGY and hot:
+    hot = [p for p in points if p.gpu_temperature_c is not None] if value is ENERGY else []
+    if hot:
+        hot.sort(key=lambda p: p.started)
         right = ax.twinx()
         right.plot(
             [minutes(p.finished or p.started) for p in hot],
