@@ -3,6 +3,8 @@
     write_text(path, text, mode="new")                              # refuse an existing file
     write_atomically(path, lambda tmp: draw(report, tmp), mode="overwrite", option="--plot")
     problem = output_path_problem("--output", path, overwrite)      # None, or why not (one line)
+    make_folder(path, option="results"); append_text(log, line, option="log")
+    with open_log(log) as f: ...                                    # a run's log, its stdout
 
 Modes of `write_atomically`:
 - "new": the path must not exist, now or when the file is moved into place (a no-clobber hard
@@ -13,7 +15,10 @@ Modes of `write_atomically`:
 
 Results, --trace and --pyprofile files, the experiment manifest, compare's --output and --plot
 all go through here; it is the only module that moves an output into place (os.replace,
-os.link). Imports neither torch nor lightning.
+os.link). The experiment's folders, its runs' logs and the lines it adds to them go through
+here too (`make_folder`, `open_log`, `append_text`), so that every write that fails (a full
+disk, a quota, a folder deleted meanwhile) is one OutputError naming the path, never a
+traceback. Imports neither torch nor lightning.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 Mode = Literal["new", "overwrite", "replace"]
 MODES: tuple[Mode, ...] = ("new", "overwrite", "replace")
@@ -158,6 +163,37 @@ def write_text(path: Path, text: str, *, mode: Mode, option: str = "--output") -
     )
 
 
+def make_folder(path: Path, *, option: str) -> None:
+    """The folder `path` and any missing above it (an existing one is fine); OutputError if
+    it cannot be made."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(_cannot_write(option, Path(path), error)) from None
+
+
+def open_log(path: Path, *, append: bool = False, option: str = "log") -> TextIO:
+    """A log file opened for writing (truncated, or appended to): the stdout of a run or a
+    server, which writes it as it goes; OutputError if it cannot be opened. A log is not
+    moved into place: it is read while it grows, and a failed run's log is its record."""
+    try:
+        return open(path, "a" if append else "w", encoding="utf-8")
+    except (OSError, ValueError) as error:
+        if isinstance(error, ValueError):  # an embedded NUL character
+            raise OutputError(f"{option} {path!r} is not a usable file name") from None
+        raise OutputError(_cannot_write(option, Path(path), error)) from None
+
+
+def append_text(path: Path, text: str, *, option: str = "log") -> None:
+    """`text` (UTF-8) appended to the file at `path`, such as a note at the end of a run's
+    log; OutputError if it cannot be written."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as error:
+        raise OutputError(_cannot_write(option, Path(path), error)) from None
+
+
 def mode_for(overwrite: bool) -> Mode:
     """The mode of a user's output: "overwrite" with --overwrite-output, else "new"."""
     return "overwrite" if overwrite else "new"
@@ -167,11 +203,9 @@ def _cannot_write(option: str, path: Path, error: OSError) -> str:
     """One line for a failed write: the path, the reason in words, the errno name, the fix."""
     name = errno.errorcode.get(error.errno or 0, "error")
     why = _NO_ROOM.get(error.errno or 0) or error.strerror or str(error)
-    fix = (
-        "free some space or choose another"
-        if error.errno in (errno.ENOSPC, errno.EDQUOT)
-        else "choose another"
-    )
-    return (
-        f"cannot write {option} {path}: {why} ({name}); nothing was written there: {fix} {option}"
-    )
+    full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    if option.startswith("-"):  # a user's option: another path is a fix
+        fix = f"{'free some space or ' if full else ''}choose another {option}"
+    else:  # a file the program names itself (a manifest, a log): only room or the folder
+        fix = "free some space" if full else f"check the folder {path.parent}"
+    return f"cannot write {option} {path}: {why} ({name}); nothing was written there: {fix}"
