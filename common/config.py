@@ -100,9 +100,10 @@ Bound = Literal["positive", "not negative"]
 @dataclass(frozen=True)
 class Group:
     """An argument group of the help: title, a paragraph under it, and whether its options
-    exclude each other (argparse's mutually exclusive group: at most one may be given)."""
+    exclude each other (argparse's mutually exclusive group: at most one may be given).
+    Without a title, the options join the parser's own section, under --help."""
 
-    title: str
+    title: str | None
     description: str | None = None
     exclusive: bool = False
 
@@ -161,7 +162,11 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
     hints = typing.get_type_hints(cls)
     for field, spec in option_fields(cls):
         if spec.group not in groups:
-            group = parser.add_argument_group(spec.group.title, spec.group.description)
+            group = (
+                parser  # no title: the parser's own section
+                if spec.group.title is None
+                else parser.add_argument_group(spec.group.title, spec.group.description)
+            )
             groups[spec.group] = (
                 group.add_mutually_exclusive_group() if spec.group.exclusive else group
             )
