@@ -10,7 +10,6 @@ User mistakes: one line on stderr, exit 2, before any run starts.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -18,6 +17,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from common.config import add_options, from_args
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
@@ -28,25 +28,23 @@ from experiment.inputs import (
     check_runners,
     take_folder,
 )
-from experiment.run import (
-    PROFILE_RUNS,
-    PROG,
-    SETTLE_MINUTES,
-    Experiment,
-    Settings,
-    check_placeholders,
+from experiment.options import (
+    ADAPTIVE_MAX_BLOCKS,
+    DEFAULT_REPEATS,
+    ExperimentOptions,
+    changed,
+    check,
+    check_blocks,
 )
-from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
+from experiment.run import Experiment
+from experiment.settings import PROFILE_RUNS, PROG, Settings, check_placeholders
 from experiment.stopping import FIRST_STAGE_BLOCKS
 
-DEFAULT_REPEATS = 3
-DEFAULT_WARMUP_RUNS = 1
-ADAPTIVE_MAX_BLOCKS = 20
 FORBIDDEN = ("--output", "--overwrite-output")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every option of the command, with its help text."""
+    """Every option of the command (experiment.options' fields), with its help text."""
     p = OneLineParser(
         prog=PROG,
         allow_abbrev=False,
@@ -63,120 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         " (the others are kept); 2 for a usage error (also when a run exits 2); 130/143 when"
         " stopped by SIGINT/SIGTERM.",
     )
-    p.add_argument(
-        "--arms",
-        metavar="A,B,...",
-        help=f"arms in order, the first is the baseline: native, fabric, lightning,"
-        f" lightning-services, or all (default {','.join(DEFAULT_ARMS)}); an arm listed"
-        " twice runs an A/A check (native,native); LABEL=RUNNER@PYTHON runs RUNNER under"
-        " another interpreter (another Lightning or torch), labelled LABEL (default"
-        " RUNNER-VERSION)",
-    )
-    p.add_argument(
-        "--envs",
-        type=Path,
-        metavar="DIR",
-        help="with --plan: the folder of the plan's environments, DIR/<env>/bin/python"
-        " (tools/make_env.py makes them; docs/versions.md)",
-    )
-    p.add_argument(
-        "--repeats",
-        type=int,
-        metavar="R",
-        help=f"blocks to run, i.e. runs per arm (default {DEFAULT_REPEATS}; with"
-        f" --target-half-width the most, default {ADAPTIVE_MAX_BLOCKS})",
-    )
-    p.add_argument(
-        "--warmup-runs",
-        type=int,
-        default=DEFAULT_WARMUP_RUNS,
-        metavar="K",
-        help=f"runs of each arm before block 1, recorded in the manifest but not counted"
-        f" (default {DEFAULT_WARMUP_RUNS}; 0 counts every run): a fresh machine's first"
-        " runs are slower, and block 1 starts with the baseline",
-    )
-    p.add_argument(
-        "--target-half-width",
-        type=float,
-        metavar="PP",
-        help="adaptive, by Stein's two-stage rule: the first stage's complete blocks measure"
-        " the spread, which fixes how many complete blocks each arm needs for a 95%% interval of"
-        " +-PP percentage points; the experiment runs until every arm has them (a failed run"
-        " leaves its block incomplete) or --repeats blocks were started. Stopping this way keeps"
-        " the interval's 95%% (a rule that stops when the interval looks narrow does not)",
-    )
-    p.add_argument(
-        "--first-stage-blocks",
-        type=int,
-        metavar="N",
-        help=f"with --target-half-width: complete blocks of the first stage (default"
-        f" {FIRST_STAGE_BLOCKS}, at least 2; the experiment runs at least this many)",
-    )
-    p.add_argument(
-        "--settle-minutes",
-        type=float,
-        default=SETTLE_MINUTES,
-        metavar="M",
-        help=f"after the warm-up runs, more uncounted runs of the baseline until the host has"
-        f" settled (a trend of its run medians over {SETTLE_BETWEEN_RUNS * 100:g}%% a minute"
-        f" ruled out, the last run's halves within {SETTLE_WITHIN_RUN * 100:g}%%) and the GPU"
-        f" has warmed (its temperature rising at most {SETTLE_GPU_RISE_C:g} C a minute: a"
-        f" warming GPU's J/image climbs), for at most M minutes of warm-up in all (default"
-        f" {SETTLE_MINUTES:g}; 0: no settling; with --warmup-runs 0 there is no warm-up and no"
-        " settling); the manifest and the report say how long it took, or that the host had"
-        " not settled or the GPU was still warming (and, where M was too short for the rule to"
-        " judge, a bound that is not)",
-    )
-    p.add_argument(
-        "--budget-minutes",
-        type=float,
-        metavar="M",
-        help="start no block that would end, at the mean block time so far, after M minutes"
-        " (counted from the command's start: the checks, the fork servers' imports and the"
-        " warm-up runs are in them; in a plan of several experiments, each later one's from its"
-        " own start)",
-    )
-    p.add_argument(
-        "--run-timeout",
-        type=float,
-        metavar="S",
-        help="stop a run after S seconds (SIGTERM, then SIGKILL); it is recorded as failed",
-    )
-    p.add_argument(
-        "--plan", metavar="NAME", help="run a named plan (--list-plans); options after -- are added"
-    )
-    p.add_argument("--variant", metavar="NAME", help="with --plan: only this variant")
-    p.add_argument("--list-plans", action="store_true", help="print every plan's name and question")
-    p.add_argument(
-        "--out",
-        type=Path,
-        metavar="DIR",
-        help="the experiment folder, new or empty (default out/<plan or arms>-<UTC time>/)",
-    )
-    p.add_argument(
-        "--launch",
-        choices=("auto", "fork", "fresh", "srun"),
-        default="auto",
-        help="fork: every run (each of its ranks) forked from a warm interpreter per arm"
-        " python, which imported torch and the runner once; fresh: a new process per run,"
-        " which starts its ranks itself; srun: each run through srun --kill-on-bad-exit=1 with"
-        " --devices/--num-nodes from the job; auto (default): srun inside a Slurm allocation,"
-        " else fork",
-    )
-    p.add_argument(
-        "--profile-runs",
-        choices=PROFILE_RUNS,
-        help="which runs profile their --profile-steps after the timed steps (the GPU busy share"
-        " of the report's host-bound warning and host table): first (default) each arm's first"
-        " counted run, the others and the warm-up runs with --profile-steps 0, since the window"
-        " costs seconds a run and changes no timed step; all: every run (needed by --trace)",
-    )
-    p.add_argument(
-        "--python",
-        default=sys.executable,
-        metavar="PATH",
-        help="the interpreter that runs the runners (default: this one)",
-    )
+    add_options(p, ExperimentOptions)
     return p
 
 
@@ -188,30 +73,9 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _positive(name: str, value: float | None, what: str = "positive") -> None:
-    """A finite number above 0, when given."""
-    if value is not None and not (value > 0 and math.isfinite(value)):
-        raise UsageError(f"{name} must be {what}, got {value}")
-
-
-def experiments(args: argparse.Namespace, runner: list[str], command: list[str]) -> list[Settings]:
+def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) -> list[Settings]:
     """The experiments to run, validated; UsageError on any mistake."""
-    if args.repeats is not None and args.repeats < 1:
-        raise UsageError(f"--repeats must be 1 or more, got {args.repeats}")
-    if args.warmup_runs < 0:
-        raise UsageError(f"--warmup-runs must be 0 or more, got {args.warmup_runs}")
-    _positive(
-        "--target-half-width", args.target_half_width, "a positive number of percentage points"
-    )
-    _positive("--budget-minutes", args.budget_minutes)
-    if args.first_stage_blocks is not None and args.target_half_width is None:
-        raise UsageError("--first-stage-blocks needs --target-half-width (the adaptive rule)")
-    if args.first_stage_blocks is not None and args.first_stage_blocks < 2:
-        raise UsageError(f"--first-stage-blocks must be 2 or more, got {args.first_stage_blocks}")
-    if not (args.settle_minutes >= 0 and math.isfinite(args.settle_minutes)):
-        raise UsageError(f"--settle-minutes must be 0 or more, got {args.settle_minutes}")
-    if args.run_timeout is not None and not args.run_timeout > 0:
-        raise UsageError(f"--run-timeout must be positive, got {args.run_timeout}")
+    check(args)
     for opt in runner:
         if opt.split("=")[0] in FORBIDDEN:
             raise UsageError(
@@ -289,6 +153,8 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                 )
             )
     for s in found:
+        if s.target_half_width is not None:
+            check_blocks(s.repeats, s.first_stage_blocks, args.repeats is not None)
         if s.profile_runs != "all" and any(o.split("=")[0] == "--trace" for o in s.options):
             raise UsageError("--trace records every run's profiled steps: give --profile-runs all")
         if mode == "srun":
@@ -325,19 +191,17 @@ IN_PROCESS_REFUSES = (
 )
 
 
-def _in_process(args: argparse.Namespace, runner: list[str], command: list[str]) -> int:
+def _in_process(args: ExperimentOptions, runner: list[str], command: list[str]) -> int:
     """A plan of the interleaved mode (experiment/in_process.py)."""
     from experiment import in_process
 
-    defaults = build_parser().parse_args([])
-    for name in IN_PROCESS_REFUSES:
-        if getattr(args, name) != getattr(defaults, name):
-            flag = "--" + name.replace("_", "-")
-            with exit_on_usage_error(PROG):
-                raise UsageError(
-                    f"{flag} does not apply to plan {args.plan}: its repeats are processes of"
-                    " the interleaved mode, which sets its own runs (--runs after --)"
-                )
+    flag = changed(args, IN_PROCESS_REFUSES)
+    if flag is not None:
+        with exit_on_usage_error(PROG):
+            raise UsageError(
+                f"{flag} does not apply to plan {args.plan}: its repeats are processes of"
+                " the interleaved mode, which sets its own runs (--runs after --)"
+            )
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("out") / f"{args.plan}-{stamp}"
     plan = plans.find(args.plan)
@@ -352,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()  # the first experiment's clock (--budget-minutes) starts here
     argv = sys.argv[1:] if argv is None else argv
     own, runner = split_argv(argv)
-    args = build_parser().parse_args(own)
+    args = from_args(ExperimentOptions, build_parser().parse_args(own))
     if args.list_plans:
         list_plans()
         return 0

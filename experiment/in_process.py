@@ -15,122 +15,107 @@ plan's options. The manifest holds one arm, runner "interleaved" (common.manifes
 INTERLEAVED_RUNNER), labelled by the variant; each repeat is a run of it (block k, status ok or
 failed, exit status, start, finish, seconds). `python -m compare DIR/<variant>` reads it as its
 own question. Every variant's options are checked first (`--check`: one line, exit 2, before
-any folder is made); a stopped plan (Ctrl-C, SIGTERM) keeps the repeats recorded so far.
+any folder is made).
+
+The repeats are a schedule over the experiment's run recorder (experiment.recorder), as the
+separate-process experiment's blocks are: the same process group per run, the same bounded
+wait and stop (SIGTERM, grace, SIGKILL; a second Ctrl-C hastens the SIGKILL and never skips
+it), the same record. A stopped plan (Ctrl-C, SIGTERM) keeps the repeats recorded so far, the
+stopped one among them, failed, with no rank left; a write that fails (a full disk) stops it
+with one line saying what the folder keeps.
 Nothing here imports torch or Lightning: the runs are subprocesses.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from common.clock import utc_now
-from common.errors import UsageError, exit_on_usage_error
+from common.errors import UsageError, exit_on_usage_error, one_line
 from common.manifest import (
     INTERLEAVED_RUNNER,
-    MANIFEST,
     MANIFEST_VERSION,
     Manifest,
     ManifestArm,
     ManifestRun,
-    write_manifest,
 )
-from common.output import write_text
+from common.output import OutputError, make_folder, write_text
 from compare.interleaved import analyse, load_interleaved_files, render_section
 from experiment import launch
+from experiment.groups import Signals, Stopped
 from experiment.inputs import CHECK_TIMEOUT_S, check_out, take_folder
 from experiment.plans import Plan
-from experiment.run import Stopped, end_group
+from experiment.recorder import NotRecorded, Recorder, RunSpec
+from experiment.reporter import compare_error
 
 PROG = "experiment"
 MODULE = "lightning_impl.interleaved"
 
 
-class Variant:
-    """One variant's folder: its manifest, written after every repeat, and its repeats."""
+def variant_manifest(
+    plan: Plan, name: str, argv: list[str], runner: list[str], python: str, command: list[str]
+) -> Manifest:
+    """A variant's manifest before any repeat: one arm (both loops in one process), labelled
+    by the variant."""
+    label = name or plan.name
+    return Manifest(
+        manifest_version=MANIFEST_VERSION,
+        experiment=f"{plan.name}/{name}" if name else plan.name,
+        created_utc=utc_now(),
+        command=command,
+        baseline=label,  # one arm: its result names the baseline loop and the arm
+        arms=[ManifestArm(label=label, runner=INTERLEAVED_RUNNER, argv=argv, python=python)],
+        runner_options=runner,
+        runs=[],
+    )
 
-    def __init__(
-        self, plan: Plan, name: str, argv: list[str], runner: list[str], *, folder: Path,
-        python: str, command: list[str],
-    ) -> None:  # fmt: skip
-        self.folder, self.python, self.command = folder, python, command
-        self.argv, self.runner = argv, runner  # argv: -m MODULE, the plan's and variant's options
-        self.label = name or plan.name
-        self.experiment = f"{plan.name}/{name}" if name else plan.name
-        self.created = utc_now()
-        self.runs: list[ManifestRun] = []
 
-    def manifest(self) -> Manifest:
-        """The record so far: one arm (both loops in one process), a run per repeat."""
-        return Manifest(
-            manifest_version=MANIFEST_VERSION,
-            experiment=self.experiment,
-            created_utc=self.created,
-            command=self.command,
-            baseline=self.label,  # one arm: its result names the baseline loop and the arm
-            arms=[
-                ManifestArm(
-                    label=self.label, runner=INTERLEAVED_RUNNER, argv=self.argv, python=self.python
-                )
-            ],
-            runner_options=self.runner,
-            runs=self.runs,
+def run_repeats(recorder: Recorder, argv: list[str], python: str, count: int) -> int:
+    """The variant's schedule: repeat k is run k, block k, in a fresh process; 1 when one
+    failed, else 0 (Stopped, ServerFailed or NotRecorded from the recorder)."""
+    head = recorder.head
+    status = 0
+    for k in range(1, count + 1):
+        print(f"{head.experiment}: repeat {k}/{count}", flush=True)
+        recorder.signals.check()
+        record = recorder.run(
+            RunSpec(
+                name=f"interleaved-r{k}",
+                folder="results",
+                label=head.baseline,
+                runner=INTERLEAVED_RUNNER,
+                argv=argv,
+                python=python,
+                mode="fresh",
+                env=dict(os.environ),
+                block=k,
+                position=1,
+                repeat=k,
+            )
         )
-
-    def write(self) -> None:
-        """manifest.json, replaced atomically (common.manifest's writer)."""
-        write_manifest(self.manifest(), self.folder / MANIFEST)
-
-    def repeat(self, k: int) -> ManifestRun:
-        """Run repeat k in its own process group, its output in its log; record it (a failed
-        repeat keeps no result). Stopped (after recording) when a signal asked us to stop."""
-        name = f"interleaved-r{k}"
-        result, log = self.folder / "results" / f"{name}.json", self.folder / "logs" / f"{name}.log"
-        argv = [*self.argv, *self.runner, "--output", str(result.resolve())]
-        cmd = launch.command(self.python, argv, "fresh")
-        started, t0 = utc_now(), time.monotonic()
-        stopped = None
-        with open(log, "w", encoding="utf-8") as f:
-            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                status = proc.wait()
-            except Stopped as error:
-                stopped = error
-                end_group(proc.pid)
-                status = proc.wait()
-        ok = status == 0 and stopped is None and result.is_file()
-        if not ok and result.exists():  # recorded as failed: no result beside it
-            result.unlink()
-            with open(log, "a", encoding="utf-8") as f:
-                f.write(f"{PROG}: removed {result.name}, written by a repeat that failed\n")
-        record = ManifestRun(
-            index=k,
-            block=k,
-            position=1,
-            label=self.label,
-            runner=INTERLEAVED_RUNNER,
-            repeat=k,
-            command=cmd,
-            result=f"results/{name}.json" if ok else None,
-            log=f"logs/{name}.log",
-            status="ok" if ok else "failed",
-            exit_status=status,
-            started_utc=started,
-            finished_utc=utc_now(),
-            seconds=round(time.monotonic() - t0, 3),
-        )
-        self.runs.append(record)
-        self.write()
-        if stopped is not None:
-            raise stopped
-        return record
+        if record.status == "failed":
+            status = 1
+            print(
+                f"{head.experiment}: repeat {k} failed (exit status {record.exit_status},"
+                f" log {recorder.folder / record.log}); it left no result",
+                flush=True,
+            )
+    return status
 
 
-def _stop(signum: int, _frame: object) -> None:
-    raise Stopped(signum)
+def write_report(folder: Path, runs: list[ManifestRun]) -> None:
+    """compare.interleaved's answer over the repeats that left a result: report.txt and
+    report.md, and the text printed."""
+    paths = [folder / r.result for r in runs if r.result]
+    if paths:
+        answer = analyse(load_interleaved_files(paths))
+        write_text(folder / "report.txt", render_section(answer), mode="new")
+        write_text(folder / "report.md", render_section(answer, "markdown"), mode="new")
+        print(render_section(answer), end="", flush=True)
 
 
 def run_plan(
@@ -164,45 +149,52 @@ def run_plan(
             line = (check.stderr.strip().splitlines() or ["failed"])[-1]
             raise UsageError(f"variant {name}: {line}")
     command = command or [python, "-m", PROG, "--plan", plan.name]
-    old = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     status = 0
+    with Signals() as signals:
+        try:
+            for name, argv in argvs.items():
+                folder = out / name if name else out
+                take_folder(folder)
+                head = variant_manifest(plan, name, argv, runner, python, command)
+                recorder = Recorder(folder, head, signals)
+                recorder.write()
+                try:
+                    make_folder(folder / "results", option="folder")
+                    make_folder(folder / "logs", option="folder")
+                except OutputError as error:
+                    raise NotRecorded(recorder.kept(error)) from None
+                status = run_repeats(recorder, [*argv, *runner], python, repeats) or status
+                status = report(folder, recorder) or status
+        except Stopped as stop:
+            print(
+                f"{PROG}: stopped by {signal.Signals(stop.signum).name}; the repeats so far are"
+                f" recorded in {out}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 128 + stop.signum
+        except NotRecorded as error:  # a write failed: what the folder keeps, in one line
+            print(f"{PROG}: error: {one_line(str(error))}", file=sys.stderr, flush=True)
+            return 1
+    return status
+
+
+def report(folder: Path, recorder: Recorder) -> int:
+    """write_report, with a failure of compare or of the write as one line; 1 then, else 0."""
     try:
-        for name, argv in argvs.items():
-            folder = out / name if name else out
-            take_folder(folder)
-            v = Variant(plan, name, argv, runner, folder=folder, python=python, command=command)
-            v.write()
-            (folder / "results").mkdir()
-            (folder / "logs").mkdir()
-            for k in range(1, repeats + 1):
-                print(f"{v.experiment}: repeat {k}/{repeats}", flush=True)
-                record = v.repeat(k)
-                if record.status == "failed":
-                    status = 1
-                    print(
-                        f"{v.experiment}: repeat {k} failed (exit status {record.exit_status},"
-                        f" log {folder / record.log}); it left no result",
-                        flush=True,
-                    )
-            paths = [folder / r.result for r in v.runs if r.result]
-            if paths:
-                answer = analyse(load_interleaved_files(paths))
-                write_text(folder / "report.txt", render_section(answer), mode="new")
-                write_text(folder / "report.md", render_section(answer, "markdown"), mode="new")
-                print(render_section(answer), end="", flush=True)
-    except Stopped as stop:
-        sig = stop.args[0] if stop.args else signal.SIGTERM
+        write_report(folder, recorder.runs)
+    except OutputError as error:  # a full disk: the repeats are recorded, the report is not
         print(
-            f"{PROG}: stopped by {signal.Signals(sig).name}; the repeats so far are recorded"
-            f" in {out}",
+            f"{PROG}: error: {one_line(str(error))}; the repeats are recorded in"
+            f" {folder / 'manifest.json'}",
             file=sys.stderr,
             flush=True,
         )
-        return 128 + sig
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    return status
+        return 1
+    except Exception as error:  # a bug in compare too: the repeats are recorded
+        print(f"{PROG}: compare failed: {compare_error(error)}", file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def main(

@@ -15,20 +15,17 @@ import argparse
 import errno
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from common import config
 from common.errors import UsageError, one_line
 from common.manifest import MANIFEST
 from experiment import launch
+from experiment.groups import Signals, end_group, wait_for
+from experiment.settings import Settings, arm_mode, expand, fork_modules, run_environment
 from experiment.together import CannotStart, Finished, run_together
-
-if TYPE_CHECKING:
-    from experiment.run import Settings
 
 CHECK_TIMEOUT_S = 600  # importing Lightning on a busy node takes seconds, not minutes
 _PARSER = config.build_parser("runner")
@@ -112,8 +109,6 @@ def check_runners(settings: Sequence[Settings], pool: launch.ServerPool | None =
     under srun: job steps would queue for the allocation). A server that cannot start leaves
     its arms to a fresh check (the experiment then says why it has no server). Per-run paths
     point into a scratch folder, removed afterwards."""
-    from experiment.run import arm_mode, expand, fork_modules, run_environment
-
     if pool is not None:  # every server imports at once, while the fresh checks run
         for s in settings:
             for python, modules in fork_modules(s).items():
@@ -189,18 +184,14 @@ def forked_check(
     server: launch.ForkServer, argv: list[str], env: dict[str, str], log: Path
 ) -> Finished:
     """One runner's --check forked by its server: exit status and output, as a fresh check
-    gives them (None past CHECK_TIMEOUT_S, its group ended). A server that fails here is the
-    experiment's to report: ServerFailed."""
-    from experiment.run import end_group
-
+    gives them (None past CHECK_TIMEOUT_S, its group ended). A server that fails here, or no
+    longer answers, is the experiment's to report: ServerFailed."""
     run = server.start(*launch.fork_target(argv), env, log)
-    try:
-        status: int | None = run.wait(CHECK_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        status = None
+    ended = wait_for(run, CHECK_TIMEOUT_S, Signals())  # not installed: Ctrl-C interrupts it
     end_group(run.pid)
-    if status is None:  # its Exited message, once the group has ended
-        run.wait(30)
+    if ended.unanswered:
+        raise launch.ServerFailed(f"the fork server of {server.python} stopped answering")
+    status = None if ended.timed_out else ended.status
     return Finished(status, log.read_text(errors="replace") if log.exists() else "")
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from common import forkserver
 from common.errors import UsageError
 from common.launcher import slurm_job_shape, whole_number
+from common.output import open_log, write_atomically
+from experiment.groups import KILL_WAIT_S
 
 # Test-only: a program run in place of `-m MODULE` (it receives `-m MODULE ...` as arguments).
 FAKE_RUNNER_VARIABLE = "DDPBENCH_EXPERIMENT_FAKE_RUNNER"
@@ -102,6 +104,7 @@ def command(python: str, argv: list[str], mode: str) -> list[str]:
 
 # --- runs forked from a warm interpreter (common/forkserver.py) ----------------------------
 SERVER_START_TIMEOUT_S = 600  # the imports of a cold interpreter on a slow file system
+STARTED_WAIT_S = 30.0  # a Start answered by Started: a fork, milliseconds on a busy host
 
 
 class ServerFailed(Exception):
@@ -169,9 +172,9 @@ class ForkServer:
 
     def __init__(self, python: str, env: dict[str, str], modules: list[str], log: Path) -> None:
         self.python, self.log = python, log
-        ours, theirs = socket.socketpair()
         imports = [arg for m in modules for arg in ("--import", m)]
-        with open(log, "a", encoding="utf-8") as f:
+        with open_log(log, append=True) as f:  # OutputError if it cannot be
+            ours, theirs = socket.socketpair()
             self.proc = subprocess.Popen(
                 [python, "-m", "common.forkserver", "--fd", str(theirs.fileno()), *imports],
                 pass_fds=[theirs.fileno()],
@@ -235,34 +238,59 @@ class ForkServer:
             raise ServerFailed(self.gone())
         return message
 
-    def start(self, module: str, argv: list[str], env: dict[str, str], log: Path) -> ForkedRun:
-        """Fork one run; its handle once the server says it started."""
+    def start(
+        self,
+        module: str,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> ForkedRun:
+        """Fork one run; its handle once the server says it started. ServerFailed when the
+        server died or sent nothing in STARTED_WAIT_S (KILL_WAIT_S once `stopping`): a fork
+        takes milliseconds, so a server that does not answer is not waited for."""
         ranks = fork_ranks(argv)
         try:
             self.channel.send(forkserver.Start(module, argv, env, str(log.resolve()), ranks))
         except OSError:
             raise ServerFailed(self.gone()) from None
-        while True:
-            message = self.receive(SERVER_START_TIMEOUT_S)
+        deadline = time.monotonic() + STARTED_WAIT_S
+        while time.monotonic() < deadline:
+            if stopping():
+                deadline = min(deadline, time.monotonic() + KILL_WAIT_S)
+            message = self.receive(min(0.5, max(0.0, deadline - time.monotonic())))
             if isinstance(message, forkserver.Started):
                 return ForkedRun(self, message.pid)
-            if message is None:
-                raise ServerFailed(f"the fork server of {self.python} did not start a run")
+        raise ServerFailed(
+            f"the fork server of {self.python} did not start a run (no answer in"
+            f" {STARTED_WAIT_S:g} s); see {self.log}"
+        )
 
-    def close(self) -> None:
-        """End the server (closing its socket ends its loop); SIGKILL if it lingers."""
+    def kill(self) -> None:
+        """SIGKILL the server (it no longer answers): the leader of a run it forked dies with
+        it (its parent-death signal), and that run's ranks with their leader."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass  # a process in the kernel's hands (uninterruptible sleep): nothing more to do
+        self.channel.sock.close()
+
+    def close(self, deadline: float | None = None) -> None:
+        """End the server (closing its socket ends its loop); SIGKILL if it lingers past
+        `deadline` (default: 5 s from now)."""
         try:
             self.channel.sock.close()
         except OSError:
             pass
+        left = 5.0 if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=left)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+            self.kill()
 
 
 class ServerPool:
@@ -314,7 +342,10 @@ class ServerPool:
         if server is None:
             return None
         del self.servers[self.key(python, env, modules)]
-        shutil.copyfile(server.log, log)  # the server is idle: it writes nothing meanwhile
+        # the server is idle: it writes nothing meanwhile (OutputError if the copy fails)
+        write_atomically(
+            log, lambda tmp: shutil.copyfile(server.log, tmp), mode="new", option="log"
+        )
         try:
             server.channel.send(forkserver.Log(str(log.resolve())))
         except OSError:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from common.errors import UsageError
 from experiment.arms import Arm, Env
-from experiment.run import PROFILE_RUNS
+from experiment.settings import PROFILE_RUNS
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
 B256_NCHW = ("--batch-size-per-device", "256", "--precision", "bf16")

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, TINY, clean_env, needs_lightning
 
 from experiment import plans
-from experiment.run import SETTLE_MINUTES, expand
+from experiment.settings import SETTLE_MINUTES, expand
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
 
@@ -574,7 +574,8 @@ def test_real_runners_on_cpu_two_repeats(tmp_path):
 def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_path):
     from common.manifest import ManifestRun
     from experiment.arms import label_arms
-    from experiment.run import Experiment, Settings
+    from experiment.run import Experiment
+    from experiment.settings import Settings
 
     out = tmp_path / "exp"
     (out / "results").mkdir(parents=True)
@@ -589,7 +590,7 @@ def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_p
     exp = Experiment(settings)
     for i, arm in enumerate(settings.arms, 1):
         (out / "results" / f"{arm.label}-r1.json").write_text('{"truncated": ')
-        exp.runs.append(
+        exp.recorder.runs.append(
             ManifestRun(
                 index=i,
                 block=1,
@@ -607,8 +608,8 @@ def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_p
                 seconds=1.0,
             )
         )
-    exp.write_manifest()
-    line = exp.describe(exp.estimate())
+    exp.recorder.write()
+    line = exp.reporter.describe(exp.reporter.estimate())
     assert (
         line.startswith("    estimate: compare failed: ")
         and "native-r1.json: not valid JSON" in line

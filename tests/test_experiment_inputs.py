@@ -304,7 +304,8 @@ def test_an_experiment_with_no_ok_run_ends_with_one_line_per_fact_no_traceback(t
 
 def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch):
     from experiment.arms import label_arms
-    from experiment.run import Experiment, Settings
+    from experiment.run import Experiment
+    from experiment.settings import Settings
 
     out = tmp_path / "exp"
     take_folder(out)
@@ -319,13 +320,13 @@ def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch)
     )
     monkeypatch.setenv("DDPBENCH_EXPERIMENT_FAKE_RUNNER", str(FAKE))
     exp = Experiment(s)
-    real_finish = exp.finish
+    real_finish = exp.reporter.finish
 
     def finish_with_sigterm() -> int:
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the reports are written
         return real_finish()
 
-    exp.finish = finish_with_sigterm  # type: ignore[method-assign]
+    exp.reporter.finish = finish_with_sigterm  # type: ignore[method-assign]
     assert exp.run() == 128 + signal.SIGTERM
 
 

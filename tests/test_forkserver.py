@@ -159,7 +159,7 @@ def test_a_crash_and_a_kill_are_exit_statuses(tmp_path, probe):
 
 
 def test_a_hung_run_times_out_and_its_group_ends(tmp_path, probe):
-    from experiment.run import end_group
+    from experiment.groups import end_group
 
     s = server(tmp_path)
     try:
