@@ -36,7 +36,8 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.launcher import free_port, self_launch_env
+from common.errors import EXIT_USAGE, UsageError, one_line
+from common.launcher import plain_start_port, self_launch_env
 from common.lifetime import _parent_death_signal
 
 RANK_GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL for the other ranks of a failed run
@@ -244,8 +245,14 @@ def _leader(start: Start, parent: int, import_seconds: float, in_session: int) -
 
 def _ranks(start: Start) -> int:
     """Fork every rank with the environment native's launcher gives its ranks; the first
-    rank to fail stops the others (as native/launch.py does)."""
-    port = free_port()
+    rank to fail stops the others (as native/launch.py does). The ranks meet at the run's
+    MASTER_PORT (or STANDALONE_PORT) where it names one, as a fresh run's ranks would, and a
+    port in use is refused in one line with exit status 2, as a fresh run refuses it."""
+    try:
+        port = plain_start_port(os.environ)
+    except UsageError as error:
+        print(f"{start.module}: error: {one_line(str(error))}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     leader = os.getpid()
     pids: dict[int, int] = {}
     for rank in range(start.ranks):

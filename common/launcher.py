@@ -591,6 +591,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def plain_start_port(env: Mapping[str, str]) -> int:
+    """The rendezvous port of ranks started on this host by their launcher (the fork server's
+    run leader): MASTER_PORT, else STANDALONE_PORT, as a plain start takes it, refused in one
+    line (UsageError) when something listens there already; else a free port."""
+    port_var = next((n for n in ("MASTER_PORT", "STANDALONE_PORT") if n in env), None)
+    if port_var is None:
+        return free_port()
+    port = _port(env, port_var)
+    _check_port_free(port, port_var)
+    return port
+
+
 def self_launch_env(rank: int, world: int, port: int, launcher_pid: int) -> dict[str, str]:
     """The launcher variables of rank `rank` of `world` ranks started on this node, by
     native's launcher and by the fork server alike: torchrun's names, SELF_LAUNCH_VAR, and the
