@@ -110,7 +110,7 @@ class Recorder:
         also = f"; {removed}'s result was removed (not recorded)" if removed else ""
         return (
             f"{error}; the experiment stops: {self.folder / MANIFEST}, as last written,"
-            f" records {self.written} run(s), each with its result and log{also}"
+            f" records {self.written} run(s), whose results and logs are kept{also}"
         )
 
     # --- fork servers -----------------------------------------------------------------
