@@ -10,11 +10,14 @@ FAKE_ORPHAN (run name whose "rank" outlives it and writes the result
 later, while the launcher exits 1), FAKE_CHECKS (file: append each --check's module),
 FAKE_REFUSE (module whose --check refuses), FAKE_LATE_FAIL (run name that writes its result,
 then exits 1), FAKE_PARENTS (file: append "check|run MODULE fresh|forked PARENT-PID" for each
-check and run: whose process made it). For lightning_impl.interleaved it writes
-tests/data/interleaved.json.
+check and run: whose process made it), FAKE_DEAF (run name whose launcher and its one
+"rank", both in the run's process group, ignore SIGTERM and sleep: Fabric's rank 0, a rank
+blocked in a collective), FAKE_SLOW (run name that sleeps 3 s, then goes on: the disk can
+fill meanwhile). For lightning_impl.interleaved it writes tests/data/interleaved.json.
 """
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -52,6 +55,13 @@ if name == os.environ.get("FAKE_FAIL"):
     sys.exit(3)
 if name == os.environ.get("FAKE_HANG"):
     time.sleep(120)
+if name == os.environ.get("FAKE_SLOW"):
+    time.sleep(3)
+if name == os.environ.get("FAKE_DEAF"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.fork()  # the "rank": SIGTERM ignored too, in the same process group
+    time.sleep(120)
+    os._exit(1)
 if name == os.environ.get("FAKE_ORPHAN") and os.fork() == 0:  # a rank left behind
     time.sleep(3)
     os.environ.pop("FAKE_ORPHAN")
