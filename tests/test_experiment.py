@@ -225,6 +225,16 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
         (["--", "--trace", "{nope}.json"], "unknown placeholder {nope}"),
         (["--launch", "srun"], "srun"),
         (["--", "--trace", "{out}/{run}.json"], "give --profile-runs all"),
+        (["--run-timeout", "inf"], "--run-timeout must be a finite number, got inf"),
+        (
+            ["--target-half-width", "1", "--repeats", "3"],
+            "--repeats 3 is below the first stage of --target-half-width (5 complete blocks,"
+            " --first-stage-blocks): give --repeats 5 or more",
+        ),
+        (
+            ["--plan", "host-slack", "--target-half-width", "1"],
+            "--repeats 2 (the plan's) is below the first stage of --target-half-width",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2_before_any_run(tmp_path, args, message):
@@ -633,3 +643,17 @@ def test_srun_options_read_the_job_shape_as_the_runners_do(monkeypatch):
     monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2")
     monkeypatch.delenv("MASTER_PORT", raising=False)
     assert "MASTER_PORT" not in launch.srun_environment()  # the runners derive it (one rule)
+
+
+def test_no_class_or_function_in_experiment_is_over_200_lines():
+    """Issue 43: the recorder, the schedules and the reporter stay small enough to read."""
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "experiment").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > 200:
+                    long.append(f"{path.name}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []

@@ -1,8 +1,10 @@
 """common/forkserver.py and its client (experiment/launch.py): runs forked from a warm
 interpreter. Each fault the issue names has a test: a child that crashes, hangs or is killed;
-a server that cannot import or dies; SIGTERM and Ctrl-C; nothing inherited (CUDA, a process
-group, a lock). The slow tests run the real runners: 2 gloo ranks in every arm, and the
-fork-check plan's A/A (fresh against forked), whose parameters must agree bit for bit.
+a server that cannot import, dies or stops answering (the wait for it has a bound); SIGTERM
+and Ctrl-C; nothing inherited (CUDA, a process group, a lock); the run's MASTER_PORT honoured,
+or refused in one line when in use. The slow tests run the real runners: 2 gloo ranks in
+every arm, and the fork-check plan's A/A (fresh against forked), whose parameters must agree
+bit for bit.
 """
 
 from __future__ import annotations
@@ -173,6 +175,26 @@ def test_a_hung_run_times_out_and_its_group_ends(tmp_path, probe):
         s.close()
 
 
+def test_a_server_that_stops_answering_is_waited_for_within_a_bound(tmp_path, probe):
+    """The server stopped (SIGSTOP) while its run hangs: the run's timeout ends the run, whose
+    exit status never comes; the wait gives up within its bound, marked unanswered, and the
+    server is killed, so nothing of the run or the server is left."""
+    from experiment.groups import GRACE_S, KILL_WAIT_S, Signals, wait_for
+
+    s = server(tmp_path)
+    try:
+        run = s.start(str(probe), ["hang"], env(), tmp_path / "h.log")
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        ended = wait_for(run, 1.0, Signals())
+        assert ended.timed_out and ended.unanswered and ended.status == 124
+        assert time.monotonic() - t0 < 1 + GRACE_S + 2 * KILL_WAIT_S + 5
+        s.kill()
+        assert gone(s.proc.pid) and gone(run.pid)
+    finally:
+        s.close()
+
+
 def test_ranks_share_the_runs_group_and_one_failure_stops_the_others(tmp_path, probe):
     s = server(tmp_path)
     try:
@@ -191,6 +213,40 @@ def test_ranks_share_the_runs_group_and_one_failure_stops_the_others(tmp_path, p
         assert sorted(x["rank"] for x in f2) == ["0", "1"]  # rank 1 failed after rank 0 said
         assert all(gone(x["pid"]) for x in f2)
         assert "rank 1 exited with status 4" in log2.read_text()
+    finally:
+        s.close()
+
+
+def test_ranks_meet_at_the_runs_master_port_and_one_in_use_is_refused(tmp_path, probe):
+    """A MASTER_PORT in the run's environment is honoured, as a fresh run's ranks honour it;
+    a port something listens on already is refused in one line with exit status 2, as a
+    fresh run refuses it, and no rank starts."""
+    import socket
+
+    from common.launcher import free_port
+
+    s = server(tmp_path)
+    try:
+        port = free_port()
+        log = tmp_path / "free.log"
+        assert (
+            s.start(str(probe), ["ok", "--devices", "2"], env(MASTER_PORT=str(port)), log).wait(60)
+            == 0
+        )
+        assert {f["port"] for f in facts(log)} == {str(port)}
+        with socket.socket() as busy:
+            busy.bind(("", 0))
+            busy.listen()
+            taken = busy.getsockname()[1]
+            log = tmp_path / "busy.log"
+            run = s.start(str(probe), ["ok", "--devices", "2"], env(MASTER_PORT=str(taken)), log)
+            assert run.wait(60) == 2
+        text = log.read_text()
+        assert facts(log) == [] and "Traceback" not in text
+        assert text.strip().endswith(
+            f"error: MASTER_PORT={taken} is already in use on this host (another run or"
+            " program listens there); set MASTER_PORT to a free port"
+        )
     finally:
         s.close()
 
