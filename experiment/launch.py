@@ -262,8 +262,7 @@ class ForkServer:
             if isinstance(message, forkserver.Started):
                 return ForkedRun(self, message.pid)
         raise ServerFailed(
-            f"the fork server of {self.python} did not start a run (no answer in"
-            f" {STARTED_WAIT_S:g} s); see {self.log}"
+            f"the fork server of {self.python} did not answer the start of a run; see {self.log}"
         )
 
     def kill(self) -> None:

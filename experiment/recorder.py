@@ -151,12 +151,14 @@ class Recorder:
         argv = [*spec.argv, "--output", str(result.resolve())]
         cmd = launch.command(spec.python, argv, spec.mode)  # as a fresh process would run it
         started, t0 = utc_now(), time.monotonic()
+        notes: list[str] = []  # lines added to the run's log, after its own
         try:
             with open_log(log) as f:
-                ended, failure = self._start_and_wait(spec, argv, cmd, f, log)
+                ended, failure = self._start_and_wait(spec, argv, cmd, f, log, notes)
         except OutputError as error:  # no log, so no run: nothing started
             raise NotRecorded(self.kept(error)) from None
-        notes = [failure] if failure else []
+        if failure:
+            notes.append(failure)
         if ended.unanswered and not failure:  # a process in the kernel's hands: left to it
             notes.append(f"the run did not end within {KILL_WAIT_S:g} s of SIGKILL")
         if ended.timed_out:
@@ -189,9 +191,16 @@ class Recorder:
         return record
 
     def _start_and_wait(
-        self, spec: RunSpec, argv: list[str], cmd: list[str], log_file: TextIO, log: Path
+        self,
+        spec: RunSpec,
+        argv: list[str],
+        cmd: list[str],
+        log_file: TextIO,
+        log: Path,
+        notes: list[str],
     ) -> tuple[Ended, str | None]:
-        """How the run ended, and the one line of a fork server that failed with it."""
+        """How the run ended, and the one line of a fork server that failed with it (why a
+        run could not start goes into `notes`)."""
         handle: launch.ForkedRun | subprocess.Popen | None = None
         try:
             if spec.mode == "fork":
@@ -212,7 +221,7 @@ class Recorder:
                 end_group(handle.pid, self.signals)
             return Ended(1), self._server_failed(spec.python, str(error))
         except OSError as error:  # the program could not start (ENOMEM, a vanished binary)
-            print(f"{PROG}: cannot start {cmd[0]}: {error.strerror}", file=log_file, flush=True)
+            notes.append(f"cannot start {cmd[0]}: {error.strerror}")
             return Ended(127), None
         end_group(handle.pid, self.signals)  # ranks that outlive their launcher would write later
         if ended.unanswered and spec.mode == "fork":

@@ -12,9 +12,11 @@ reads the folder through the recorder's manifest (experiment.recorder), never th
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from common.errors import EXIT_USAGE, UsageError, one_line
 from common.manifest import MANIFEST, ManifestRun, ManifestSettling
@@ -43,6 +45,15 @@ class Estimate:
 
     overhead: list[Overhead] = field(default_factory=list)
     error: str | None = None  # compare's one-line error, when it failed
+
+
+def log_lines(path: Path) -> list[str]:
+    """The lines of a run's log, none when it cannot be read (a folder deleted meanwhile:
+    the write that follows says so in its one line)."""
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 class Reporter:
@@ -97,12 +108,12 @@ class Reporter:
             flush=True,
         )
         if not ok and record.exit_status != EXIT_USAGE:
-            tail = (self.s.out / record.log).read_text(errors="replace").splitlines()[-5:]
+            tail = log_lines(self.s.out / record.log)[-5:]
             print("\n".join(f"    {line}" for line in tail), flush=True)
 
     def usage_error(self, record: ManifestRun) -> None:
         """A run's usage error (exit 2) in its own last line: it stops the experiment."""
-        lines = (self.s.out / record.log).read_text(errors="replace").strip().splitlines()
+        lines = "\n".join(log_lines(self.s.out / record.log)).strip().splitlines()
         print(
             lines[-1] if lines else f"{PROG}: error: a run exited 2 (usage error)",
             file=sys.stderr,
@@ -187,7 +198,7 @@ class Reporter:
         except Exception as error:  # the runs are recorded; say why there is no report
             print(f"{PROG}: compare failed: {compare_error(error)}", file=sys.stderr)
             status = 1
-        if (self.s.out / "report.txt").is_file():
+        with contextlib.suppress(OSError):  # none when compare failed
             print((self.s.out / "report.txt").read_text(), end="")
         if warm_failed:
             print(
