@@ -51,14 +51,17 @@ class Signals:
         self._old: dict[int, object] = {}
 
     def __enter__(self) -> Signals:
+        """Install the counting handler for SIGINT and SIGTERM."""
         self._old = {sig: signal.signal(sig, self._count) for sig in STOP_SIGNALS}
         return self
 
     def __exit__(self, *_: object) -> None:
+        """Put the handlers back that were there before."""
         for sig, handler in self._old.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
     def _count(self, signum: int, _frame: object) -> None:
+        """The handler: count the signal, nothing else (a wait reads the count)."""
         self.received.append(signum)
 
     @property
@@ -83,7 +86,9 @@ class Run(Protocol):
 
     pid: int
 
-    def wait(self, timeout: float | None = None) -> int: ...
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status; subprocess.TimeoutExpired past `timeout`."""
+        ...
 
 
 @dataclass(frozen=True)

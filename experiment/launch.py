@@ -140,19 +140,17 @@ def check_fork_options(options: list[str]) -> None:
 
 
 class ForkedRun:
-    """A run forked by a server, waited for as a subprocess.Popen is (pid, poll, wait)."""
+    """A run forked by a server, waited for as a subprocess.Popen is (pid, wait): an
+    experiment.groups.Run. Its exit status is the server's Exited message."""
 
     def __init__(self, server: ForkServer, pid: int) -> None:
         self.server = server
         self.pid = pid  # the run's leader: its process group
         self.returncode: int | None = None
 
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self._receive(0.001)
-        return self.returncode
-
     def wait(self, timeout: float | None = None) -> int:
+        """The exit status; subprocess.TimeoutExpired past `timeout`, ServerFailed when the
+        server died."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
             left = 0.5 if deadline is None else deadline - time.monotonic()
@@ -162,6 +160,7 @@ class ForkedRun:
         return self.returncode
 
     def _receive(self, timeout: float) -> None:
+        """The server's next message, kept when it is this run's exit status."""
         message = self.server.receive(timeout)
         if isinstance(message, forkserver.Exited) and message.pid == self.pid:
             self.returncode = message.status
@@ -303,6 +302,7 @@ class ServerPool:
 
     @staticmethod
     def key(python: str, env: dict[str, str], modules: list[str]) -> tuple:
+        """What makes two servers the same: interpreter, environment, modules."""
         return (python, tuple(sorted(env.items())), tuple(sorted(modules)))
 
     def start(self, python: str, env: dict[str, str], modules: list[str]) -> None:
@@ -329,6 +329,7 @@ class ServerPool:
         return server
 
     def drop(self, key: tuple) -> None:
+        """Close one server and remove its scratch log."""
         server = self.servers.pop(key)
         server.close()
         server.log.unlink(missing_ok=True)
@@ -360,5 +361,6 @@ class ServerPool:
                 self.drop(key)
 
     def close(self) -> None:
+        """Close every server no experiment adopted."""
         for key in list(self.servers):
             self.drop(key)
