@@ -342,3 +342,34 @@ def test_a_disk_that_fills_in_the_in_process_plan_ends_in_one_line(tmp_path, sma
     runs = json.loads((here / "manifest.json").read_text())["runs"]
     assert [(r["status"], r["result"]) for r in runs] == [("ok", "results/interleaved-r1.json")]
     assert [p.name for p in (here / "results").iterdir()] == ["interleaved-r1.json"]
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_the_runs_stay_recorded(
+    tmp_path, monkeypatch, capsys
+):
+    """The reports are written last, through the one writer: one that cannot be (here a
+    folder stands at report.md) is one line naming it and what was written, exit 1."""
+    from experiment.arms import label_arms
+    from experiment.inputs import take_folder
+    from experiment.run import Experiment
+    from experiment.settings import Settings
+
+    out = tmp_path / "exp"
+    take_folder(out)
+    (out / "report.md").mkdir()
+    monkeypatch.setenv("DDPBENCH_EXPERIMENT_FAKE_RUNNER", str(FAKE))
+    s = Settings(
+        out=out,
+        arms=label_arms(["native", "lightning"]),
+        options=[],
+        repeats=1,
+        python=sys.executable,
+        launch="fresh",
+        warmup_runs=0,
+    )
+    assert Experiment(s).run() == 1
+    err = capsys.readouterr().err
+    assert_one_line(err)
+    assert err.startswith("experiment: error: report.md ") and "is a folder" in err
+    assert err.endswith(f"the runs are recorded in {out / 'manifest.json'} (written: report.txt)\n")
+    assert [r.status for r in load_manifest(out / "manifest.json").runs] == ["ok", "ok"]
