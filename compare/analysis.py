@@ -4,9 +4,10 @@
 
 Runs are grouped by arm label (model.Run.label). Each other label is compared with the
 baseline, and lightning with fabric, lightning-services with lightning where both exist;
-each comparison's interval comes from one number per run (intervals.compare_arms: paired by block
-for an experiment folder, Stein's interval when it stopped by that rule, else run-level).
-Each arm's host CPU ms per step (where the results record it) is compared the same way.
+each comparison's interval comes from one number per run (stats.comparison.compare_arms: paired
+by block for an experiment folder, Stein's interval when it stopped by that rule, else
+run-level). Each arm's host CPU ms per step (where the results record it) is compared the
+same way.
 
 Everything the formats and the plot show is computed here once, in typed rows
 (compare.rows); `sections.py` (through `render.py`), `report.py` and `figures.py` only lay it
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from compare import distributions, intervals, verdicts
+from compare import verdicts
 from compare.attribution import Attribution, noise_attributions
 from compare.display import world_unit
 from compare.energy import (
@@ -56,6 +57,7 @@ from compare.pairing import (
     workload_differences,
 )
 from compare.rows import ArmRow, EnergyDifference, HostCost, Overhead, RunRow, ScalingRow, aggregate
+from stats import comparison, distributions, holm, intervals, run_level
 
 # Original-script results record one wall-clock mean per run and no step times: a comparison
 # with them uses that mean for every run on both sides, so both sides measure the same thing.
@@ -184,7 +186,7 @@ def host_interval_of(
     if not all(any(p.arm == side for p in points) for side in (arm, baseline)):
         return None
     rule = rule_of([*arm_runs, *base_runs])
-    return intervals.compare_arms(points, arm, baseline, rule, confidence)
+    return comparison.compare_arms(points, arm, baseline, rule, confidence)
 
 
 def host_difference(
@@ -236,10 +238,12 @@ def interval_of(
     confidence: float = intervals.CONFIDENCE,
 ) -> intervals.ArmInterval:
     """The arm's step time against the baseline's from the runs' per-run numbers
-    (intervals.compare_arms) at this confidence."""
+    (stats.comparison.compare_arms) at this confidence."""
     wall = any(run.original for run in (*arm_runs, *base_runs))
     points = run_points([*arm_runs, *base_runs], wall)
-    iv = intervals.compare_arms(points, arm, baseline, rule_of([*arm_runs, *base_runs]), confidence)
+    iv = comparison.compare_arms(
+        points, arm, baseline, rule_of([*arm_runs, *base_runs]), confidence
+    )
     copies = [f"{r.file} = {r.duplicate_of}" for r in (*arm_runs, *base_runs) if r.duplicate_of]
     if copies:  # a copy of a run says nothing about the noise: no interval, no verdict
         iv = dataclasses.replace(
@@ -269,7 +273,7 @@ def overhead_of(
     wall = any(run.original for run in (*arm_runs, *base_runs))
     iv = iv or interval_of(arm, baseline, arm_runs, base_runs)
     base_ms, arm_ms = per_run_ms(base_runs, wall), per_run_ms(arm_runs, wall)
-    fastest, _ = intervals.fastest_run_ratio(base_ms, arm_ms)
+    fastest, _ = run_level.fastest_run_ratio(base_ms, arm_ms)
     series = [run.step_series_ms for run in (*arm_runs, *base_runs)]
     jitter = [distributions.step_jitter_percent(s) for s in series if s is not None and len(s) >= 2]
     overhead = Overhead(
@@ -463,10 +467,10 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
 def holm_family(
     count: int, tested: dict[int, Callable[[float], intervals.ArmInterval]]
 ) -> list[intervals.ArmInterval | None]:
-    """One Holm family (intervals.holm) over the comparisons in `tested` (the index of a stated
+    """One Holm family (stats.holm) over the comparisons in `tested` (the index of a stated
     comparison -> its interval as a function of the confidence); None where untested."""
     found: list[intervals.ArmInterval | None] = [None] * count
-    for k, iv in zip(tested, intervals.holm(list(tested.values()))):
+    for k, iv in zip(tested, holm.holm(list(tested.values()))):
         found[k] = iv
     return found
 
@@ -510,7 +514,7 @@ def analyse(
             [label for label in labels(runs, base) if (label, world) in cells], base
         )
     ]
-    # Holm's adjustment over every comparison the report states (intervals.holm)
+    # Holm's adjustment over every comparison the report states (stats.holm)
     adjusted = holm_family(
         len(stated),
         {
@@ -552,7 +556,7 @@ def analyse(
         len(stated),
         {
             k: functools.partial(
-                intervals.compare_arms,
+                comparison.compare_arms,
                 energy_points[k],
                 a,
                 b,

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compare import distributions
 from compare.model import Run, of_ranks
 from compare.pairing import group
+from stats import distributions
 
 MIN_RUNS = 5
 SPREAD_FACTOR = 3.0

@@ -20,12 +20,13 @@ from pathlib import Path
 from common.errors import OneLineParser, exit_on_usage_error
 from common.manifest import MANIFEST
 from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
-from compare import interleaved, intervals
+from compare import interleaved
 from compare.analysis import Report
 from compare.api import analyse_runs, load
 from compare.errors import CompareError
 from compare.load import interleaved_inputs
 from compare.report import FORMATS, render
+from stats import intervals
 
 PROG = "compare"
 EXIT_OK = 0

@@ -36,8 +36,8 @@ from experiment.run import (
     Settings,
     check_placeholders,
 )
-from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
-from experiment.stopping import FIRST_STAGE_BLOCKS
+from stats.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
+from stats.stopping import FIRST_STAGE_BLOCKS
 
 DEFAULT_REPEATS = 3
 DEFAULT_WARMUP_RUNS = 1

@@ -31,18 +31,18 @@ from common.manifest import (
 )
 from common.manifest import write_manifest as write_manifest_file
 from common.output import OutputError, write_atomically, write_text
-from compare import distributions
 from compare.analysis import Overhead, Report, run_points
 from compare.api import analyse_paths, load
 from compare.cli import build_parser as compare_parser
 from compare.load import load_runs
 from compare.report import render
-from experiment import launch, settling, stopping
+from experiment import launch
 from experiment.arms import Arm
+from stats import distributions, settling, stopping
 
 PROG = "experiment"
 # Settling: after the --warmup-runs rounds, more uncounted runs of the baseline
-# until experiment.settling.host_settled, for at most this many minutes of warm-up in all.
+# until stats.settling.host_settled, for at most this many minutes of warm-up in all.
 SETTLE_MINUTES = 3.0
 TERMINATE_GRACE_S = 30  # SIGTERM, then this long, then SIGKILL
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -432,7 +432,7 @@ class Experiment:
             lines.append(head)
         return "\n".join(lines)
 
-    # --- settling and stopping (experiment.settling, experiment.stopping) ---------------
+    # --- settling and stopping (stats.settling, stats.stopping) -------------------------
     def settled(self) -> settling.Settling:
         """settling.host_settled on the baseline's warm-up runs so far (run medians, the
         medians of the halves of their timed steps, their end times, the GPU's temperature),

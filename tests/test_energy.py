@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from common.result import EnergySummary, RankTelemetry
-from compare import intervals
 from compare.analysis import analyse
 from compare.attribution import CAUSES, CLOCK, HOST, STEAL, attribute_noise, noise_attributions
 from compare.energy import energy_cell, energy_rows
 from compare.model import Placement, run_from
 from compare_factory import make_result
+from stats import intervals
 
 
 def run(
