@@ -48,9 +48,10 @@ from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of,
 from compare.model import Run
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
+    Cells,
+    Grouping,
     environment_differences,
-    group,
-    labels,
+    grouping,
     scaling_mode,
     unpaired,
     version_differences,
@@ -309,7 +310,7 @@ def overhead_of(
     return overhead, iv.warnings
 
 
-def host_costs(cells: dict[tuple[str, int], list[Run]]) -> list[HostCost]:
+def host_costs(cells: Cells) -> list[HostCost]:
     """Each arm's host CPU ms per step and the step's slack, per world size."""
     rows = []
     for (label, world), runs in cells.items():
@@ -349,9 +350,7 @@ def comparisons(present: Sequence[str], baseline: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _scaling(
-    cells: dict[tuple[str, int], list[Run]], overhead: dict[tuple[str, int], Overhead]
-) -> list[ScalingRow]:
+def _scaling(cells: Cells, overhead: dict[tuple[str, int], Overhead]) -> list[ScalingRow]:
     """Speed-up and efficiency per arm measured at several world sizes; overhead vs the baseline."""
     rows = []
     for label in dict.fromkeys(label for label, _ in cells):
@@ -427,7 +426,7 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
     )
 
 
-def _samples(cells: dict[tuple[str, int], list[Run]]) -> dict[str, list[float]]:
+def _samples(cells: Cells) -> dict[str, list[float]]:
     """Step times per cell for the distribution plot ("label@N"; an original run adds its mean)."""
     return {
         f"{label}@{world}": [t for run in runs for t in (run.step_samples_ms or [run.median_ms])]
@@ -464,6 +463,24 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
     return warnings, notes
 
 
+@dataclass(frozen=True)
+class Stated:
+    """One comparison the report states: an arm against its baseline at one world size."""
+
+    world: int
+    arm: str
+    baseline: str
+
+
+def stated_comparisons(groups: Grouping) -> list[Stated]:
+    """Every comparison the report states, world sizes ascending (comparisons() at each)."""
+    return [
+        Stated(world, arm, against)
+        for world in groups.worlds
+        for arm, against in comparisons(groups.labels_at(world), groups.baseline)
+    ]
+
+
 def holm_family(
     count: int, tested: dict[int, Callable[[float], intervals.ArmInterval]]
 ) -> list[intervals.ArmInterval | None]:
@@ -475,17 +492,67 @@ def holm_family(
     return found
 
 
-def analyse(
-    runs: Sequence[Run], allow_mismatch: bool = False, baseline: str | None = None
-) -> Report:
-    """Check, group and compare the runs; WorkloadMismatch lists every differing field."""
-    present = labels(runs, baseline)
-    if baseline is not None and baseline not in present:
-        raise CompareError(
-            f"--baseline {baseline}: no run has that label; the labels are {', '.join(present)}"
+def time_comparisons(
+    groups: Grouping, stated: Sequence[Stated]
+) -> tuple[list[Overhead], list[dict[str, Any]], list[Flag]]:
+    """Each stated comparison's overhead (step time and host cost, each Holm-adjusted as a
+    family of its own), its pair of run lists, and the methods' warnings."""
+    sides = [(c.arm, c.baseline, *groups.pair(c.arm, c.baseline, c.world)) for c in stated]
+    # Holm's adjustment over every comparison the report states (stats.holm)
+    adjusted = holm_family(
+        len(stated), {k: functools.partial(interval_of, *side) for k, side in enumerate(sides)}
+    )
+    # ... and, as a family of its own, over the host-cost differences the report states
+    host_ivs = holm_family(
+        len(stated),
+        {
+            k: functools.partial(_host_interval, *side)
+            for k, side in enumerate(sides)
+            if host_interval_of(*side) is not None
+        },
+    )
+    overhead, pairs, warnings = [], [], []
+    for c, (arm, against, arm_runs, base_runs), iv, hiv in zip(stated, sides, adjusted, host_ivs):
+        o, said = overhead_of(c.world, arm, against, arm_runs, base_runs, iv, hiv)
+        overhead.append(o)
+        warnings += [Flag.plain("method", line) for line in said]
+        pairs.append(
+            {
+                "world_size": c.world,
+                "arm": arm,
+                "baseline": against,
+                "arm_files": [r.file for r in arm_runs],
+                "baseline_files": [r.file for r in base_runs],
+                "numerics_identical": o.numerics_identical,
+            }
         )
-    base = baseline or ("native" if "native" in present else present[0])
-    warnings: list[Flag] = []
+    return overhead, pairs, warnings
+
+
+def energy_comparisons(groups: Grouping, stated: Sequence[Stated]) -> list[EnergyDifference]:
+    """Energy per image, the same comparisons by the same method, Holm-adjusted as a family of
+    its own (like the host cost); comparisons without energy on both sides are not tested."""
+    sides = [groups.pair(c.arm, c.baseline, c.world) for c in stated]
+    points = [run_points([*a, *b], energy=True) for a, b in sides]
+    ivs = holm_family(
+        len(stated),
+        {
+            k: functools.partial(
+                comparison.compare_arms, points[k], c.arm, c.baseline, rule_of([*a, *b])
+            )
+            for k, (c, (a, b)) in enumerate(zip(stated, sides))
+            if {c.arm, c.baseline} <= {point.arm for point in points[k]}
+        },
+    )
+    return [
+        energy_difference(c.world, c.arm, c.baseline, a, b, points[k], iv=ivs[k])
+        for k, (c, (a, b)) in enumerate(zip(stated, sides))
+    ]
+
+
+def workload_flags(runs: Sequence[Run], allow_mismatch: bool) -> list[Flag]:
+    """WorkloadMismatch for runs whose workloads differ (beyond the world size), unless
+    allowed: then a warning per difference; a warning per environment difference."""
     mismatches = workload_differences(runs)
     if mismatches and not allow_mismatch:
         raise WorkloadMismatch(
@@ -493,92 +560,31 @@ def analyse(
             " --allow-mismatch"
             " to compare anyway): " + "; ".join(d.describe() for d in mismatches)
         )
-    warnings += [
+    return [
         Flag.plain("workload", f"workload differs (allowed by --allow-mismatch): {d.describe()}")
         for d in mismatches
-    ]
-    warnings += [
+    ] + [
         Flag.plain("environment", f"environment differs: {d.describe()}")
         for d in environment_differences(runs)
     ]
-    cells = group(runs, base)
-    unit = world_unit(runs)
-    warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
-    worlds = sorted({world for _, world in cells})
-    overhead: list[Overhead] = []
-    pairs = []
-    stated = [
-        (world, arm, against)
-        for world in worlds
-        for arm, against in comparisons(
-            [label for label in labels(runs, base) if (label, world) in cells], base
-        )
-    ]
-    # Holm's adjustment over every comparison the report states (stats.holm)
-    adjusted = holm_family(
-        len(stated),
-        {
-            k: functools.partial(interval_of, a, b, cells[(a, w)], cells[(b, w)])
-            for k, (w, a, b) in enumerate(stated)
-        },
-    )
-    # ... and, as a family of its own, over the host-cost differences the report states
-    host_ivs = holm_family(
-        len(stated),
-        {
-            k: functools.partial(_host_interval, a, b, cells[(a, w)], cells[(b, w)])
-            for k, (w, a, b) in enumerate(stated)
-            if host_interval_of(a, b, cells[(a, w)], cells[(b, w)]) is not None
-        },
-    )
-    for (world, arm, against), iv, hiv in zip(stated, adjusted, host_ivs):
-        o, said = overhead_of(
-            world, arm, against, cells[(arm, world)], cells[(against, world)], iv, hiv
-        )
-        overhead.append(o)
-        warnings += [Flag.plain("method", line) for line in said]
-        pairs.append(
-            {
-                "world_size": world,
-                "arm": arm,
-                "baseline": against,
-                "arm_files": [r.file for r in cells[(arm, world)]],
-                "baseline_files": [r.file for r in cells[(against, world)]],
-                "numerics_identical": o.numerics_identical,
-            }
-        )
-    # energy per image, the same comparisons by the same method, Holm-adjusted as a family of
-    # its own (like the host cost); comparisons without energy on both sides are not tested
-    energy_points = [
-        run_points([*cells[(a, w)], *cells[(b, w)]], energy=True) for w, a, b in stated
-    ]
-    energy_ivs = holm_family(
-        len(stated),
-        {
-            k: functools.partial(
-                comparison.compare_arms,
-                energy_points[k],
-                a,
-                b,
-                rule_of([*cells[(a, w)], *cells[(b, w)]]),
-            )
-            for k, (w, a, b) in enumerate(stated)
-            if {a, b} <= {point.arm for point in energy_points[k]}
-        },
-    )
-    energy = [
-        energy_difference(w, a, b, cells[(a, w)], cells[(b, w)], energy_points[k], iv=energy_ivs[k])
-        for k, (w, a, b) in enumerate(stated)
-    ]
-    vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
-    numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
-    same = {key: o.numerics_identical for key, o in vs_base.items()}
-    table = [
+
+
+def arm_rows(cells: Cells, same: dict[tuple[str, int], str]) -> list[ArmRow]:
+    """One table row per cell (arm label, world size): its runs aggregated."""
+    return [
         aggregate(label, world, rs, same.get((label, world), "-"))
         for (label, world), rs in cells.items()
     ]
-    steady = steady_states(runs)
-    run_table = [
+
+
+def run_rows(
+    runs: Sequence[Run],
+    steady: Sequence[SteadyState],
+    vs_base: dict[tuple[str, int], Overhead],
+    same: dict[tuple[str, int], str],
+) -> list[RunRow]:
+    """One csv/json row per run, with its arm's overhead over the baseline."""
+    return [
         _run_row(
             run,
             vs_base.get((run.label, run.world_size)),
@@ -587,33 +593,49 @@ def analyse(
         )
         for run, state in zip(runs, steady)
     ]
-    run_warnings, notes = run_flags(runs)
+
+
+def analyse(
+    runs: Sequence[Run], allow_mismatch: bool = False, baseline: str | None = None
+) -> Report:
+    """Check, group and compare the runs; WorkloadMismatch lists every differing field."""
+    groups = grouping(runs, baseline)  # computed once: every part below reads it
+    base, cells, unit = groups.baseline, groups.cells, world_unit(runs)
+    warnings = workload_flags(runs, allow_mismatch)
+    warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
+    stated = stated_comparisons(groups)
+    overhead, pairs, said = time_comparisons(groups, stated)
+    vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
+    numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
+    same = {key: o.numerics_identical for key, o in vs_base.items()}
+    steady = steady_states(runs)
     settle_warnings, settle_notes = settling_flags(runs)
-    run_warnings, notes = settle_warnings + run_warnings, settle_notes + notes
+    run_warnings, notes = run_flags(runs)
     versions = version_differences(runs)  # what the arms compare: notes, not warnings
     return Report(
         title=title_of(runs),
         heading=heading_of(runs),
         diagnostics=diagnostics_note(runs).removeprefix(" · "),
-        header=header_rows(runs, base),
-        table=table,
-        run_table=run_table,
+        header=header_rows(runs, groups.labels),
+        table=arm_rows(cells, same),
+        run_table=run_rows(runs, steady, vs_base, same),
         pairs=pairs,
         overhead=overhead,
         host=host_costs(cells),
-        scaling_mode=scaling_mode(runs) if len(worlds) > 1 else None,
+        scaling_mode=scaling_mode(runs) if len(groups.worlds) > 1 else None,
         scaling=_scaling(cells, vs_base),
         slow_ranks=slow_ranks(runs),
         steady_state=steady,
-        warnings=warnings + run_warnings + steady_state_warnings(steady),
+        warnings=warnings + said + settle_warnings + run_warnings + steady_state_warnings(steady),
         notes=[f"versions under test (one per arm): {d.describe()}" for d in versions]
+        + settle_notes
         + notes
         + numerics_notes(cells, numerics, unit),
         samples_ms=_samples(cells),
         baseline=base,
-        labels=[label for label in labels(runs, base)],
+        labels=list(groups.labels),
         unit=unit,
-        energy=energy_rows(runs, base),
-        energy_differences=energy,
-        noise=noise_attributions(runs, base),
+        energy=energy_rows(groups),
+        energy_differences=energy_comparisons(groups, stated),
+        noise=noise_attributions(groups),
     )

@@ -1,7 +1,7 @@
 """GPU energy per image from the runs' results: each arm's level with an interval over runs, and
 each comparison's difference by the same method as the step time.
 
-    rows = energy_rows(runs)                       # one EnergyRow per (arm, world size)
+    rows = energy_rows(grouping(runs))             # one EnergyRow per (arm, world size)
     report = analyse(runs); report.energy_differences   # one EnergyDifference per comparison
 
 A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from compare import attribution
 from compare.model import Run
-from compare.pairing import group
+from compare.pairing import Grouping
 from compare.rows import EnergyDifference
 from compare.verdicts import energy_sentence
 from stats import comparison, distributions, intervals
@@ -131,9 +131,9 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
     )
 
 
-def energy_rows(runs: Sequence[Run], baseline: str | None = None) -> list[EnergyRow]:
+def energy_rows(groups: Grouping) -> list[EnergyRow]:
     """One EnergyRow per (arm label, world size), in the report's order."""
-    return [energy_row(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
+    return [energy_row(arm, world, rs) for (arm, world), rs in groups.cells.items()]
 
 
 def energy_difference(
