@@ -31,10 +31,11 @@ from common.manifest import (
 )
 from common.manifest import write_manifest as write_manifest_file
 from common.output import OutputError, write_atomically, write_text
-from compare.analysis import Overhead, Report, run_points
+from compare.analysis import Overhead, Report
 from compare.api import analyse_paths, load
 from compare.cli import build_parser as compare_parser
 from compare.load import load_runs
+from compare.overheads import run_points
 from compare.report import render
 from experiment import launch
 from experiment.arms import Arm

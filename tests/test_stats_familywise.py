@@ -1,9 +1,9 @@
-"""Many comparisons: Holm's adjustment (holm.holm) keeps the familywise rate, by simulation.
+"""Many comparisons: Holm's adjustment (stats.holm) keeps the familywise rate, by simulation.
 
 An experiment of k arms runs blocks of every arm, in forward order in odd blocks and reversed
 in even ones (as experiment/run.py does), with run noise 0.5% (log-normal), a block effect
 shared by the runs of a block (1%) and a drift of 0.3% per run slot. No arm differs. The
-report states the comparisons compare.analysis.comparisons gives for its labels (each arm
+report states the comparisons compare.overheads.comparisons gives for its labels (each arm
 against the baseline, lightning against fabric, lightning-services against lightning): 1, 5
 and 7 for 2, 4 and 6 arms. A false verdict in any of them is a familywise error. REPS = 2000
 experiments per arm count, seeded; the MC SE of a rate near 5% is 0.49 points, and the bound
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from compare import verdicts
-from compare.analysis import comparisons
+from compare.overheads import comparisons
 from stats import comparison, holm, intervals
 
 REPS = 2000
