@@ -15,17 +15,34 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.errors import OneLineParser, exit_on_usage_error
 from common.manifest import MANIFEST
-from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
+from common.output import output_path_problem
 from compare import interleaved
-from compare.analysis import Report
-from compare.api import analyse_runs, load
+from compare.api import (
+    FORMATS,
+    InterleavedAnswer,
+    Report,
+    ReportFiles,
+    ReportOptions,
+    Target,
+    analyse_interleaved,
+    analyse_runs,
+    drift_points,
+    load,
+    render,
+    write_reports,
+)
 from compare.errors import CompareError
 from compare.load import interleaved_inputs
-from compare.report import FORMATS, render
+from compare.outputs import DRIFT, PLOT, check_points
+
+if TYPE_CHECKING:
+    from compare.figures import DriftPoint
 from stats import intervals
 
 PROG = "compare"
@@ -187,40 +204,32 @@ def check_not_inputs(
             )
 
 
-def write_report(text: str, path: Path, overwrite: bool) -> None:
-    """Write the report through `common.output` (the path checked again, never half a file)."""
-    try:
-        write_text(path, text, mode=mode_for(overwrite))
-    except OutputError as error:
-        raise CompareError(str(error)) from None
+def targets(args: argparse.Namespace) -> tuple[Target, ...]:
+    """The files the options name, in the order they are written: the plot, the drift figure,
+    the report."""
+    named = ((args.plot, PLOT, "--plot"), (args.drift, DRIFT, "--drift"))
+    found = [Target(path, content, option) for path, content, option in named if path is not None]
+    if args.output is not None:
+        found.append(Target(args.output, args.format, "--output"))
+    return tuple(found)
 
 
-def write_plot(report: Report, path: Path, overwrite: bool) -> None:
-    """Draw the figure into a temp file of the same suffix (matplotlib picks the format from
-    it), then move it into place as the report is: same checks, never half a file."""
-    from compare.figures import draw  # deferred: matplotlib is slow to import and only needed here
+def emit(
+    args: argparse.Namespace, report: Report | InterleavedAnswer, points: Sequence[DriftPoint]
+) -> None:
+    """The report on stdout or in --output, and the figures asked for (compare.outputs'
+    write_reports), each file said on stderr once it is in place."""
+    text = render(report, args.format, points, args.verbose) if args.output is None else None
+    said = {PLOT: "plot", DRIFT: "drift plot"}
 
-    try:
-        write_atomically(
-            path, lambda tmp: draw(report, tmp), mode=mode_for(overwrite), option="--plot"
-        )
-    except OutputError as error:
-        raise CompareError(str(error)) from None
+    def written(target: Target) -> None:
+        what = said.get(target.content, f"{args.format} report")
+        print(f"{PROG}: wrote {what} {target.path}", file=sys.stderr)
 
-
-def write_drift(report: Report, points: list, path: Path, overwrite: bool) -> None:
-    """The drift figure, written as the plot is."""
-    from compare.figures import draw_drift  # deferred: matplotlib
-
-    try:
-        write_atomically(
-            path,
-            lambda tmp: draw_drift(report, points, tmp),
-            mode=mode_for(overwrite),
-            option="--drift",
-        )
-    except OutputError as error:
-        raise CompareError(str(error)) from None
+    files = ReportFiles(targets(args), overwrite=args.overwrite_output)
+    write_reports(report, files, points, args.verbose, written)
+    if text is not None:
+        sys.stdout.write(text)
 
 
 # Options of the separate-run report that the interleaved question does not take.
@@ -242,13 +251,7 @@ def run_interleaved(args: argparse.Namespace, files: list[Path]) -> None:
             f" {', '.join(interleaved.FORMATS)}; give one of those"
         )
     check_not_inputs(args, None, files)
-    answer = interleaved.analyse(interleaved.load_interleaved_files(files))
-    text = interleaved.render_section(answer, args.format, args.verbose)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        write_report(text, args.output, args.overwrite_output)
-        print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
+    emit(args, analyse_interleaved(files), ())
 
 
 def run(args: argparse.Namespace) -> None:
@@ -267,30 +270,12 @@ def run(args: argparse.Namespace) -> None:
         return
     drawn = args.format == "html" or args.drift is not None
     runs, manifest_baseline = load(args.files, include_warmup=drawn)
-    report = analyse_runs(runs, manifest_baseline, args.baseline, args.allow_mismatch)
-    points = []
-    if drawn:
-        from compare.figures import drift_points  # deferred: matplotlib
-
-        points = drift_points(runs)
-    if args.drift is not None and not points:
-        raise CompareError(
-            "--drift: no run recorded its start time (the original scripts'"
-            " results do not); leave out --drift"
-        )
+    options = ReportOptions(args.baseline, args.allow_mismatch)
+    report = analyse_runs(runs, manifest_baseline, options)
+    points = drift_points(runs) if drawn else []
+    check_points(ReportFiles(targets(args)), points)
     check_not_inputs(args, report)
-    text = render(report, args.format, points, verbose=args.verbose)
-    if args.plot is not None:
-        write_plot(report, args.plot, args.overwrite_output)
-        print(f"{PROG}: wrote plot {args.plot}", file=sys.stderr)
-    if args.drift is not None:
-        write_drift(report, points, args.drift, args.overwrite_output)
-        print(f"{PROG}: wrote drift plot {args.drift}", file=sys.stderr)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        write_report(text, args.output, args.overwrite_output)
-        print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
+    emit(args, report, points)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -282,7 +282,7 @@ def experiments(args: argparse.Namespace, runner: list[str], command: list[str])
                     repeats=args.repeats or plan.repeats,
                     experiment=f"{plan.name}/{v.name}" if v.name else plan.name,
                     run_timeout=args.run_timeout or v.run_timeout,
-                    compare_options=list(plan.compare_options),
+                    allow_mismatch=plan.allow_mismatch,
                     env=dict(v.env),
                     profile_runs=args.profile_runs or plan.profile_runs,
                     **common,

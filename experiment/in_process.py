@@ -8,7 +8,7 @@ Each variant gets its own folder, taken atomically as a separate-process experim
     DIR/<variant>/manifest.json             common.manifest's model, rewritten after every repeat
     DIR/<variant>/logs/interleaved-r<k>.log each repeat's stdout and stderr
     DIR/<variant>/results/interleaved-r<k>.json   each repeat that succeeded (a failed one: none)
-    DIR/<variant>/report.txt, report.md     compare.interleaved's answer over the repeats
+    DIR/<variant>/report.txt, report.md     compare's answer over the repeats (compare.api)
 
 Each repeat runs `python -m lightning_impl.interleaved` (both loops in one process) with the
 plan's options. The manifest holds one arm, runner "interleaved" (common.manifest's
@@ -38,8 +38,7 @@ from common.manifest import (
     ManifestRun,
     write_manifest,
 )
-from common.output import write_text
-from compare.interleaved import analyse, load_interleaved_files, render_section
+from compare import api
 from experiment import launch
 from experiment.inputs import CHECK_TIMEOUT_S, check_out, take_folder
 from experiment.plans import Plan
@@ -185,11 +184,13 @@ def run_plan(
                         flush=True,
                     )
             paths = [folder / r.result for r in v.runs if r.result]
-            if paths:
-                answer = analyse(load_interleaved_files(paths))
-                write_text(folder / "report.txt", render_section(answer), mode="new")
-                write_text(folder / "report.md", render_section(answer, "markdown"), mode="new")
-                print(render_section(answer), end="", flush=True)
+            if paths:  # compare's answer through its one door: report.txt, report.md, printed
+                answer = api.analyse_interleaved(paths)
+                files = api.ReportFiles.folder(
+                    folder, ("text", "markdown"), plot=False, drift=False
+                )
+                api.write_reports(answer, files)
+                print(api.render(answer, "text"), end="", flush=True)
     except Stopped as stop:
         sig = stop.args[0] if stop.args else signal.SIGTERM
         print(

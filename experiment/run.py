@@ -30,13 +30,9 @@ from common.manifest import (
     ManifestStopping,
 )
 from common.manifest import write_manifest as write_manifest_file
-from common.output import OutputError, write_atomically, write_text
-from compare.analysis import Overhead, Report
-from compare.api import analyse_paths, load
-from compare.cli import build_parser as compare_parser
-from compare.load import load_runs
-from compare.overheads import run_points
-from compare.report import render
+from common.output import OutputError
+from compare import api
+from compare.api import Overhead, Report
 from experiment import launch
 from experiment.arms import Arm
 from stats import distributions, settling, stopping
@@ -101,7 +97,7 @@ class Settings:
     run_timeout: float | None = None
     # first: each arm's first counted run profiles; all: every run
     profile_runs: str = PROFILE_RUNS[0]
-    compare_options: list[str] = field(default_factory=list)
+    allow_mismatch: bool = False  # a plan's: compare arms whose workloads differ
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
 
@@ -397,12 +393,10 @@ class Experiment:
 
     # --- compare, in this process -----------------------------------------------------
     def report(self) -> Report:
-        """compare's Report of this folder (its ok runs, their labels), with the plan's compare
-        options (e.g. --allow-mismatch); a UsageError when compare refuses."""
-        args = compare_parser().parse_args([*self.s.compare_options, "--", str(self.s.out)])
-        return analyse_paths(
-            [self.s.out], baseline=args.baseline, allow_mismatch=args.allow_mismatch
-        )
+        """compare's Report of this folder (its ok runs, their labels), with the plan's report
+        options (allow_mismatch); a UsageError when compare refuses."""
+        options = api.ReportOptions(allow_mismatch=self.s.allow_mismatch)
+        return api.analyse_paths([self.s.out], options)
 
     def estimate(self) -> Estimate:
         """Each arm's overhead against the baseline so far, or compare's error."""
@@ -441,7 +435,7 @@ class Experiment:
         base = self.s.arms[0].label
         done = [r for r in self.runs if r.warmup is not None and r.label == base and r.result]
         try:
-            runs = load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
+            runs = api.load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
         except Exception as error:  # a warm-up result compare cannot read: not settled
             return settling.Settling(
                 False, f"cannot read a warm-up result: {compare_error(error)}", len(done)
@@ -517,9 +511,9 @@ class Experiment:
             return None
         others = [a.label for a in self.s.arms[1:]]
         try:
-            runs, _ = load([self.s.out])
+            runs, _ = api.load([self.s.out])
             return stopping.stopping_decision(
-                run_points(runs), self.s.arms[0].label, others, self.rule, block, self.s.repeats
+                api.run_points(runs), self.s.arms[0].label, others, self.rule, block, self.s.repeats
             )
         except Exception as error:  # a bug in compare too: shown, and the blocks go on
             print(f"    stopping rule: compare failed: {compare_error(error)}", flush=True)
@@ -719,19 +713,8 @@ class Experiment:
 
     def write_reports(self) -> None:
         """compare's text, markdown and HTML reports, its plot and the drift plot, into the
-        (new) folder."""
-        from compare.figures import draw, draw_drift, drift_points  # deferred: matplotlib
-
+        (new) folder (compare.api.write_reports)."""
         report = self.report()
-        points = drift_points(load([self.s.out], include_warmup=True)[0])
-        for name, fmt in (
-            ("report.txt", "text"),
-            ("report.md", "markdown"),
-            ("report.html", "html"),
-        ):
-            write_text(self.s.out / name, render(report, fmt, points), mode="new", option=name)
-        figures = [("comparison.png", lambda tmp: draw(report, tmp))]
-        if points:
-            figures.append(("drift.png", lambda tmp: draw_drift(report, points, tmp)))
-        for name, fill in figures:
-            write_atomically(self.s.out / name, fill, mode="new", option=name)
+        points = api.drift_points(api.load([self.s.out], include_warmup=True)[0])
+        files = api.ReportFiles.folder(self.s.out, drift=bool(points))
+        api.write_reports(report, files, points)
