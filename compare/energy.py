@@ -147,7 +147,7 @@ def energy_difference(
     iv: intervals.ArmInterval | None = None,
 ) -> EnergyDifference:
     """stats.comparison.compare_arms on the runs' J/image (`points`:
-    analysis.run_points(energy=True)), arm against baseline, with the stopping rule time uses:
+    overheads.run_points(energy=True)), arm against baseline, with the stopping rule time uses:
     the method time uses. `iv`: that interval already computed (analysis Holm-adjusts the
     report's energy comparisons)."""
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))

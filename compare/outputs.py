@@ -97,10 +97,10 @@ def write_reports(
     """Render every text target, then write each target in order (`written` is told of each
     file once it is in place); `points` draw the drift figure and the page's. CompareError for
     a file that cannot be written (nothing half-written) or a figure of an interleaved answer."""
-    check_points(files, points)
     figures = [t for t in files.targets if t.content in (PLOT, DRIFT)]
     if figures and isinstance(report, InterleavedAnswer):
         raise CompareError(f"{figures[0].name}: an interleaved answer has no figures")
+    check_points(files, points)
     texts = {
         t: render(report, t.content, points, verbose)
         for t in files.targets
