@@ -59,7 +59,7 @@ for manifest in "$d"/*/*/manifest.json; do
   read -ra opts <<<"$("$PY" -c 'import json, sys
 from experiment import plans
 name = json.load(open(sys.argv[1]))["experiment"] or ""
-print(" ".join(plans.find(name.split("/")[0]).compare_options) if name else "")' "$manifest")"
+print("--allow-mismatch" if name and plans.find(name.split("/")[0]).allow_mismatch else "")' "$manifest")"
   "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format text --output "$f/report.txt" \
     --plot "$f/comparison.png" --overwrite-output
   "$PY" -m compare "$f" ${opts[@]+"${opts[@]}"} --format markdown --output "$f/report.md" \

@@ -78,13 +78,13 @@ class ManifestRun(_Strict):
         return self
 
 
-# What experiment.settling's rule saw: its Settling.seen
+# What stats.settling's rule saw: its Settling.seen
 SettlingSeen = Literal["settled", "drift", "noise", "too-few", "heating", "unknown"]
 
 
 class ManifestSettling(_Strict):
     """How the experiment waited for a settled host before its counted runs:
-    uncounted warm-up runs of the baseline until experiment.settling.host_settled, within a
+    uncounted warm-up runs of the baseline until stats.settling.host_settled, within a
     bound."""
 
     settled: bool
@@ -93,7 +93,7 @@ class ManifestSettling(_Strict):
     extra_runs: int = Field(ge=0)  # of those, the runs added to settle (beyond --warmup-runs)
     max_minutes: float = Field(gt=0)  # the user's bound (--settle-minutes)
     reason: str
-    # what the rule saw last (experiment.settling.Settling.seen); absent in older manifests
+    # what the rule saw last (stats.settling.Settling.seen); absent in older manifests
     seen: SettlingSeen | None = None
 
     @property

@@ -2,13 +2,14 @@
 
     python -m compare results/native.json results/lightning.json --plot comparison.png
 
-In a notebook (pandas DataFrames; `compare.api` has the typed `Report`):
+In a notebook (pandas DataFrames; `compare.api`, the one door from outside, has the typed
+`Report`, `ReportOptions` and `write_reports`):
 
     from compare import runs_frame, overhead_frame
     runs = runs_frame("results/h200/arms/original-defaults-long")
 
-Reads result files only (`common.result`); imports neither torch nor lightning, and pandas only
-when a DataFrame is asked for.
+Reads result files only (`common.result`); its statistics are the `stats` package's. Imports
+neither torch nor lightning, and pandas only when a DataFrame is asked for.
 """
 
 from __future__ import annotations

@@ -1,37 +1,74 @@
-"""compare as a library (no torch): load runs, analyse them, get a typed `Report`.
+"""compare as a library (no torch), and its one door: everything outside compare that uses it
+(the experiment, a notebook) imports this module, and only this one.
 
-    runs, baseline = load(["out/exp1"])                  # files and/or experiment folders
-    report = analyse_paths(["out/exp1"])                  # the Report the command prints
-    report = analyse_runs(runs, baseline)                 # the same from loaded runs
-    [o.percent for o in report.overhead]                  # typed Overhead values
-    [row.step_median_ms for row in report.table]          # typed ArmRow values (compare.rows)
+    runs, baseline = load(["out/exp1"])                    # files and/or experiment folders
+    report = analyse_paths(["out/exp1"], ReportOptions(allow_mismatch=True))   # what it prints
+    report = analyse_runs(runs, baseline)                   # the same from loaded runs
+    [o.percent for o in report.overhead]                    # typed Overhead values
+    points = run_points(runs)                               # stats.intervals.RunPoint per run
+    write_reports(report, ReportFiles.folder(folder), drift_points(runs))   # .txt .md .html .png
+    answer = analyse_interleaved(paths); print(render(answer), end="")     # the in-process one
 
-Errors are `common.errors.UsageError`s (ResultError for a bad file or manifest, CompareError
-for runs that cannot be compared), each one line naming the file or option and the fix.
+Arguments and results are typed (ReportOptions, Report, Overhead, Run, InterleavedAnswer);
+nothing is parsed back from text. Errors are `common.errors.UsageError`s (ResultError for a bad
+file or manifest, CompareError for runs that cannot be compared or an output that cannot be
+written), each one line naming the file or option and the fix.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compare.analysis import Report, analyse
+from compare.interleaved import InterleavedAnswer, load_interleaved_files
+from compare.interleaved import analyse as answer_of
 from compare.load import load_inputs
+from compare.load import load_runs as _load_runs
 from compare.model import Measures, Run
+from compare.outputs import ReportFiles, Target, write_reports
+from compare.overheads import run_points
+from compare.report import FORMATS, render
 from compare.rows import ArmRow, HostCost, Overhead, ScalingRow
 
+if TYPE_CHECKING:
+    from compare.figures import DriftPoint
+
 __all__ = [
+    "FORMATS",
     "ArmRow",
     "HostCost",
+    "InterleavedAnswer",
     "Measures",
     "Overhead",
     "Report",
+    "ReportFiles",
+    "ReportOptions",
     "Run",
     "ScalingRow",
+    "Target",
+    "analyse_interleaved",
     "analyse_paths",
     "analyse_runs",
+    "drift_points",
     "load",
+    "load_runs",
+    "render",
+    "run_points",
+    "write_reports",
 ]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a report of separate runs is asked for beyond its inputs (compare's --baseline and
+    --allow-mismatch): the arm every other is compared with (None: the manifest's, else native,
+    else the first label), and whether runs whose workloads differ are compared anyway."""
+
+    baseline: str | None = None
+    allow_mismatch: bool = False
 
 
 def load(paths: Sequence[Path | str], include_warmup: bool = False) -> tuple[list[Run], str | None]:
@@ -40,24 +77,40 @@ def load(paths: Sequence[Path | str], include_warmup: bool = False) -> tuple[lis
     return load_inputs([Path(p) for p in paths], include_warmup)
 
 
+def load_runs(paths: Sequence[Path | str]) -> list[Run]:
+    """The runs of result files, read one by one (an experiment's warm-up results, say)."""
+    return _load_runs([Path(p) for p in paths])
+
+
 def analyse_runs(
     runs: Sequence[Run],
     manifest_baseline: str | None = None,
-    baseline: str | None = None,
-    allow_mismatch: bool = False,
+    options: ReportOptions = ReportOptions(),
 ) -> Report:
-    """Analyse the counted runs (warm-up runs are left out): the baseline is `baseline`, else
+    """Analyse the counted runs (warm-up runs are left out): the baseline is the options', else
     the manifest's (when a run of it is there: a baseline whose runs all failed is no mistake
     of the user's), else native, else the first label."""
     counted = [run for run in runs if run.warmup is None]
     here = any(run.label == manifest_baseline for run in counted)
     fallback = manifest_baseline if here else None
-    return analyse(counted, allow_mismatch=allow_mismatch, baseline=baseline or fallback)
+    return analyse(
+        counted, allow_mismatch=options.allow_mismatch, baseline=options.baseline or fallback
+    )
 
 
-def analyse_paths(
-    paths: Sequence[Path | str], baseline: str | None = None, allow_mismatch: bool = False
-) -> Report:
+def analyse_paths(paths: Sequence[Path | str], options: ReportOptions = ReportOptions()) -> Report:
     """Load and analyse result files and experiment folders (`analyse_runs`)."""
     runs, manifest_baseline = load(paths)
-    return analyse_runs(runs, manifest_baseline, baseline, allow_mismatch)
+    return analyse_runs(runs, manifest_baseline, options)
+
+
+def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
+    """A point per run that recorded its start time, warm-up runs too (the drift figure's)."""
+    from compare.figures import drift_points as points  # deferred: matplotlib
+
+    return points(runs)
+
+
+def analyse_interleaved(paths: Sequence[Path | str]) -> InterleavedAnswer:
+    """The in-process question's answer over the interleaved result files (one experiment)."""
+    return answer_of(load_interleaved_files([Path(p) for p in paths]))

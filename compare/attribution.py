@@ -1,6 +1,6 @@
 """Why an arm's runs spread: what the telemetry recorded that moved with their step times.
 
-    found = noise_attributions(runs)            # an Attribution per spread (arm, world size)
+    found = noise_attributions(grouping(runs))  # an Attribution per spread (arm, world size)
     one = attribute_noise("native", 1, runs)    # None when the runs do not spread (or too few)
     print(one.sentence)
     # host CPU time per step moved with the step time (r = 0.90); steal 0.0%; GPU SM clock
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compare import distributions
 from compare.model import Run, of_ranks
-from compare.pairing import group
+from compare.pairing import Grouping
+from stats import distributions
 
 MIN_RUNS = 5
 SPREAD_FACTOR = 3.0
@@ -222,7 +222,7 @@ def attribute_noise(arm: str, world: int, runs: Sequence[Run]) -> Attribution | 
     )
 
 
-def noise_attributions(runs: Sequence[Run], baseline: str | None = None) -> list[Attribution]:
+def noise_attributions(groups: Grouping) -> list[Attribution]:
     """attribute_noise for every (arm, world size) whose runs spread."""
-    found = [attribute_noise(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
+    found = [attribute_noise(arm, world, rs) for (arm, world), rs in groups.cells.items()]
     return [a for a in found if a is not None]

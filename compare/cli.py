@@ -15,25 +15,113 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from common import config
+from common.config import Group
 from common.errors import OneLineParser, exit_on_usage_error
 from common.manifest import MANIFEST
-from common.output import OutputError, mode_for, output_path_problem, write_atomically, write_text
-from compare import interleaved, intervals
-from compare.analysis import Report
-from compare.api import analyse_runs, load
+from common.output import OutputError, output_path_problem
+from compare import interleaved
+from compare.api import (
+    FORMATS,
+    InterleavedAnswer,
+    Report,
+    ReportFiles,
+    ReportOptions,
+    Target,
+    analyse_interleaved,
+    analyse_runs,
+    drift_points,
+    load,
+    render,
+    write_reports,
+)
 from compare.errors import CompareError
 from compare.load import interleaved_inputs
-from compare.report import FORMATS, render
+from compare.outputs import DRIFT, PLOT, check_points
+from stats import intervals
+
+if TYPE_CHECKING:
+    from compare.figures import DriftPoint
 
 PROG = "compare"
 EXIT_OK = 0
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
+# The help's two groups: what is compared with what, and how the report is written.
+COMPARISON = Group("comparison")
+OUTPUT = Group("output")
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """compare's options, each declared once (common.config's `option`, as the runners'
+    BenchConfig): build_parser reads them, and the command runs on this typed value. `files`,
+    the one positional argument, is added by build_parser."""
+
+    files: tuple[Path, ...] = ()
+    baseline: str | None = config.option(
+        None,
+        COMPARISON,
+        "the arm every other arm is compared with (default: the manifest's baseline, else"
+        " native, else the first label)",
+        metavar="LABEL",
+    )
+    format: str = config.option(
+        "text",
+        OUTPUT,
+        "text (default): the answer, then aligned tables; markdown: the same, GitHub tables;"
+        " csv: one row per run;"
+        " json: everything, machine-readable; html: one self-contained page (figures embedded,"
+        " reads offline, prints well)",
+        choices=FORMATS,
+    )
+    output: Path | None = config.option(
+        None, OUTPUT, "write the report to PATH instead of stdout", metavar="PATH"
+    )
+    overwrite_output: bool = config.option(
+        False, OUTPUT, "allow --output and --plot to replace existing files", switch=True
+    )
+    plot: Path | None = config.option(
+        None,
+        OUTPUT,
+        "also draw throughput, step-time distributions, overhead with CI and scaling"
+        f" ({', '.join(PLOT_SUFFIXES)})",
+        metavar="PATH.png",
+    )
+    drift: Path | None = config.option(
+        None,
+        OUTPUT,
+        "also draw each run's median step at its start time (warm-up runs hollow, blocks"
+        " shaded) beside the overhead: did the machine settle, were the arms interleaved?",
+        metavar="PATH.png",
+    )
+    allow_mismatch: bool = config.option(
+        False,
+        COMPARISON,
+        "compare runs whose workloads differ beyond the world size (differences become warnings)",
+        switch=True,
+    )
+    verbose: bool = config.option(
+        False,
+        OUTPUT,
+        "show every configuration row (those the same in every arm too) and each legend"
+        " under its table; print a traceback with any error",
+        switch=True,
+    )
+
+    @property
+    def report(self) -> ReportOptions:
+        """The options the analysis takes (compare.api's typed value)."""
+        return ReportOptions(self.baseline, self.allow_mismatch)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every option of compare, with its help text."""
+    """Every option of compare, with its help text: the files, then CompareOptions' fields."""
     p = OneLineParser(
         prog=PROG,
         description=(
@@ -64,56 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
         f" folders of the interleaved mode (python -m experiment --plan in-process), which"
         f" answer their own question ('{interleaved.QUESTION}'), never mixed with the others",
     )
-    p.add_argument(
-        "--baseline",
-        metavar="LABEL",
-        help="the arm every other arm is compared with (default: the manifest's baseline, else"
-        " native, else the first label)",
-    )
-    p.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="text",
-        help="text (default): the answer, then aligned tables; markdown: the same, GitHub tables;"
-        " csv: one row per run;"
-        " json: everything, machine-readable; html: one self-contained page (figures embedded,"
-        " reads offline, prints well)",
-    )
-    p.add_argument(
-        "--output", type=Path, metavar="PATH", help="write the report to PATH instead of stdout"
-    )
-    p.add_argument(
-        "--overwrite-output",
-        action="store_true",
-        help="allow --output and --plot to replace existing files",
-    )
-    p.add_argument(
-        "--plot",
-        type=Path,
-        metavar="PATH.png",
-        help="also draw throughput, step-time distributions, overhead with CI and scaling"
-        f" ({', '.join(PLOT_SUFFIXES)})",
-    )
-    p.add_argument(
-        "--drift",
-        type=Path,
-        metavar="PATH.png",
-        help="also draw each run's median step at its start time (warm-up runs hollow, blocks"
-        " shaded) beside the overhead: did the machine settle, were the arms interleaved?",
-    )
-    p.add_argument(
-        "--allow-mismatch",
-        action="store_true",
-        help="compare runs whose workloads differ beyond the world size (differences become"
-        " warnings)",
-    )
-    p.add_argument(
-        "--verbose",
-        action="store_true",
-        help="show every configuration row (those the same in every arm too) and each legend"
-        " under its table; print a traceback with any error",
-    )
+    config.add_options(p, CompareOptions)
     return p
+
+
+def parse(argv: list[str] | None) -> CompareOptions:
+    """CompareOptions from the command line; a parser error exits 2 with one line."""
+    args = build_parser().parse_args(argv)
+    opts = config.from_args(CompareOptions, args, files=tuple(args.files))
+    config.check_bounds(opts)
+    return opts
 
 
 def check_new_file(option: str, path: Path, overwrite: bool) -> None:
@@ -126,25 +174,25 @@ def check_new_file(option: str, path: Path, overwrite: bool) -> None:
         raise CompareError(problem)
 
 
-def check_options(args: argparse.Namespace) -> None:
+def check_options(opts: CompareOptions) -> None:
     """Reject option mistakes before reading any file."""
-    if args.overwrite_output and args.output is None and args.plot is None and args.drift is None:
+    if opts.overwrite_output and opts.output is None and opts.plot is None and opts.drift is None:
         raise CompareError("--overwrite-output needs --output, --plot or --drift PATH")
-    if args.output is not None:
-        check_new_file("--output", args.output, args.overwrite_output)
-    if args.plot is not None:
-        if args.plot.suffix.lower() not in PLOT_SUFFIXES:
+    if opts.output is not None:
+        check_new_file("--output", opts.output, opts.overwrite_output)
+    if opts.plot is not None:
+        if opts.plot.suffix.lower() not in PLOT_SUFFIXES:
             raise CompareError(
-                f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}"
+                f"--plot {opts.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}"
             )
-        check_new_file("--plot", args.plot, args.overwrite_output)
-    if args.drift is not None:
-        if args.drift.suffix.lower() != ".png":
-            raise CompareError(f"--drift {args.drift}: the name must end in .png")
-        check_new_file("--drift", args.drift, args.overwrite_output)
+        check_new_file("--plot", opts.plot, opts.overwrite_output)
+    if opts.drift is not None:
+        if opts.drift.suffix.lower() != ".png":
+            raise CompareError(f"--drift {opts.drift}: the name must end in .png")
+        check_new_file("--drift", opts.drift, opts.overwrite_output)
     named = [
         (o, p.resolve())
-        for o, p in (("--output", args.output), ("--plot", args.plot), ("--drift", args.drift))
+        for o, p in (("--output", opts.output), ("--plot", opts.plot), ("--drift", opts.drift))
         if p is not None
     ]
     for i, (first, path) in enumerate(named):
@@ -156,12 +204,12 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def check_not_inputs(
-    args: argparse.Namespace, report: Report | None, read: list[Path] | None = None
+    opts: CompareOptions, report: Report | None, read: list[Path] | None = None
 ) -> None:
     """--output and --plot never name an input: a file or folder's manifest given (checked
     before loading, with report None, so that a manifest compare cannot read is safe too), a
     result read, or a hard link to one (compared by resolved path and by inode)."""
-    inputs = [p / MANIFEST if p.is_dir() else p for p in args.files]
+    inputs = [p / MANIFEST if p.is_dir() else p for p in opts.files]
     if report is not None:
         inputs += [Path(row.file) for row in report.run_table]
     inputs += read or []
@@ -170,7 +218,7 @@ def check_not_inputs(
         with contextlib.suppress(OSError):
             st = os.stat(path)
             ids[(st.st_dev, st.st_ino)] = path
-    for option, out in (("--output", args.output), ("--plot", args.plot), ("--drift", args.drift)):
+    for option, out in (("--output", opts.output), ("--plot", opts.plot), ("--drift", opts.drift)):
         if out is None:
             continue
         try:
@@ -186,75 +234,64 @@ def check_not_inputs(
             )
 
 
-def write_report(text: str, path: Path, overwrite: bool) -> None:
-    """Write the report through `common.output` (the path checked again, never half a file)."""
+def targets(opts: CompareOptions) -> tuple[Target, ...]:
+    """The files the options name, in the order they are written: the plot, the drift figure,
+    the report."""
+    named = ((opts.plot, PLOT, "--plot"), (opts.drift, DRIFT, "--drift"))
+    found = [Target(path, content, option) for path, content, option in named if path is not None]
+    if opts.output is not None:
+        found.append(Target(opts.output, opts.format, "--output"))
+    return tuple(found)
+
+
+def emit(
+    opts: CompareOptions, report: Report | InterleavedAnswer, points: Sequence[DriftPoint]
+) -> None:
+    """The report on stdout or in --output, and the figures asked for (compare.outputs'
+    write_reports), each file said on stderr once it is in place."""
+    text = render(report, opts.format, points, opts.verbose) if opts.output is None else None
+    said = {PLOT: "plot", DRIFT: "drift plot"}
+
+    def written(target: Target) -> None:
+        what = said.get(target.content, f"{opts.format} report")
+        print(f"{PROG}: wrote {what} {target.path}", file=sys.stderr)
+
+    files = ReportFiles(targets(opts), overwrite=opts.overwrite_output)
     try:
-        write_text(path, text, mode=mode_for(overwrite))
-    except OutputError as error:
+        write_reports(report, files, points, opts.verbose, written)
+    except OutputError as error:  # the user's --output, --plot or --drift: one line, exit 2
         raise CompareError(str(error)) from None
-
-
-def write_plot(report: Report, path: Path, overwrite: bool) -> None:
-    """Draw the figure into a temp file of the same suffix (matplotlib picks the format from
-    it), then move it into place as the report is: same checks, never half a file."""
-    from compare.figures import draw  # deferred: matplotlib is slow to import and only needed here
-
-    try:
-        write_atomically(
-            path, lambda tmp: draw(report, tmp), mode=mode_for(overwrite), option="--plot"
-        )
-    except OutputError as error:
-        raise CompareError(str(error)) from None
-
-
-def write_drift(report: Report, points: list, path: Path, overwrite: bool) -> None:
-    """The drift figure, written as the plot is."""
-    from compare.figures import draw_drift  # deferred: matplotlib
-
-    try:
-        write_atomically(
-            path,
-            lambda tmp: draw_drift(report, points, tmp),
-            mode=mode_for(overwrite),
-            option="--drift",
-        )
-    except OutputError as error:
-        raise CompareError(str(error)) from None
+    if text is not None:
+        sys.stdout.write(text)
 
 
 # Options of the separate-run report that the interleaved question does not take.
 NOT_INTERLEAVED = ("baseline", "plot", "drift", "allow_mismatch")
 
 
-def run_interleaved(args: argparse.Namespace, files: list[Path]) -> None:
+def run_interleaved(opts: CompareOptions, files: list[Path]) -> None:
     """The interleaved mode's question alone (compare.interleaved), in its formats."""
     for name in NOT_INTERLEAVED:
-        if getattr(args, name) not in (None, False):
+        if getattr(opts, name) not in (None, False):
             flag = "--" + name.replace("_", "-")
             raise CompareError(
                 f"{flag} does not apply to interleaved results (each names its own baseline loop"
                 f" and workload; their report has no figures); leave out {flag}"
             )
-    if args.format not in interleaved.FORMATS:
+    if opts.format not in interleaved.FORMATS:
         raise CompareError(
-            f"--format {args.format}: interleaved results are reported as"
+            f"--format {opts.format}: interleaved results are reported as"
             f" {', '.join(interleaved.FORMATS)}; give one of those"
         )
-    check_not_inputs(args, None, files)
-    answer = interleaved.analyse(interleaved.load_interleaved_files(files))
-    text = interleaved.render_section(answer, args.format, args.verbose)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        write_report(text, args.output, args.overwrite_output)
-        print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
+    check_not_inputs(opts, None, files)
+    emit(opts, analyse_interleaved(files), ())
 
 
-def run(args: argparse.Namespace) -> None:
+def run(opts: CompareOptions) -> None:
     """Check options, load, analyse, plot and emit the report (raises the user's errors)."""
-    check_options(args)
-    check_not_inputs(args, None)
-    mine, files, others = interleaved_inputs(args.files)
+    check_options(opts)
+    check_not_inputs(opts, None)
+    mine, files, others = interleaved_inputs(opts.files)
     if mine and others:
         raise CompareError(
             f"{mine[0]} holds interleaved results (both loops in one process) and {others[0]}"
@@ -262,42 +299,23 @@ def run(args: argparse.Namespace) -> None:
             " kind in its own command"
         )
     if mine:
-        run_interleaved(args, files)
+        run_interleaved(opts, files)
         return
-    drawn = args.format == "html" or args.drift is not None
-    runs, manifest_baseline = load(args.files, include_warmup=drawn)
-    report = analyse_runs(runs, manifest_baseline, args.baseline, args.allow_mismatch)
-    points = []
-    if drawn:
-        from compare.figures import drift_points  # deferred: matplotlib
-
-        points = drift_points(runs)
-    if args.drift is not None and not points:
-        raise CompareError(
-            "--drift: no run recorded its start time (the original scripts'"
-            " results do not); leave out --drift"
-        )
-    check_not_inputs(args, report)
-    text = render(report, args.format, points, verbose=args.verbose)
-    if args.plot is not None:
-        write_plot(report, args.plot, args.overwrite_output)
-        print(f"{PROG}: wrote plot {args.plot}", file=sys.stderr)
-    if args.drift is not None:
-        write_drift(report, points, args.drift, args.overwrite_output)
-        print(f"{PROG}: wrote drift plot {args.drift}", file=sys.stderr)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        write_report(text, args.output, args.overwrite_output)
-        print(f"{PROG}: wrote {args.format} report {args.output}", file=sys.stderr)
+    drawn = opts.format == "html" or opts.drift is not None
+    runs, manifest_baseline = load(opts.files, include_warmup=drawn)
+    report = analyse_runs(runs, manifest_baseline, opts.report)
+    points = drift_points(runs) if drawn else []
+    check_points(ReportFiles(targets(opts)), points)
+    check_not_inputs(opts, report)
+    emit(opts, report, points)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run compare on argv (default sys.argv[1:]); returns the exit status."""
     try:
-        args = build_parser().parse_args(argv)
-        with exit_on_usage_error(PROG, args.verbose):
-            run(args)
+        opts = parse(argv)
+        with exit_on_usage_error(PROG, opts.verbose):
+            run(opts)
     except SystemExit as exit_:  # --help (0), a parser error or a usage error (2, printed)
         return int(exit_.code or 0)
     return EXIT_OK

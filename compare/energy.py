@@ -1,7 +1,7 @@
 """GPU energy per image from the runs' results: each arm's level with an interval over runs, and
 each comparison's difference by the same method as the step time.
 
-    rows = energy_rows(runs)                       # one EnergyRow per (arm, world size)
+    rows = energy_rows(grouping(runs))             # one EnergyRow per (arm, world size)
     report = analyse(runs); report.energy_differences   # one EnergyDifference per comparison
 
 A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
@@ -11,7 +11,7 @@ with a t-interval on the mean log (intervals.mean_interval), beside the range of
 temperature at the runs' window ends. A GPU that is still warming draws more power at the same
 clock, so its J/image climbs from run to run and widens that interval: where an arm's J/image
 rose with the temperature (WARMING_RULE), the row says so (`warming`). A difference is
-intervals.compare_arms on the same runs' J/image: paired by block for an experiment folder,
+stats.comparison.compare_arms on the same runs' J/image: paired by block for an experiment folder,
 Stein's interval when it stopped by that rule, else the run-level interval; its refusals are
 time's. Runs without a counter (CPU, older GPU, no nvidia-ml-py) give no number: a row
 without any says why, and the tables show "-".
@@ -23,11 +23,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare import attribution, distributions, intervals
+from compare import attribution
 from compare.model import Run
-from compare.pairing import group
+from compare.pairing import Grouping
 from compare.rows import EnergyDifference
 from compare.verdicts import energy_sentence
+from stats import comparison, distributions, intervals
 
 UNIT = "J/image"
 WARMING_MIN_C = 2.0  # a narrower range of whole-degree readings is rounding, not warming
@@ -130,9 +131,9 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
     )
 
 
-def energy_rows(runs: Sequence[Run], baseline: str | None = None) -> list[EnergyRow]:
+def energy_rows(groups: Grouping) -> list[EnergyRow]:
     """One EnergyRow per (arm label, world size), in the report's order."""
-    return [energy_row(arm, world, rs) for (arm, world), rs in group(runs, baseline).items()]
+    return [energy_row(arm, world, rs) for (arm, world), rs in groups.cells.items()]
 
 
 def energy_difference(
@@ -145,9 +146,10 @@ def energy_difference(
     first_stage_blocks: int | None = None,
     iv: intervals.ArmInterval | None = None,
 ) -> EnergyDifference:
-    """intervals.compare_arms on the runs' J/image (`points`: analysis.run_points(energy=True)),
-    arm against baseline, with the stopping rule time uses: the method time uses. `iv`: that
-    interval already computed (analysis Holm-adjusts the report's energy comparisons)."""
+    """stats.comparison.compare_arms on the runs' J/image (`points`:
+    overheads.run_points(energy=True)), arm against baseline, with the stopping rule time uses:
+    the method time uses. `iv`: that interval already computed (analysis Holm-adjusts the
+    report's energy comparisons)."""
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
     if not all(counts):
         side = _counted(arm_runs if counts[0] == 0 else base_runs)
@@ -157,7 +159,7 @@ def energy_difference(
             f"{arm} vs {baseline} energy per image: not measured ({why})",
         )  # fmt: skip
     if iv is None:
-        iv = intervals.compare_arms(points, arm, baseline, first_stage_blocks)
+        iv = comparison.compare_arms(points, arm, baseline, first_stage_blocks)
     return EnergyDifference(
         world_size=world,
         arm=arm,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from string import Formatter
 
 from common.result import HOST_BOUND_BELOW
-from compare import distributions
 from compare.model import ORIGINAL_LABEL, Run
+from stats import distributions
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compare.api import analyse_paths, load
+from compare.api import ReportOptions, analyse_paths, load
 from compare.model import RUN_COLUMNS, run_record
 
 if TYPE_CHECKING:
@@ -48,5 +48,5 @@ def overhead_frame(
     its 95% interval, the verdict line and the runs behind it, as `python -m compare` prints."""
     import pandas as pd
 
-    report = analyse_paths(_paths(paths), baseline=baseline, allow_mismatch=allow_mismatch)
+    report = analyse_paths(_paths(paths), ReportOptions(baseline, allow_mismatch))
     return pd.DataFrame([dataclasses.asdict(o) for o in report.overhead])

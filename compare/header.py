@@ -1,7 +1,7 @@
 """What was compared, before any number: configuration and environment side by side, a title.
 
-rows = header_rows(runs)     # field | one column per arm label, differing rows marked
-title = title_of(runs)       # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
+rows = header_rows(runs, labels)   # field | a column per arm label (the grouping's order)
+title = title_of(runs)             # "resnet50 on NVIDIA H200 · bf16 · 256 images/GPU · ..."
 heading_of(runs), diagnostics_note(runs)   # its two parts (markdown's heading is one line)
 """
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from compare.display import cell, span, world_unit
 from compare.model import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run
-from compare.pairing import labels
 
 # Header facts that differ between any two runs by nature: marking them would hide the real
 # differences.
@@ -34,8 +33,9 @@ class HeaderRow:
         return not self.differs and self.field not in _ALWAYS_DIFFERENT
 
 
-def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[HeaderRow]:
-    """Configuration and environment rows: each arm's distinct values."""
+def header_rows(runs: Sequence[Run], labels: Sequence[str]) -> list[HeaderRow]:
+    """Configuration and environment rows: each arm's distinct values, a column per label in
+    the order given (compare.pairing.Grouping.labels)."""
     facts = []
     for run in runs:
         config = {name: cell(run.workload[name]) for name in WORKLOAD_FIELDS}
@@ -57,7 +57,7 @@ def header_rows(runs: Sequence[Run], baseline: str | None = None) -> list[Header
             label: list(
                 dict.fromkeys(f.get(name, "-") for run, f in zip(runs, facts) if run.label == label)
             )
-            for label in labels(runs, baseline)
+            for label in labels
         }
         if all(v == ["-"] or not v for v in per_arm.values()):
             continue  # recorded by no run: an empty row says nothing

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
-from compare.intervals import CONFIDENCE, Interval, mean_interval
 from compare.render import Column, Document, Section, Table
 from compare.verdicts import interleaved_verdict
+from stats.intervals import CONFIDENCE, Interval, mean_interval
 
 QUESTION = "per-step cost in one process, interleaved"
 FORMATS = ("text", "markdown", "json", "html")  # python -m compare's, less csv (one row a run)
@@ -140,7 +140,7 @@ def run_estimate(run: InterleavedRun, chunk_steps: int) -> RunEstimate:
 
 
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
-    """Mean and Student's t half-width over runs (one value each; compare.intervals'
+    """Mean and Student's t half-width over runs (one value each; stats.intervals'
     mean_interval); half None below MIN_RUNS."""
     if not values:
         raise ValueError("no runs")

@@ -21,7 +21,7 @@ from typing import Any
 
 from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
-from compare import distributions
+from stats import distributions
 
 ORIGINAL_LABEL = "(original script)"
 

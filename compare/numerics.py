@@ -12,7 +12,7 @@ framework unless repeats of one runner agree with each other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from compare.display import span
 from compare.model import Run
@@ -38,7 +38,7 @@ def numerics_identical(runs: Sequence[Run]) -> str:
 
 
 def _repeats_notes(
-    world: int, arm: str, baseline: str, cells: dict[tuple[str, int], list[Run]], unit: str
+    world: int, arm: str, baseline: str, cells: Mapping[tuple[str, int], Sequence[Run]], unit: str
 ) -> list[str]:
     """What repeats of one arm say about an arm/baseline 'no' at one world size."""
     verdicts = {
@@ -70,7 +70,7 @@ def _repeats_notes(
 
 
 def numerics_notes(
-    cells: dict[tuple[str, int], list[Run]],
+    cells: Mapping[tuple[str, int], Sequence[Run]],
     numerics: dict[tuple[str, str, int], str],
     unit: str = "GPU(s)",
 ) -> list[str]:
@@ -105,7 +105,7 @@ def numerics_notes(
     )
 
 
-def cast_cache_notes(cells: dict[tuple[str, int], list[Run]]) -> list[str]:
+def cast_cache_notes(cells: Mapping[tuple[str, int], Sequence[Run]]) -> list[str]:
     """A note for arms whose mixed-precision runs had the Trainer's autocast cast cache on
     (Lightning < 2.5.5): they may end with other parameters than native's, by design."""
     cached = list(

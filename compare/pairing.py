@@ -1,7 +1,8 @@
 """Group runs into cells (arm label x world size) and find what differs between runs.
 
     problems = workload_differences(runs)    # [] when nothing but the world size varies
-    cells = group(runs, "native")            # {("native", 2): [run, run], ("lightning", 2): [run]}
+    groups = grouping(runs, "native")        # the one grouping analyse computes and hands on
+    groups.cells    # {("native", 2): (run, run), ("lightning", 2): (run,)}; groups.labels
 
 Runs of one arm label and workload are repeats. A run may differ from the others in
 its world size only (a scaling sweep); the batch field that follows from the world size
@@ -11,11 +12,15 @@ with it. Any other difference is reported field by field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compare.errors import CompareError
 from compare.model import ORIGINAL_LABEL, Run, text_of
+
+# (arm label, world size) -> the cell's runs, in run order
+Cells = Mapping[tuple[str, int], Sequence[Run]]
 
 # Environment facts that can change speed; a difference is a warning, never an error.
 # Hostnames too: another node can have another NIC, CPU or neighbour.
@@ -118,18 +123,51 @@ def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:
     return sorted(seen, key=rank)
 
 
-def group(runs: Sequence[Run], baseline: str | None = None) -> dict[tuple[str, int], list[Run]]:
-    """Runs by (arm label, world size), in labels() order, world sizes ascending."""
+@dataclass(frozen=True)
+class Grouping:
+    """The runs grouped once: analyse computes it and hands it to every part of the report
+    (comparisons, tables, energy, noise, header), so that none regroups the runs. A grouping of
+    Runs, not of numbers: its key (arm label x world size, the labels in the report's order)
+    is compare's, and its readers read the runs' records; stats pairs the numbers of one
+    comparison into blocks itself (stats.blocks)."""
+
+    baseline: str  # the arm every other is compared with
+    labels: tuple[str, ...]  # the baseline first, then native, fabric, lightning, then as given
+    cells: Cells  # in the labels' order, world sizes ascending
+
+    @property
+    def worlds(self) -> list[int]:
+        """The world sizes measured, ascending."""
+        return sorted({world for _, world in self.cells})
+
+    def labels_at(self, world: int) -> list[str]:
+        """The labels with runs at this world size, in the labels' order."""
+        return [label for label in self.labels if (label, world) in self.cells]
+
+    def pair(self, arm: str, baseline: str, world: int) -> tuple[Sequence[Run], Sequence[Run]]:
+        """The arm's runs and the baseline's at one world size (both measured there)."""
+        return self.cells[(arm, world)], self.cells[(baseline, world)]
+
+
+def grouping(runs: Sequence[Run], baseline: str | None = None) -> Grouping:
+    """Runs by (arm label, world size); the baseline is `baseline`, else native, else the first
+    label. CompareError for a baseline no run has."""
+    present = labels(runs, baseline)
+    if baseline is not None and baseline not in present:
+        raise CompareError(
+            f"--baseline {baseline}: no run has that label; the labels are {', '.join(present)}"
+        )
+    base = baseline or ("native" if "native" in present else present[0])
+    ordered = labels(runs, base)
     cells: dict[tuple[str, int], list[Run]] = {}
     for run in runs:
         cells.setdefault((run.label, run.world_size), []).append(run)
-    order = {label: i for i, label in enumerate(labels(runs, baseline))}
-    return dict(sorted(cells.items(), key=lambda item: (order[item[0][0]], item[0][1])))
+    order = {label: i for i, label in enumerate(ordered)}
+    keys = sorted(cells, key=lambda key: (order[key[0]], key[1]))
+    return Grouping(base, tuple(ordered), {key: tuple(cells[key]) for key in keys})
 
 
-def unpaired(
-    cells: dict[tuple[str, int], list[Run]], baseline: str, unit: str = "GPU(s)"
-) -> list[str]:
+def unpaired(cells: Cells, baseline: str, unit: str = "GPU(s)") -> list[str]:
     """Warnings for world sizes an arm measured without the baseline (not compared there)."""
     if len({label for label, _ in cells}) < 2:
         return []

@@ -1,7 +1,8 @@
-"""A `Report` in one of compare's formats.
+"""A `Report` in one of compare's formats (an interleaved answer in one of its own).
 
     print(render(report, "text"), end="")
     render(report, "html", drift_points(runs))     # the page, its figures drawn
+    render(answer, "markdown")                     # compare.interleaved's question
 
 text, markdown and html lay out the same sections (compare.sections, through the one render
 layer compare.render): the answer first, then the tables. csv is one row per run, json the
@@ -15,6 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from compare import interleaved
 from compare import render as layout
 from compare.analysis import Report
 from compare.sections import document
@@ -39,10 +41,16 @@ def render_json(report: Report) -> str:
 
 
 def render(
-    report: Report, fmt: str, points: Sequence[DriftPoint] = (), verbose: bool = False
+    report: Report | interleaved.InterleavedAnswer,
+    fmt: str,
+    points: Sequence[DriftPoint] = (),
+    verbose: bool = False,
 ) -> str:
     """The report in one of FORMATS; html draws its figures (the drift one from `points`);
-    `verbose` shows every configuration row and each legend under its table."""
+    `verbose` shows every configuration row and each legend under its table. An interleaved
+    answer in one of interleaved.FORMATS (compare.interleaved.render_section)."""
+    if isinstance(report, interleaved.InterleavedAnswer):
+        return interleaved.render_section(report, fmt, verbose)
     if fmt == "html":
         from compare.html import report_page  # deferred: matplotlib is slow to import
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from compare import distributions
-from compare.intervals import CONFIDENCE
 from compare.model import Run
+from stats import distributions
+from stats.intervals import CONFIDENCE
 
 
 def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
@@ -127,7 +127,7 @@ class Overhead:
     host_verdict: str | None = None
     host_no_verdict: str | None = None  # why the host difference has no interval, if it has none
     # The intervals' confidence and the comparisons Holm's adjustment was over (1: none), for
-    # the step time and, as a family of its own, the host cost (intervals.holm)
+    # the step time and, as a family of its own, the host cost (stats.holm)
     confidence: float = 0.95
     family: int = 1
     host_confidence: float = 0.95

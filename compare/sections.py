@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compare import distributions, intervals, verdicts
+from compare import verdicts
 from compare.analysis import Report
 from compare.display import cell
 from compare.energy import energy_cell
@@ -23,6 +23,7 @@ from compare.flags import grouped_warnings
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow
 from compare.verdicts import energy_oneliner
+from stats import distributions, intervals, run_level
 
 LEGEND = "↑ higher is better, ↓ lower is better"
 
@@ -144,7 +145,7 @@ def overhead(report: Report) -> Section:
             " +30%) leave the promise unmet, so smallest detectable: needs >="
             f" {intervals.MIN_DETECTABLE_UNITS} blocks"
         ),
-        f"fastest-run % = {intervals.FASTEST_RUN_LABEL}; '-' with unequal run counts",
+        f"fastest-run % = {run_level.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",
     )
     columns = [

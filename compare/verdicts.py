@@ -12,9 +12,9 @@ sentences and the interleaved mode's verdict are here too.
 from __future__ import annotations
 
 from common.result import HOST_BOUND_BELOW
-from compare import intervals
-from compare.intervals import MIN_RUNS, Interval
 from compare.rows import EnergyDifference, Overhead
+from stats import intervals
+from stats.intervals import MIN_RUNS, Interval
 
 # What the report and the overhead figure say where there is no comparison to make
 NO_OVERHEAD = "no overhead computed: no world size has runs of two arms"

@@ -38,7 +38,7 @@ from experiment.options import (
 )
 from experiment.run import Experiment
 from experiment.settings import PROFILE_RUNS, PROG, Settings, check_placeholders
-from experiment.stopping import FIRST_STAGE_BLOCKS
+from stats.stopping import FIRST_STAGE_BLOCKS
 
 FORBIDDEN = ("--output", "--overwrite-output")
 
@@ -146,7 +146,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                     repeats=args.repeats or plan.repeats,
                     experiment=f"{plan.name}/{v.name}" if v.name else plan.name,
                     run_timeout=args.run_timeout or v.run_timeout,
-                    compare_options=list(plan.compare_options),
+                    allow_mismatch=plan.allow_mismatch,
                     env=dict(v.env),
                     profile_runs=args.profile_runs or plan.profile_runs,
                     **common,

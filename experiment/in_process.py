@@ -8,7 +8,7 @@ Each variant gets its own folder, taken atomically as a separate-process experim
     DIR/<variant>/manifest.json             common.manifest's model, rewritten after every repeat
     DIR/<variant>/logs/interleaved-r<k>.log each repeat's stdout and stderr
     DIR/<variant>/results/interleaved-r<k>.json   each repeat that succeeded (a failed one: none)
-    DIR/<variant>/report.txt, report.md     compare.interleaved's answer over the repeats
+    DIR/<variant>/report.txt, report.md     compare's answer over the repeats (compare.api)
 
 Each repeat runs `python -m lightning_impl.interleaved` (both loops in one process) with the
 plan's options. The manifest holds one arm, runner "interleaved" (common.manifest's
@@ -43,8 +43,8 @@ from common.manifest import (
     ManifestArm,
     ManifestRun,
 )
-from common.output import OutputError, make_folder, write_text
-from compare.interleaved import analyse, load_interleaved_files, render_section
+from common.output import OutputError, make_folder
+from compare import api
 from experiment import launch
 from experiment.groups import Signals, Stopped
 from experiment.inputs import CHECK_TIMEOUT_S, check_out, take_folder
@@ -108,14 +108,14 @@ def run_repeats(recorder: Recorder, argv: list[str], python: str, count: int) ->
 
 
 def write_report(folder: Path, runs: list[ManifestRun]) -> None:
-    """compare.interleaved's answer over the repeats that left a result: report.txt and
+    """compare's answer over the repeats that left a result (compare.api): report.txt and
     report.md, and the text printed."""
     paths = [folder / r.result for r in runs if r.result]
     if paths:
-        answer = analyse(load_interleaved_files(paths))
-        write_text(folder / "report.txt", render_section(answer), mode="new")
-        write_text(folder / "report.md", render_section(answer, "markdown"), mode="new")
-        print(render_section(answer), end="", flush=True)
+        answer = api.analyse_interleaved(paths)
+        files = api.ReportFiles.folder(folder, ("text", "markdown"), plot=False, drift=False)
+        api.write_reports(answer, files)
+        print(api.render(answer, "text"), end="", flush=True)
 
 
 def run_plan(

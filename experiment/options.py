@@ -21,8 +21,8 @@ from common.config import Group, check_bounds, option
 from common.errors import UsageError
 from experiment.arms import DEFAULT_ARMS
 from experiment.settings import PROFILE_RUNS, SETTLE_MINUTES
-from experiment.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
-from experiment.stopping import FIRST_STAGE_BLOCKS
+from stats.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
+from stats.stopping import FIRST_STAGE_BLOCKS
 
 DEFAULT_REPEATS = 3
 DEFAULT_WARMUP_RUNS = 1

@@ -95,7 +95,9 @@ class Plan:
     repeats: int = 3
     options: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = (Variant(""),)
-    compare_options: tuple[str, ...] = ()
+    # compare the arms though their workloads differ (compare's --allow-mismatch): arms that
+    # vary a runner option on purpose
+    allow_mismatch: bool = False
     # True: each repeat is one process of the interleaved mode (lightning_impl/interleaved.py,
     # both loops in it; its arms are its options), read by compare.interleaved, not compare
     in_process: bool = False
@@ -214,7 +216,7 @@ PLANS: tuple[Plan, ...] = (
         "Does the stream Lightning builds the DDP wrapper on explain its overhead?",
         arms=stream_arms(),
         repeats=2,
-        compare_options=("--allow-mismatch",),
+        allow_mismatch=True,
         variants=(
             Variant("bf16", B256),
             Variant("bf16-nchw", B256_NCHW),
@@ -230,7 +232,7 @@ PLANS: tuple[Plan, ...] = (
         "Does extra host work per step lengthen the step (is the step host-bound)?",
         repeats=2,
         options=B256,
-        compare_options=("--allow-mismatch",),
+        allow_mismatch=True,
         variants=(
             Variant("native", arms=delay_arms(NATIVE, (1000, 2000, 3000, 4000))),
             Variant("lightning", arms=delay_arms(TRAINER, (2000,))),
@@ -247,7 +249,7 @@ PLANS: tuple[Plan, ...] = (
         "Where does Lightning's extra GPU idle time come from (Chrome traces)?",
         repeats=1,
         profile_runs="all",
-        compare_options=("--allow-mismatch",),
+        allow_mismatch=True,
         options=(
             "--batch-size-per-device",
             "256",

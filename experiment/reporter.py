@@ -20,11 +20,9 @@ from pathlib import Path
 
 from common.errors import EXIT_USAGE, UsageError, one_line
 from common.manifest import MANIFEST, ManifestRun, ManifestSettling
-from common.output import OutputError, write_atomically, write_text
-from compare.analysis import Overhead, Report
-from compare.api import analyse_paths, load
-from compare.cli import build_parser as compare_parser
-from compare.report import render
+from common.output import OutputError
+from compare import api
+from compare.api import Overhead, Report
 from experiment.recorder import Recorder
 from experiment.settings import PROG, Settings
 
@@ -140,12 +138,10 @@ class Reporter:
 
     # --- compare, in this process -----------------------------------------------------
     def report(self) -> Report:
-        """compare's Report of this folder (its ok runs, their labels), with the plan's compare
-        options (e.g. --allow-mismatch); a UsageError when compare refuses."""
-        args = compare_parser().parse_args([*self.s.compare_options, "--", str(self.s.out)])
-        return analyse_paths(
-            [self.s.out], baseline=args.baseline, allow_mismatch=args.allow_mismatch
-        )
+        """compare's Report of this folder (its ok runs, their labels), with the plan's report
+        options (allow_mismatch); a UsageError when compare refuses."""
+        options = api.ReportOptions(allow_mismatch=self.s.allow_mismatch)
+        return api.analyse_paths([self.s.out], options)
 
     def estimate(self) -> Estimate:
         """Each arm's overhead against the baseline so far, or compare's error."""
@@ -223,19 +219,8 @@ class Reporter:
 
     def write_reports(self) -> None:
         """compare's text, markdown and HTML reports, its plot and the drift plot, into the
-        (new) folder."""
-        from compare.figures import draw, draw_drift, drift_points  # deferred: matplotlib
-
+        (new) folder (compare.api.write_reports)."""
         report = self.report()
-        points = drift_points(load([self.s.out], include_warmup=True)[0])
-        for name, fmt in (
-            ("report.txt", "text"),
-            ("report.md", "markdown"),
-            ("report.html", "html"),
-        ):
-            write_text(self.s.out / name, render(report, fmt, points), mode="new", option=name)
-        figures = [("comparison.png", lambda tmp: draw(report, tmp))]
-        if points:
-            figures.append(("drift.png", lambda tmp: draw_drift(report, points, tmp)))
-        for name, fill in figures:
-            write_atomically(self.s.out / name, fill, mode="new", option=name)
+        points = api.drift_points(api.load([self.s.out], include_warmup=True)[0])
+        files = api.ReportFiles.folder(self.s.out, drift=bool(points))
+        api.write_reports(report, files, points)

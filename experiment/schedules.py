@@ -5,11 +5,11 @@
 
 - WarmUp: --warmup-runs rounds of every arm in block 1's order, not counted (a fresh
   machine's first runs are slower, and block 1 always starts with the baseline); then more
-  uncounted runs of the baseline until experiment.settling.host_settled, within
+  uncounted runs of the baseline until stats.settling.host_settled, within
   --settle-minutes of warm-up in all. The manifest's `settling` says how it ended.
 - Blocks: block k runs the arms in the given order when k is odd, reversed when even (ABBA:
   a linear drift favours no arm), until --repeats blocks, or Stein's two-stage rule
-  (experiment.stopping, with --target-half-width) says every arm has the complete blocks it
+  (stats.stopping, with --target-half-width) says every arm has the complete blocks it
   needs, or --budget-minutes would be exceeded by another block. The manifest's `stopping`
   says which. The running estimate follows every counted run.
 The in-process plan's processes are a third schedule (experiment.in_process). A schedule
@@ -22,15 +22,12 @@ import time
 from collections.abc import Callable
 
 from common.manifest import ManifestRun, ManifestSettling, ManifestStopping
-from compare import distributions
-from compare.analysis import run_points
-from compare.api import load
-from compare.load import load_runs
-from experiment import settling, stopping
+from compare import api
 from experiment.arms import Arm
 from experiment.recorder import Recorder
 from experiment.reporter import Reporter, compare_error
 from experiment.settings import PROG, Settings
+from stats import distributions, settling, stopping
 
 # Runs one run, records and reports it (block, position, arm, progress text, warm-up?);
 # RunRefused when it exited 2.
@@ -67,7 +64,7 @@ class WarmUp:
         if s.warmup_runs and s.settle_minutes > 0:
             self.settle(warm_start)
 
-    # --- settling (experiment.settling) -----------------------------------------------
+    # --- settling (stats.settling) -----------------------------------------------
     def settled(self) -> settling.Settling:
         """settling.host_settled on the baseline's warm-up runs so far (run medians, the
         medians of the halves of their timed steps, their end times, the GPU's temperature),
@@ -75,7 +72,7 @@ class WarmUp:
         base = self.s.arms[0].label
         done = [r for r in self.runs if r.warmup is not None and r.label == base and r.result]
         try:
-            runs = load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
+            runs = api.load_runs([self.s.out / r.result for r in done])  # type: ignore[operator]
         except Exception as error:  # a warm-up result compare cannot read: not settled
             return settling.Settling(
                 False, f"cannot read a warm-up result: {compare_error(error)}", len(done)
@@ -202,7 +199,7 @@ class Blocks:
         )
         self.recorder.amend(stopping=record)
 
-    # --- Stein's rule (experiment.stopping) ---------------------------------------------
+    # --- Stein's rule (stats.stopping) ---------------------------------------------
     def decide(self, block: int) -> stopping.StopDecision | None:
         """Stein's rule after a block, on the counted successful runs; None when compare cannot
         read them or the rule refuses their numbers (said, and the experiment goes on)."""
@@ -210,9 +207,9 @@ class Blocks:
             return None
         others = [a.label for a in self.s.arms[1:]]
         try:
-            runs, _ = load([self.s.out])
+            runs, _ = api.load([self.s.out])
             return stopping.stopping_decision(
-                run_points(runs), self.s.arms[0].label, others, self.rule, block, self.s.repeats
+                api.run_points(runs), self.s.arms[0].label, others, self.rule, block, self.s.repeats
             )
         except Exception as error:  # a bug in compare too: shown, and the blocks go on
             print(f"    stopping rule: compare failed: {compare_error(error)}", flush=True)

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import UsageError
-from experiment import launch, stopping
+from experiment import launch
 from experiment.arms import Arm
+from stats import stopping
 
 PROG = "experiment"
 # Settling: after the --warmup-runs rounds, more uncounted runs of the baseline
-# until experiment.settling.host_settled, for at most this many minutes of warm-up in all.
+# until stats.settling.host_settled, for at most this many minutes of warm-up in all.
 SETTLE_MINUTES = 3.0
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 PLACEHOLDERS = ("out", "label", "repeat", "run")
@@ -80,7 +81,7 @@ class Settings:
     run_timeout: float | None = None
     # first: each arm's first counted run profiles; all: every run
     profile_runs: str = PROFILE_RUNS[0]
-    compare_options: list[str] = field(default_factory=list)
+    allow_mismatch: bool = False  # a plan's: compare arms whose workloads differ
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
 

@@ -9,14 +9,16 @@ Where the host's speed swings on a scale of a second, separate runs of each arm 
 than the arms do. Here both loops live in one process, on the same device(s), and take turns:
 chunks of K steps in a balanced random order (AB: each adjacent pair of chunks AB or BA,
 half each, shuffled; ABBA: each two pairs ABBA or BAAB, which cancels a linear drift inside
-them). A run is one such sequence; compare/interleaved.py turns each run into one number, the
-mean over its pairs of log(arm chunk / baseline chunk), and forms a t-interval over runs.
+them). A run is one such sequence. The runner prints what it measured (each run's median chunk
+per step of both loops); compare turns each run into one number, the mean over its pairs of
+log(arm chunk / baseline chunk), and forms a t-interval over runs and a verdict
+(`python -m compare FILE`, compare/interleaved.py).
 
-Read it beside native/benchmark.py and lightning_impl/fabric.py: native_build and
-native_train_step are native's build and train_step, fabric_build and fabric_train_step are
-Fabric's, line for line (tests/test_interleaved.py holds them to that). What differs is who
-makes the one process group: Fabric does (fabric.launch(), as its runner), and native's DDP
-wrapper joins the same default group, on the same device, with the same data and seeds.
+The two loops are the runners' own: native_loop calls native/benchmark.py's build and
+train_step, fabric_loop lightning_impl/fabric.py's, imported, not copied
+(tests/test_interleaved.py pins that). What differs is who makes the one process group: Fabric
+does (fabric.ddp_setup: fabric.launch(), as its runner), and native's DDP wrapper joins the same
+default group, on the same device, with the same data and seeds.
 
 The Trainer's loop cannot be interleaved: Trainer.fit owns the loop from the first step to
 the last, so a chunk of it cannot run between chunks of another loop. Trainer vs Fabric stays
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import math
 import os
 import random
@@ -44,7 +45,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from common import config, launcher, precision, preflight, workload
 from common.checks import all_gather, check_ranks_agree, parameter_digest
@@ -54,8 +54,12 @@ from common.lifetime import become_launcher, follow_launcher
 from common.report import rank_failed
 from common.result import SCHEMA_VERSION, InterleavedResult, write_result
 from common.timing import synchronize_ranks
+from lightning_impl import fabric as fabric_runner  # Fabric's runner: its build and train_step
 from lightning_impl import workarounds
 from lightning_impl.compat import check_lightning, lightning_facts
+from lightning_impl.fabric import ddp_setup  # Fabric makes the one process group both loops use
+from native import benchmark as native_runner  # native's runner: its build and train_step
+from stats.distributions import median
 
 PROG = "lightning_impl.interleaved"
 LIGHTNING = workarounds.LIGHTNING
@@ -210,109 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(cfg, options, plan.launch, plan.precision, plan.threads, argv)
 
 
-# --- the process group: Fabric's, as lightning_impl/fabric.py makes it ------------------------
-
-
-def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.Precision):
-    """Fabric joins the one process group (both loops use it); return Fabric, which holds the
-    device. lightning_impl/fabric.py's ddp_setup, line for line."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment
-    from lightning.fabric.strategies import DDPStrategy
-
-    strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(
-        # DDP: process group -- handed to Fabric (DDPStrategy: NCCL/gloo, the same timeout)
-        process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
-        timeout=dt.timedelta(seconds=cfg.timeout),
-        # Slurm is joined through Lightning's own detection; no SIGUSR1 requeue in a benchmark
-        cluster_environment=(
-            SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
-        ),
-        # DDP: model wrapper -- handed to Fabric: fabric.setup wraps with native's arguments
-        **workload.ddp_kwargs(cfg),
-    )
-    fabric = LIGHTNING.Fabric(
-        # DDP: device placement -- handed to Fabric (local rank -> GPU)
-        accelerator=cfg.accelerator,
-        devices=cfg.devices,
-        num_nodes=cfg.num_nodes,
-        strategy=strategy,  # DDPStrategy also for one device, as in the Trainer arm
-        # DDP: mixed precision -- handed to Fabric (autocast dtype and GradScaler)
-        **workarounds.fabric_precision(prec, "cuda" if cfg.accelerator == "gpu" else "cpu"),
-    )
-    # DDP: process launch -- handed to Fabric: it starts the other ranks (self-launched),
-    # then sets the device and joins the process group in every rank
-    fabric.launch()
-    return fabric
-
-
-# --- native's loop: native/benchmark.py's build and train_step, line for line ----------------
-
-
-def native_build(cfg: config.BenchConfig, device: torch.device, prec: precision.Precision):
-    """The model on its device inside DDP, the optimizer, and for fp16 the gradient scaler."""
-    model = workload.compile_model(cfg, workload.build_model(cfg)).to(device)
-    # DDP: model wrapper -- the keyword arguments Lightning's DDPStrategy gets, built on the
-    # current stream (DDPStrategy uses a side stream; --ddp-stream side mirrors it)
-    with workload.ddp_construction_stream(device, cfg, natural="current"):
-        device_ids = [device.index] if device.type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids, **workload.ddp_kwargs(cfg))
-    optimizer = workload.build_optimizer(cfg, model.parameters())
-    # DDP: mixed precision -- a GradScaler for fp16 only, as Lightning's "16-mixed"
-    scaler = torch.amp.GradScaler(device.type) if prec.grad_scaler else None
-    return model, optimizer, scaler
-
-
-def native_train_step(model, optimizer, scaler, images, labels, autocast) -> torch.Tensor:
-    """One optimizer step in Lightning's automatic-optimisation order."""
-    # DDP: mixed precision -- autocast covers forward and loss only
-    with autocast():
-        loss = workload.loss_fn(model(images), labels)
-    # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
-    # DDP all-reduces gradient buckets during backward
-    optimizer.zero_grad(set_to_none=True)
-    if scaler is None:
-        loss.backward()
-        optimizer.step()
-    else:
-        scaler.scale(loss).backward()
-        if not getattr(optimizer, "_step_supports_amp_scaling", False):  # fused SGD unscales itself
-            scaler.unscale_(optimizer)
-        scaler.step(optimizer)
-        scaler.update()
-    return loss.detach()
-
-
-# --- Fabric's loop: lightning_impl/fabric.py's build and train_step, line for line -----------
-
-
-def fabric_build(cfg: config.BenchConfig, fabric):
-    """The model on its device inside DDP, the optimizer, and for fp16 the gradient scaler."""
-    model = workload.compile_model(cfg, workload.build_model(cfg))  # native: .to(device)
-    optimizer = workload.build_optimizer(cfg, model.parameters())
-    # DDP: model wrapper -- handed to fabric.setup: device, then DDPStrategy's wrapper (built on
-    # a side stream; --ddp-stream current builds it on the current one, as native does).
-    # _reapply_compile=False: compiled inside DDP, as native (Fabric would compile the wrapper)
-    model, optimizer = fabric.setup(model, optimizer, _reapply_compile=False)
-    # DDP: mixed precision -- native's GradScaler is in Fabric's precision plugin (fp16)
-    return model, optimizer  # native: model, optimizer, scaler
-
-
-def fabric_train_step(fabric, model, optimizer, images, labels) -> torch.Tensor:
-    """One optimizer step in Lightning's automatic-optimisation order."""
-    # DDP: mixed precision -- autocast covers forward and loss only
-    with fabric.autocast():  # native: with autocast(), its own torch.autocast
-        loss = workload.loss_fn(model(images), labels)
-    # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
-    # DDP all-reduces gradient buckets during backward
-    optimizer.zero_grad(set_to_none=True)
-    # native: if scaler is None: loss.backward(); optimizer.step()
-    #         else: scaler.scale(loss).backward(); scaler.unscale_, .step(optimizer), .update()
-    fabric.backward(loss)  # scales the loss for fp16
-    optimizer.step()  # for fp16 Fabric's scaler unscales, steps and updates
-    return loss.detach()
-
-
-# --- both loops, the order of chunks and their timing -----------------------------------------
+# --- the two loops: each runner's own build and train_step, imported -------------------------
 
 
 @dataclass
@@ -327,29 +229,43 @@ class Loop:
     loss: torch.Tensor | None = None
 
 
+def native_loop(label: str, cfg, fabric, prec, images, labels) -> Loop:
+    """native's loop: native/benchmark.py's build and train_step, on Fabric's device; its DDP
+    wrapper joins the default process group Fabric made."""
+    model, optimizer, scaler = native_runner.build(cfg, fabric.device, prec)
+    dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
+    device_type = fabric.device.type
+    autocast = (  # as native's run() makes it: forward and loss only
+        (lambda: torch.autocast(device_type, dtype=dtype, cache_enabled=cache))
+        if dtype is not None
+        else contextlib.nullcontext
+    )
+
+    def step() -> torch.Tensor:
+        return native_runner.train_step(model, optimizer, scaler, images, labels, autocast)
+
+    return Loop(label, "native", cfg.ddp_stream, step, model.module)
+
+
+def fabric_loop(label: str, cfg, fabric, prec, images, labels) -> Loop:
+    """Fabric's loop: lightning_impl/fabric.py's build and train_step (the wrapper, autocast
+    and fp16 scaler are Fabric's)."""
+    model, optimizer = fabric_runner.build(cfg, fabric)
+
+    def step() -> torch.Tensor:
+        return fabric_runner.train_step(fabric, model, optimizer, images, labels)
+
+    return Loop(label, "fabric", cfg.ddp_stream, step, model.module)
+
+
 def build_loop(label: str, name: str, cfg, fabric, prec, images, labels) -> Loop:
     """The loop `name` (LOOPS) built as its runner builds it, sharing this rank's batch."""
     loop, stream = LOOPS[name]
+    # native's build reads the stream from cfg (workload.ddp_construction_stream); Fabric's
+    # strategy was given its stream when the process group was made (run)
     cfg = dataclasses.replace(cfg, ddp_stream=stream)
-    if loop == "native":
-        model, optimizer, scaler = native_build(cfg, fabric.device, prec)
-        dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
-        device_type = fabric.device.type
-        autocast = (
-            (lambda: torch.autocast(device_type, dtype=dtype, cache_enabled=cache))
-            if dtype is not None
-            else contextlib.nullcontext
-        )
-
-        def step() -> torch.Tensor:
-            return native_train_step(model, optimizer, scaler, images, labels, autocast)
-    else:
-        model, optimizer = fabric_build(cfg, fabric)
-
-        def step() -> torch.Tensor:
-            return fabric_train_step(fabric, model, optimizer, images, labels)
-
-    return Loop(label, loop, stream, step, model.module)
+    build = native_loop if loop == "native" else fabric_loop
+    return build(label, cfg, fabric, prec, images, labels)
 
 
 def chunk_order(pairing: str, pairs: int, rng: random.Random) -> list[int]:
@@ -563,12 +479,32 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
     )
 
 
-def publish(result: InterleavedResult, cfg: config.BenchConfig) -> None:
-    """Rank 0: the answer in a few lines, then the file (common.output's writer) if asked."""
-    from compare.interleaved import analyse, render_section
+def summary(result: InterleavedResult, output: Path | None) -> str:
+    """What rank 0 measured, in a few lines: each run's median chunk per step of both loops.
+    The estimate over runs, its interval and its verdict are compare's."""
+    k, (base, arm) = result.chunk_steps, (a.label for a in result.arms)
+    seconds = sum(run.seconds for run in result.runs)
+    lines = [
+        f"{PROG}: {len(result.runs)} run(s) of {result.pairs} pairs of {k}-step chunks"
+        f" ({result.pairing}, {result.timer}), {seconds:.1f} s timed"
+    ]
+    for i, run in enumerate(result.runs, 1):
+        own = [
+            median([ms for c, ms in zip(run.order, run.chunk_ms) if c == which]) / k
+            for which in (0, 1)
+        ]
+        lines.append(
+            f"  run {i}: {base} {own[0]:.3f} ms/step, {arm} {own[1]:.3f} ms/step (median chunk)"
+        )
+    where = output if output is not None else "FILE (write one with --output FILE)"
+    lines.append(f"  the estimate, its interval and verdict: python -m compare {where}")
+    return "\n".join(lines) + "\n"
 
-    where = cfg.output or Path("(this run)")
-    print(render_section(analyse([(where, result)])), end="", flush=True)
+
+def publish(result: InterleavedResult, cfg: config.BenchConfig) -> None:
+    """Rank 0: what it measured in a few lines, then the file (common.output's writer) if
+    asked."""
+    print(summary(result, cfg.output), end="", flush=True)
     if cfg.output is not None:
         write_result(result, cfg.output, cfg.overwrite_output)
         print(f"  result: {cfg.output}", flush=True)

@@ -111,7 +111,8 @@ def groups() -> list[tuple[str, list[str], list[str]]]:
         plan = plans.find(name.split("/")[0]) if name else None
         if plan is not None and plan.in_process:
             continue  # read by compare.interleaved, never by compare's report
-        found.append((folder, [folder], list(plan.compare_options) if plan else []))
+        options = ["--allow-mismatch"] if plan is not None and plan.allow_mismatch else []
+        found.append((folder, [folder], options))
     found += [(f"{H200}/{name}", inputs, []) for name, inputs in FILE_GROUPS]
     sweep = {
         f"{SWEEP}/{d}": sorted(
@@ -126,9 +127,10 @@ def groups() -> list[tuple[str, list[str], list[str]]]:
 
 def numbers(inputs: list[str], options: list[str]) -> list[dict[str, Any]]:
     """Each comparison of the report on `inputs`: world size, arm, baseline, overhead %."""
-    from compare.api import analyse_paths
+    from compare.api import ReportOptions, analyse_paths
 
-    report = analyse_paths([ROOT / p for p in inputs], allow_mismatch="--allow-mismatch" in options)
+    chosen = ReportOptions(allow_mismatch="--allow-mismatch" in options)
+    report = analyse_paths([ROOT / p for p in inputs], chosen)
     return [
         {"world_size": o.world_size, "arm": o.arm, "baseline": o.baseline, "percent": o.percent}
         for o in report.overhead

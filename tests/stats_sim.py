@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compare import distributions, intervals
+from stats import blocks, distributions, intervals, run_level
 
 NOISE = 0.005  # run-to-run sd of the log median (0.5%)
 SPIKE_P, SPIKE_MEAN = 0.3, 0.03
@@ -154,13 +154,13 @@ def paired(sim: Sim) -> list[intervals.ArmInterval]:
     """The block-paired core on every experiment (log ratio per block, and the gaps a manifest
     records: +1 where the arm ran second, -1 where first; from 5 blocks the time term)."""
     gaps = np.where(sim.arm_slot > sim.base_slot, 1, -1).tolist()
-    return [intervals.blocks_log_interval(row.tolist(), gaps) for row in sim.arm - sim.base]
+    return [blocks.blocks_log_interval(row.tolist(), gaps) for row in sim.arm - sim.base]
 
 
 def welch(sim: Sim) -> list[intervals.ArmInterval]:
     """The run-level Welch-Hsu core on every experiment."""
     return [
-        intervals.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
+        run_level.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
         for b, a in zip(sim.base, sim.arm)
     ]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from common.result import LightningInfo
-from compare import intervals
 from compare.cli import main
 from compare_factory import make_result, write
+from stats import intervals
 
 ORIGINAL = Path(__file__).resolve().parent / "data" / "original" / "native-h200-b256.json"
 

@@ -1,7 +1,7 @@
 """compare's intervals on runs simulated step by step, checked by simulation: coverage, A/A
 verdict rate, the smallest detectable size, the fastest-run ratio, adaptive stopping. Seeded
 (seconds); a few experiments go through real files and the CLI end to end. The interval is
-intervals.compare_arms on a plain file list (run-level Welch with Hsu's df, the runs interleaved);
+comparison.compare_arms on a plain file list (run-level Welch with Hsu's df, the runs interleaved);
 tests/test_stats_*.py cover the block-paired and Stein intervals and the audit's conditions.
 
 Model of one experiment: R runs a side; each run of 2 ranks x STEPS steps has a run-level
@@ -19,10 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compare import intervals
 from compare.cli import main
 from compare_factory import make_result, write
-from experiment import stopping
+from stats import blocks, comparison, intervals, run_level, stopping
 
 STEPS, RANKS, PHI, STEP_SD, BASE_MS = 40, 2, 0.9, 0.02, 100.0
 EXPERIMENTS = 1000
@@ -67,7 +66,7 @@ def files(base, arm) -> list[intervals.RunPoint]:
 
 
 def interval(base, arm) -> intervals.ArmInterval:
-    return intervals.compare_arms(files(base, arm), "fabric", "native")
+    return comparison.compare_arms(files(base, arm), "fabric", "native")
 
 
 def simulate(
@@ -136,13 +135,13 @@ def test_smallest_detectable_effect_is_detected_at_least_75_percent_of_the_time(
 
 def test_the_minimum_resists_one_sided_interference_that_biases_the_mean() -> None:
     # 30% of runs slowed by an exponential 10% on average, run noise 0.5%, 10 runs a side.
-    # The minimum is now the fastest-run ratio (intervals.fastest_run_ratio), labelled descriptive;
+    # The minimum is now the fastest-run ratio (run_level.fastest_run_ratio), labelled descriptive;
     # with equal run counts it is the same number the old "min-run %" was.
     rng = np.random.default_rng(21)
     base = run_medians(step_times(rng, EXPERIMENTS, 10, 0.005, 1.0, interference=0.3))
     arm = run_medians(step_times(rng, EXPERIMENTS, 10, 0.005, 1.02, interference=0.3))
     ivs = [interval(b, a) for b, a in zip(base, arm)]
-    fastest = [intervals.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
+    fastest = [run_level.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
     mean_err = np.sqrt(np.mean([(iv.percent - 2.0) ** 2 for iv in ivs]))
     min_err = np.sqrt(np.mean([(f - 2.0) ** 2 for f in fastest]))
     assert min_err < 0.5 * mean_err  # measured: RMSE 0.98 against 2.85 percentage points
@@ -152,7 +151,7 @@ def test_the_minimum_resists_one_sided_interference_that_biases_the_mean() -> No
     base = run_medians(step_times(rng, EXPERIMENTS, 10, 0.15, 1.0))
     arm = run_medians(step_times(rng, EXPERIMENTS, 10, 0.15, 1.02))
     clean = [interval(b, a) for b, a in zip(base, arm)]
-    fastest = [intervals.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
+    fastest = [run_level.fastest_run_ratio(list(b), list(a))[0] for b, a in zip(base, arm)]
     assert np.sqrt(np.mean([(f - 2) ** 2 for f in fastest])) > np.sqrt(
         np.mean([(iv.percent - 2) ** 2 for iv in clean])
     )
@@ -171,7 +170,7 @@ def adaptive(
     for b, a in zip(base, arm):
         ratios = list(np.log(a / b))
         needed = min(stopping.blocks_needed(ratios, rule, gaps=gaps) or most, most)
-        iv = intervals.blocks_log_interval(ratios[:needed], gaps[:needed], rule.first_stage_blocks)
+        iv = blocks.blocks_log_interval(ratios[:needed], gaps[:needed], rule.first_stage_blocks)
         hits += iv.ci_low <= truth <= iv.ci_high
         verdicts += iv.significant
     return hits / EXPERIMENTS, verdicts / EXPERIMENTS
@@ -211,7 +210,7 @@ def test_files_through_the_cli_give_the_simulated_interval(
     rng = np.random.default_rng(seed)  # the same draws, in memory
     base = run_medians(step_times(rng, 1, 3, 0.005, 1.0))[0]
     arm = run_medians(step_times(rng, 1, 3, 0.005, 1.02))[0]
-    iv = intervals.welch_hsu_interval(list(base), list(arm))
+    iv = run_level.welch_hsu_interval(list(base), list(arm))
     assert (overhead["arm"], overhead["baseline"]) == ("fabric", "native")
     assert overhead["percent"] == pytest.approx(iv.percent)
     assert (overhead["ci_low"], overhead["ci_high"]) == pytest.approx((iv.ci_low, iv.ci_high))

@@ -178,6 +178,32 @@ def test_help_describes_every_option() -> None:
         assert option in text
 
 
+def test_the_parser_is_built_from_compare_options_fields() -> None:
+    """compare's options are CompareOptions' fields, as the runners' are BenchConfig's: each
+    field one option with its help and default, in field order on the usage line, under the
+    help's two groups; parsing gives the typed value and the ReportOptions it asks for."""
+    from common.config import flag, option_fields
+    from compare.api import ReportOptions
+    from compare.cli import CompareOptions, parse
+
+    parser = build_parser()
+    actions = {action.dest: action for action in parser._actions}
+    fields = option_fields(CompareOptions)
+    assert {f.name for f, _ in fields} | {"files", "help"} == set(actions)
+    for field, spec in fields:
+        action = actions[field.name]
+        assert action.option_strings == [flag(field.name)] and action.default == field.default
+        assert action.help.startswith(spec.help)
+    usage = parser.format_usage()
+    positions = [usage.index(f"[{flag(f.name)}") for f, _ in fields]
+    assert positions == sorted(positions)
+    text = parser.format_help()
+    assert "\ncomparison:\n  --baseline LABEL" in text and "\noutput:\n  --format" in text
+    opts = parse(["a.json", "dir", "--baseline", "fabric", "--allow-mismatch", "--format", "json"])
+    assert opts.files == (Path("a.json"), Path("dir")) and opts.format == "json"
+    assert opts.report == ReportOptions("fabric", True) and opts.output is None
+
+
 def test_text_groups_a_warning_of_many_runs_into_one_line_per_arm_with_ranges() -> None:
     from compare.flags import Flag, grouped_warnings
 
@@ -232,13 +258,17 @@ def test_gpu_busy_is_read_from_the_runs_that_profiled(tmp_path: Path) -> None:
         for arm, shares in busy.items()
         for k, share in enumerate(shares, 1)
     ]
-    row = next(r for r in header_rows(load(paths)[0]) if r.field == "GPU busy (timed step)")
+    runs = load(paths)[0]
+    row = next(
+        r for r in header_rows(runs, ["native", "lightning"]) if r.field == "GPU busy (timed step)"
+    )
     assert row.values == {
         "native": "95% (profiled runs)",
         "lightning": "91%..93% (profiled runs)",
     }
     everywhere = [write(tmp_path / f"all-{k}.json", make_result(gpu_busy=0.9)) for k in (1, 2)]
-    row = next(r for r in header_rows(load(everywhere)[0]) if r.field == "GPU busy (timed step)")
+    rows = header_rows(load(everywhere)[0], ["native"])
+    row = next(r for r in rows if r.field == "GPU busy (timed step)")
     assert row.values == {"native": "90%"}
 
 

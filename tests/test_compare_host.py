@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from compare import distributions, intervals
 from compare.analysis import analyse
 from compare.api import load
 from compare.cli import main
 from compare.report import render
 from compare_factory import make_result, write
+from stats import comparison, distributions, intervals
 
 
 def _runs(tmp_path: Path, host: dict[str, list[float]] | None) -> list:
@@ -53,7 +53,7 @@ def test_each_arms_host_ms_and_the_difference_in_ms(tmp_path: Path) -> None:
     assert "range of 3 run(s)" in (fabric.host_interval or "")
     [o] = report.overhead
     base = distributions.geometric_mean(host["native"])
-    ratio = intervals.compare_arms(
+    ratio = comparison.compare_arms(
         [
             intervals.RunPoint(arm, ms, name=f"{arm}{k}")
             for arm in host

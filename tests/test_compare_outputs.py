@@ -241,3 +241,43 @@ def test_the_report_shows_where_each_arms_wall_time_went():
         assert 0 < rows[arm].timed_share < 0.5  # imports and warm-up dominate these runs
     proc = _compare(str(folder))
     assert "timed % of run" in proc.stdout and "imports s" in proc.stdout
+
+
+def test_write_reports_fills_a_new_folder_once_and_never_writes_over_it(tmp_path):
+    """compare.api.write_reports, as the experiment calls it: report.txt, .md, .html and both
+    figures, the texts those compare renders; a second call refuses at the first file, naming
+    it, and leaves every file as it was."""
+    from common.output import OutputError
+    from compare.api import ReportFiles, drift_points, render, write_reports
+
+    runs, baseline = load([FOLDER], include_warmup=True)
+    report, points = analyse_runs(runs, baseline), drift_points(runs)
+    write_reports(report, ReportFiles.folder(tmp_path), points)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert sorted(files) == [
+        "comparison.png",
+        "drift.png",
+        "report.html",
+        "report.md",
+        "report.txt",
+    ]
+    assert files["report.txt"].decode() == render(report, "text")
+    assert files["report.md"].decode() == render(report, "markdown")
+    assert all(files[name].startswith(b"\x89PNG") for name in ("comparison.png", "drift.png"))
+    with pytest.raises(OutputError, match=r"report.txt .*already exists"):
+        write_reports(report, ReportFiles.folder(tmp_path), points)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
+
+
+def test_write_reports_of_an_interleaved_answer_writes_texts_and_refuses_figures(tmp_path):
+    from compare.api import ReportFiles, analyse_interleaved, render, write_reports
+    from compare.errors import CompareError
+
+    answer = analyse_interleaved([ROOT / "tests" / "data" / "interleaved.json"])
+    with pytest.raises(CompareError, match="comparison.png: an interleaved answer has no figures"):
+        write_reports(answer, ReportFiles.folder(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    texts = ReportFiles.folder(tmp_path, ("text", "markdown"), plot=False, drift=False)
+    write_reports(answer, texts)
+    assert (tmp_path / "report.md").read_text() == render(answer, "markdown")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "report.txt"]

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from common.result import load_result
-from compare import intervals
 from compare.analysis import analyse
 from compare.cli import main
 from compare.errors import WorkloadMismatch
 from compare.model import Run, run_from
 from compare.numerics import GPU_NOT_REPRODUCIBLE
 from compare_factory import constant_steps, make_result, write
+from stats import intervals
 
 
 def report_of(capsys: pytest.CaptureFixture[str], *argv: Any) -> dict[str, Any]:

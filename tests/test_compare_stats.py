@@ -1,5 +1,5 @@
-"""compare.distributions, compare.intervals and experiment.stopping on synthetic samples
-whose answer is known."""
+"""The statistics (stats.distributions, stats.intervals and the methods beside it,
+stats.stopping) on synthetic samples whose answer is known."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from compare import distributions, intervals, verdicts
-from experiment import stopping
+from compare import verdicts
+from stats import blocks, comparison, distributions, intervals, run_level, stopping
 
 
 @pytest.mark.parametrize(
@@ -47,9 +47,9 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
     # Hsu's df = min(runs a side) - 1 replaces Welch-Satterthwaite's (which let
     # unequal counts and noise inflate A/A verdicts); the detectable size is calibrated to
     # intervals.detectable_factor at that df, and the fastest-run ratio is
-    # intervals.fastest_run_ratio
+    # run_level.fastest_run_ratio
     base, arm = [100.0, 102.0, 98.0], [110.0, 112.0, 108.0]
-    iv = intervals.compare_arms(_files(base, arm), "lightning", "native")
+    iv = comparison.compare_arms(_files(base, arm), "lightning", "native")
     lb, la = np.log(base), np.log(arm)
     se = np.sqrt(lb.var(ddof=1) / 3 + la.var(ddof=1) / 3)
     diff = la.mean() - lb.mean()
@@ -64,12 +64,12 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
     assert iv.min_detectable_percent is None
     assert iv.min_detectable_note == "needs >= 8 runs a side (here 3)"
     base8, arm8 = [100.0 + k % 3 for k in range(8)], [110.0 + k % 4 for k in range(8)]
-    iv8 = intervals.welch_hsu_interval(base8, arm8)
+    iv8 = run_level.welch_hsu_interval(base8, arm8)
     lb8, la8 = np.log(base8), np.log(arm8)
     se8 = np.sqrt(lb8.var(ddof=1) / 8 + la8.var(ddof=1) / 8)
     expected = np.expm1(intervals.detectable_factor(7) * se8) * 100
     assert iv8.min_detectable_percent == pytest.approx(expected)
-    assert intervals.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
+    assert run_level.fastest_run_ratio(base, arm)[0] == pytest.approx((108 / 98 - 1) * 100)
     assert iv.significant and verdicts.interval_line("lightning", "native", iv).startswith(
         f"lightning is {iv.percent:.2f}% slower than native"
         f" (95% CI {iv.ci_low:.2f}..{iv.ci_high:.2f}%, 3 runs a side"
@@ -77,7 +77,7 @@ def test_run_level_interval_is_welch_on_log_medians() -> None:
 
 
 def test_an_interval_around_zero_says_no_difference() -> None:
-    iv = intervals.compare_arms(
+    iv = comparison.compare_arms(
         _files([100.0, 103.0, 97.0], [101.0, 98.0, 102.0], "native-b"), "native-b", "native"
     )
     assert iv.ci_low < 0 < iv.ci_high and not iv.significant
@@ -88,14 +88,14 @@ def test_an_interval_around_zero_says_no_difference() -> None:
 
 def test_faster_arm_is_called_faster() -> None:
     runs = _files([100.0, 101.0, 99.0], [90.0, 91.0, 89.0], "fabric")
-    iv = intervals.compare_arms(runs, "fabric", "native")
+    iv = comparison.compare_arms(runs, "fabric", "native")
     assert verdicts.interval_line("fabric", "native", iv).startswith(
         f"fabric is {-iv.percent:.2f}% faster than native"
     )
 
 
 def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
-    iv = intervals.compare_arms(_files([100.0], [110.0, 111.0]), "lightning", "native")
+    iv = comparison.compare_arms(_files([100.0], [110.0, 111.0]), "lightning", "native")
     assert iv.percent == pytest.approx((np.sqrt(110.0 * 111.0) / 100 - 1) * 100)
     assert not iv.verdict_possible and not iv.significant
     assert iv.ci_low is iv.ci_high is iv.half_width is iv.min_detectable_percent is None
@@ -106,14 +106,14 @@ def test_one_run_a_side_gives_a_point_estimate_and_no_verdict() -> None:
 
 def test_identical_runs_give_no_verdict_not_a_zero_width_interval() -> None:
     # a zero-width interval was a certain verdict from no information
-    iv = intervals.compare_arms(_files([100.0, 100.0], [100.0, 100.0]), "lightning", "native")
+    iv = comparison.compare_arms(_files([100.0, 100.0], [100.0, 100.0]), "lightning", "native")
     assert not iv.verdict_possible and not iv.significant
     assert "exactly equal step times" in (iv.no_verdict_reason or "")
 
 
 def test_run_level_interval_needs_positive_numbers_on_both_sides() -> None:
     # refused with the reason (naming the runs) instead of an exception
-    iv = intervals.compare_arms(_files([0.0, 1.0], [1.0, 1.5]), "lightning", "native")
+    iv = comparison.compare_arms(_files([0.0, 1.0], [1.0, 1.5]), "lightning", "native")
     assert not iv.verdict_possible and "positive and finite (n0)" in (iv.no_verdict_reason or "")
 
 
@@ -224,7 +224,7 @@ def test_library_inputs_are_checked_at_the_boundary(bad: float) -> None:
     # issue 32: a median of 0 crashed the block path (logs before the check); NaN made the
     # stopping decision raise something experiment/run.py did not catch
     points = _blocks([(100.0, 101.0), (100.2, bad), (99.9, 101.2)])
-    iv = intervals.compare_arms(points, "fabric", "native")
+    iv = comparison.compare_arms(points, "fabric", "native")
     assert not iv.verdict_possible and "positive and finite (fabric-r2)" in (
         iv.no_verdict_reason or ""
     )
@@ -232,11 +232,11 @@ def test_library_inputs_are_checked_at_the_boundary(bad: float) -> None:
     with pytest.raises(UsageError, match="stopping_decision: per-run numbers must be positive"):
         stopping.stopping_decision(points, "native", ["fabric"], rule, 3, 10)
     with pytest.raises(UsageError, match="complete_blocks"):
-        intervals.complete_blocks(points, "fabric", "native")
+        blocks.complete_blocks(points, "fabric", "native")
     with pytest.raises(UsageError, match="welch_hsu_interval"):
-        intervals.welch_hsu_interval([100.0, 101.0], [100.0, bad])
+        run_level.welch_hsu_interval([100.0, 101.0], [100.0, bad])
     with pytest.raises(UsageError, match="finite"):
-        intervals.blocks_log_interval([0.01, math.log(bad) if bad > 0 else math.nan, 0.02])
+        blocks.blocks_log_interval([0.01, math.log(bad) if bad > 0 else math.nan, 0.02])
     if math.isnan(bad):
         with pytest.raises(UsageError, match="NaN"):
             distributions.median([1.0, bad])

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from common.result import EnergySummary, RankTelemetry
-from compare import intervals
 from compare.analysis import analyse
 from compare.attribution import CAUSES, CLOCK, HOST, STEAL, attribute_noise, noise_attributions
 from compare.energy import energy_cell, energy_rows
 from compare.model import Placement, run_from
+from compare.pairing import grouping
 from compare_factory import make_result
+from stats import intervals
 
 
 def run(
@@ -76,7 +77,7 @@ def flat(ms: float, steps: int = 20) -> list[float]:
 def test_an_arms_level_is_the_geometric_mean_with_a_t_interval_over_runs():
     values = [0.136, 0.138, 0.137, 0.139]
     runs = [run("native", flat(50), v) for v in values]
-    (row,) = energy_rows(runs)
+    (row,) = energy_rows(grouping(runs))
     logs = [math.log(v) for v in values]
     mean, half = intervals.mean_interval(logs)
     assert row.joules_per_image == pytest.approx(math.exp(mean))
@@ -88,7 +89,7 @@ def test_an_arms_level_is_the_geometric_mean_with_a_t_interval_over_runs():
 
 def test_runs_without_a_counter_show_a_dash_and_the_reason():
     runs = [run("native", flat(50 + i)) for i in range(3)]
-    (row,) = energy_rows(runs)
+    (row,) = energy_rows(grouping(runs))
     assert row.joules_per_image is None and row.unavailable == "a CPU run has no GPU"
     assert energy_cell(row) == "-"
     runs += [run("fabric", flat(51 + i), 0.14) for i in range(3)]
@@ -106,7 +107,7 @@ def warming_rate(rng, reps: int, per_degree: float, noise: float = 0.004) -> flo
         temps = np.round(np.linspace(50, 58, 6) + rng.normal(0, 0.5, 6))
         jpi = 0.135 * np.exp(per_degree * (temps - 50) + rng.normal(0, noise, 6))
         runs = [run("native", flat(50), j, temperature=t) for t, j in zip(temps, jpi)]
-        warned += energy_rows(runs)[0].warming is not None
+        warned += energy_rows(grouping(runs))[0].warming is not None
     return warned / reps
 
 
@@ -127,13 +128,13 @@ def test_the_level_line_gives_the_gpu_temperatures_and_warns_of_warming():
         run("native", flat(50 + 0.01 * k), 0.134 * (1 + 0.002 * (t - 50)), temperature=t)
         for k, t in enumerate(temps)
     ]
-    (row,) = energy_rows(runs)
+    (row,) = energy_rows(grouping(runs))
     assert (row.temperature_c_low, row.temperature_c_high) == (50, 58)
     text = render(analyse(runs), "text")
     assert "600 W median; GPU 50-58 C)" in text
     assert "warning: native: J/image rose with the GPU's temperature (r = 1.00 over 6" in text
     steady = [run("native", flat(50 + 0.01 * k), 0.134, temperature=60) for k in range(6)]
-    assert energy_rows(steady)[0].warming is None
+    assert energy_rows(grouping(steady))[0].warming is None
     assert "GPU 60-60 C" in render(analyse(steady), "text")
 
 
@@ -322,7 +323,7 @@ def test_runs_that_do_not_spread_or_are_too_few_are_left_alone():
     rng = np.random.default_rng(7)
     steady = [run("native", steps_around(rng, 50.0), block=i, position=0) for i in range(10)]
     assert attribute_noise("native", 1, steady) is None
-    assert noise_attributions(steady) == []
+    assert noise_attributions(grouping(steady)) == []
     assert attribute_noise("native", 1, host_varies(rng, runs=4)) is None
 
 

@@ -52,7 +52,7 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
     order = (tmp_path / "order").read_text().split()
     # one warm-up run per arm by default, then the baseline's warm-up runs until the host has
     # settled: the fake runner's runs agree, so as many as span the settling rule's lookback
-    # (experiment.settling.lookback_for: 4 runs' time here), native-w2 .. native-wK
+    # (stats.settling.lookback_for: 4 runs' time here), native-w2 .. native-wK
     extra = len(order) - 8
     assert extra >= 2
     assert order == [
@@ -381,7 +381,7 @@ def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
     out = tmp_path / "exp"
     # the k-th warm-up run 17%/k^2 slow: w1 +17%, w2 +4.3%, w3 +1.9%, w4 +1.1%; the fake's
     # noise is at most 0.3% a run, so the trend over w1..w3 is far over 1.5%: not settled
-    # before w4 (experiment.settling; tests/test_stats_settling.py simulates the rule)
+    # before w4 (stats.settling; tests/test_stats_settling.py simulates the rule)
     proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, FAKE_WARMUP_DRIFT="17")
     assert proc.returncode == 0, proc.stderr
     order = (tmp_path / "order").read_text().split()
@@ -400,7 +400,7 @@ def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
 def test_settling_waits_for_a_gpu_that_is_still_warming(tmp_path):
     # the host is steady from w1; the GPU's window ends at 25, 55, 61, 62, 63, 64, 64, 64,
     # 65 C...: over 1 C per lookback (4 runs' time here) until about w13
-    # (experiment.settling; tests/test_stats_settling.py simulates the rule)
+    # (stats.settling; tests/test_stats_settling.py simulates the rule)
     out = tmp_path / "exp"
     proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, FAKE_WARMUP_HEAT="40")
     assert proc.returncode == 0, proc.stderr

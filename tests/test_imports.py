@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, clean_env
 
-PACKAGES = ("common", "native", "compare", "experiment", "lightning_impl", "lesson")
-NO_LIGHTNING = ("common", "native", "compare", "experiment")
+PACKAGES = ("common", "stats", "native", "compare", "experiment", "lightning_impl", "lesson")
+NO_LIGHTNING = ("common", "stats", "native", "compare", "experiment")
 
 
 def module_name(path: Path) -> str:

@@ -1,6 +1,7 @@
 """The interleaved mode (lightning_impl/interleaved.py) on CPU with gloo, 1 and 2 ranks: its
-options refused before any work, its loops the runners' own, its orders balanced, its chunks
-timed through the wall-clock seam, its result read by compare.interleaved and by nothing else."""
+options refused before any work, its loops the runners' own (imported), its orders balanced, its
+chunks timed through the wall-clock seam, what it measured printed, its result read by
+compare.interleaved and by nothing else."""
 
 from __future__ import annotations
 
@@ -42,18 +43,48 @@ def _function(path: str, name: str) -> str:
     return ast.unparse(node)
 
 
-@pytest.mark.parametrize(
-    ("mine", "path", "theirs"),
-    [
-        ("ddp_setup", "lightning_impl/fabric.py", "ddp_setup"),
-        ("native_build", "native/benchmark.py", "build"),
-        ("native_train_step", "native/benchmark.py", "train_step"),
-        ("fabric_build", "lightning_impl/fabric.py", "build"),
-        ("fabric_train_step", "lightning_impl/fabric.py", "train_step"),
-    ],
+# The runners' functions the interleaved mode runs: (file, its module as interleaved.py names
+# it, function)
+RUNNERS = (
+    ("native/benchmark.py", "native_runner", "build"),
+    ("native/benchmark.py", "native_runner", "train_step"),
+    ("lightning_impl/fabric.py", "fabric_runner", "build"),
+    ("lightning_impl/fabric.py", "fabric_runner", "train_step"),
 )
-def test_each_loop_is_its_runners_build_and_step(mine, path, theirs):
-    assert _function("lightning_impl/interleaved.py", mine) == _function(path, theirs)
+
+
+def test_the_loops_are_the_runners_own_imported_not_copied():
+    """interleaved.py imports native's and Fabric's build and train_step and Fabric's
+    ddp_setup, calls them, and no function of its own repeats one of theirs."""
+    tree = ast.parse((ROOT / "lightning_impl" / "interleaved.py").read_text())
+    imported = {
+        (node.module, alias.name, alias.asname)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert {
+        ("native", "benchmark", "native_runner"),
+        ("lightning_impl", "fabric", "fabric_runner"),
+        ("lightning_impl.fabric", "ddp_setup", None),
+    } <= imported
+    calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    assert {f"{module}.{name}" for _, module, name in RUNNERS} | {"ddp_setup"} <= calls
+    theirs = {_function(path, name) for path, _, name in RUNNERS}
+    theirs.add(_function("lightning_impl/fabric.py", "ddp_setup"))
+    mine = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert [n for n in mine if _function("lightning_impl/interleaved.py", n) in theirs] == []
+
+
+@needs_lightning
+def test_the_loops_call_the_runners_modules():
+    import lightning_impl.fabric
+    import native.benchmark
+    from lightning_impl import interleaved
+
+    assert interleaved.native_runner is native.benchmark
+    assert interleaved.fabric_runner is lightning_impl.fabric
+    assert interleaved.ddp_setup is lightning_impl.fabric.ddp_setup
 
 
 @needs_lightning
@@ -156,7 +187,15 @@ def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, tmp_
     args = [*SMALL, "--devices", str(devices), "--chunk-steps", "1", "--pairs", "4", "--runs", "2"]
     proc = run_module(MODULE, [*args, "--output", str(out)], timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "Per-step cost in one process, interleaved" in proc.stdout
+    # the runner says what it measured; the estimate and its verdict are compare's
+    lines = proc.stdout.splitlines()
+    head = f"{MODULE}: 2 run(s) of 4 pairs of 1-step chunks (ABBA, wall-clock)"
+    said = lines[next(i for i, line in enumerate(lines) if line.startswith(head)) :]
+    assert [line.split(":")[0] for line in said[1:3]] == ["  run 1", "  run 2"]
+    assert all(" ms/step, fabric " in line for line in said[1:3])
+    assert said[3] == f"  the estimate, its interval and verdict: python -m compare {out}"
+    assert said[4:] == [f"  result: {out}"]
+    assert "Per-step cost in one process" not in proc.stdout and "slower" not in proc.stdout
     r = load_interleaved(out)
     assert r.world_size == devices and r.timer == "wall-clock" and len(r.runs) == 2
     assert [a.label for a in r.arms] == ["native", "fabric"]

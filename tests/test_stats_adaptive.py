@@ -3,7 +3,7 @@
 Each experiment adds ABBA blocks (one run of each arm) up to MAX_BLOCKS; a run fails with
 probability `fail`, which leaves its block incomplete. After each block the rule decides from
 the complete blocks only (stopping.blocks_needed on the first stage's log ratios); the final
-interval is intervals.blocks_log_interval with the rule's first stage.
+interval is blocks.blocks_log_interval with the rule's first stage.
 REPS = 4000 experiments a condition, seeded.
 
 Stein's interval is exact under normal noise (coverage 95% whatever the data say about when to
@@ -25,8 +25,7 @@ from pydantic import ValidationError
 
 from common.errors import UsageError
 from common.manifest import ManifestStopping
-from compare import intervals
-from experiment import stopping
+from stats import blocks, intervals, stopping
 from stats_sim import AA_BOUND, REPS, noise, old_enough_runs, old_run_level, slots
 
 MAX_BLOCKS = 40
@@ -73,8 +72,8 @@ def stein_experiment(
     n0 = rule.first_stage_blocks
     if needed is not None and len(done) >= needed:  # stopped on target at the N-th complete
         started = int(np.flatnonzero(complete)[needed - 1]) + 1
-        return intervals.blocks_log_interval(done[:needed], gaps[:needed], n0), started
-    return intervals.blocks_log_interval(done, gaps, n0), MAX_BLOCKS  # stopped at the maximum
+        return blocks.blocks_log_interval(done[:needed], gaps[:needed], n0), started
+    return blocks.blocks_log_interval(done, gaps, n0), MAX_BLOCKS  # stopped at the maximum
 
 
 _cache: dict[tuple, tuple[float, float, float, float, float]] = {}
@@ -165,7 +164,7 @@ def test_failed_runs_do_not_count_and_the_loop_decision_matches() -> None:
         assert block == started
         if decision.action == "target":
             assert decision.complete_blocks["fabric"] >= N0
-        final = intervals.stein_interval(points, "fabric", "native", rule.first_stage_blocks)
+        final = stopping.stein_interval(points, "fabric", "native", rule.first_stage_blocks)
         if not final.verdict_possible:  # failures left complete blocks of one order only
             assert "orders are unbalanced" in (final.no_verdict_reason or "")
             refused += 1

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from compare import distributions, intervals, verdicts
-from experiment import stopping
+from compare import verdicts
+from stats import blocks, comparison, distributions, intervals, run_level, stopping
 from stats_sim import (
     AA_BOUND,
     REPS,
@@ -45,7 +45,7 @@ def test_audit_interleaving_thrown_away_abba_drift_is_now_paired_out() -> None:
     cover = float(np.mean([iv.ci_low <= 2.0 <= iv.ci_high for iv in new]))
     assert lower_bound(cover, REPS) >= 0.93
     for e in range(50):  # and compare_arms pairs them, from the manifest's blocks
-        iv = intervals.compare_arms(sim.points(e), "fabric", "native")
+        iv = comparison.compare_arms(sim.points(e), "fabric", "native")
         assert iv.method.startswith(intervals.METHOD_BLOCKS)  # with the time term (10 blocks)
         assert iv.ci_low == pytest.approx(new[e].ci_low)
 
@@ -57,7 +57,7 @@ def test_audit_all_a_then_all_b_file_lists_are_refused(runs: int) -> None:
     sim = simulate(2510 + runs, runs, 0.0, drift=0.2, order="AABB", reps=200)
     assert np.mean([iv.significant for iv in _old(sim)]) > 0.15  # the old accepted failure
     for e in range(200):
-        iv = intervals.compare_arms(sim.points(e, manifest=False), "fabric", "native")
+        iv = comparison.compare_arms(sim.points(e, manifest=False), "fabric", "native")
         assert not iv.verdict_possible
         assert "not interleaved" in (iv.no_verdict_reason or "")
         assert "native's runs mostly started first" in (iv.no_verdict_reason or "")
@@ -81,30 +81,30 @@ def test_audit_identical_files_give_no_verdict() -> None:
         intervals.RunPoint("lightning", 31.73125, name="lightning-a.json"),
         intervals.RunPoint("lightning", 31.73125, name="lightning-b.json"),
     ]
-    iv = intervals.compare_arms(runs, "lightning", "native")
+    iv = comparison.compare_arms(runs, "lightning", "native")
     assert not iv.verdict_possible and not iv.significant and iv.min_detectable_percent is None
     assert "native-a.json = native-b.json" in (iv.no_verdict_reason or "")
     assert "lightning-a.json = lightning-b.json" in (iv.no_verdict_reason or "")
     assert "no verdict" in verdicts.interval_line("lightning", "native", iv)
     # the same copies in a manifest's blocks
-    blocks = [
+    in_blocks = [
         intervals.RunPoint(
             p.arm, p.ms, block=1 + i % 2, position=1 + (p.arm == "lightning"), name=p.name
         )
         for i, p in enumerate(runs)
     ]
-    assert not intervals.compare_arms(blocks, "lightning", "native").verdict_possible
+    assert not comparison.compare_arms(in_blocks, "lightning", "native").verdict_possible
 
 
 def test_zero_variation_gives_no_verdict() -> None:
     """Per-block ratios all equal (no two runs tie, but the noise is zero): no interval."""
-    iv = intervals.blocks_log_interval([0.01, 0.01, 0.01])
+    iv = blocks.blocks_log_interval([0.01, 0.01, 0.01])
     assert not iv.verdict_possible and "zero variation" in (iv.no_verdict_reason or "")
-    iv = intervals.welch_hsu_interval([100.0, 100.0, 100.0], [101.0, 101.0, 101.0])
+    iv = run_level.welch_hsu_interval([100.0, 100.0, 100.0], [101.0, 101.0, 101.0])
     assert not iv.verdict_possible and "zero variation" in (iv.no_verdict_reason or "")
     # equal ratios from different numbers differ in the last bits only: still zero variation
     base = [30.1, 29.7, 31.3]
-    iv = intervals.blocks_log_interval([math.log(b * 1.0154 / b) for b in base])
+    iv = blocks.blocks_log_interval([math.log(b * 1.0154 / b) for b in base])
     assert not iv.verdict_possible and "zero variation" in (iv.no_verdict_reason or "")
 
 
@@ -112,16 +112,16 @@ def test_audit_min_run_percent_is_a_labelled_descriptive_ratio() -> None:
     """Audit: 'min-run %' was called robust, but reads 0.6-1.5 pp low with a 3x noisier arm and
     1.9 pp low at 3 against 10 runs. Now it is the fastest-run ratio, labelled as descriptive
     and biased, and not given with unequal run counts."""
-    value, label = intervals.fastest_run_ratio([100.0, 101.0, 99.0], [102.0, 98.5, 103.0])
+    value, label = run_level.fastest_run_ratio([100.0, 101.0, 99.0], [102.0, 98.5, 103.0])
     assert value == pytest.approx((98.5 / 99.0 - 1) * 100)
     assert "descriptive" in label and "biased" in label
-    value, why = intervals.fastest_run_ratio([100.0] * 2 + [101.0], [99.0] * 10)
+    value, why = run_level.fastest_run_ratio([100.0] * 2 + [101.0], [99.0] * 10)
     assert value is None and "unequal run counts" in why
     # the bias it is labelled with: true +2%, arm 3x noisier, 5 runs a side
     sim = simulate(2530, 5, 2.0, arm_scale=3.0)
     bias = np.mean(
         [
-            intervals.fastest_run_ratio(np.exp(b).tolist(), np.exp(a).tolist())[0] - 2.0
+            run_level.fastest_run_ratio(np.exp(b).tolist(), np.exp(a).tolist())[0] - 2.0
             for b, a in zip(sim.base, sim.arm)
         ]
     )
@@ -139,7 +139,7 @@ def test_unknown_start_times_warn_and_keep_the_verdict() -> None:
         for k in range(5)
         for arm in ("native", "fabric")
     ]
-    iv = intervals.compare_arms(runs, "fabric", "native")
+    iv = comparison.compare_arms(runs, "fabric", "native")
     assert iv.significant and iv.method == intervals.METHOD_WELCH
     assert any("start times unknown" in w for w in iv.warnings)
 
@@ -155,7 +155,7 @@ def test_dropped_blocks_are_named() -> None:
             runs.append(
                 intervals.RunPoint(arm, 100.0 * math.exp(rng.normal(0, 0.003)), block, position)
             )
-    iv = intervals.compare_arms(runs, "fabric", "native")
+    iv = comparison.compare_arms(runs, "fabric", "native")
     assert iv.dropped_blocks == (2, 5) and iv.blocks == 4 and iv.df == 3
     assert any("block(s) 2, 5 dropped" in w for w in iv.warnings)
 
@@ -166,15 +166,15 @@ def test_the_interval_needs_two_blocks() -> None:
         intervals.RunPoint("fabric", 101.0, 1, 2),
         intervals.RunPoint("native", 100.5, 2, 2),
     ]
-    iv = intervals.compare_arms(runs, "fabric", "native")
+    iv = comparison.compare_arms(runs, "fabric", "native")
     assert not iv.verdict_possible and "needs 2" in (iv.no_verdict_reason or "")
 
 
 def test_interleaving_statistic() -> None:
-    assert intervals.interleaving([0, 3, 4, 7], [1, 2, 5, 6]).interleaved is True  # ABBA
-    assert intervals.interleaving([0, 2, 4, 6], [1, 3, 5, 7]).interleaved is True  # AB AB
-    assert intervals.interleaving([0, 1, 2, 3], [4, 5, 6, 7]).interleaved is False  # AAAA BBBB
-    assert intervals.interleaving([0, None], [1, 2]).interleaved is None
+    assert run_level.interleaving([0, 3, 4, 7], [1, 2, 5, 6]).interleaved is True  # ABBA
+    assert run_level.interleaving([0, 2, 4, 6], [1, 3, 5, 7]).interleaved is True  # AB AB
+    assert run_level.interleaving([0, 1, 2, 3], [4, 5, 6, 7]).interleaved is False  # AAAA BBBB
+    assert run_level.interleaving([0, None], [1, 2]).interleaved is None
 
 
 def test_geometric_mean() -> None:
@@ -200,13 +200,13 @@ def _abba(
 def test_compare_arms_with_a_recorded_rule_gives_steins_interval() -> None:
     rule = stopping.StoppingRule(target_half_width=0.5, first_stage_blocks=5)
     runs = _abba(12, 6)
-    iv = intervals.compare_arms(runs, "fabric", "native", rule.first_stage_blocks)
+    iv = comparison.compare_arms(runs, "fabric", "native", rule.first_stage_blocks)
     # the first stage's 5 blocks carry the time term: its residual sd has df 5 - 2
     assert iv.method.startswith(intervals.METHOD_STEIN) and iv.df == 3 and iv.blocks == 12
     ratios = [math.log(a.ms / b.ms) for a, b in zip(runs[1::2], runs[0::2])]
     ratios = [r if k % 2 == 0 else -r for k, r in enumerate(ratios)]  # even blocks: arm first
     assert iv.percent == pytest.approx((math.exp(sum(ratios) / 12) - 1) * 100)
-    few = intervals.compare_arms(_abba(3, 6), "fabric", "native", rule.first_stage_blocks)
+    few = comparison.compare_arms(_abba(3, 6), "fabric", "native", rule.first_stage_blocks)
     assert few.method == intervals.METHOD_BLOCKS and few.df == 2
     assert any("fewer than the rule's first stage" in w for w in few.warnings)
 
@@ -214,7 +214,7 @@ def test_compare_arms_with_a_recorded_rule_gives_steins_interval() -> None:
 def test_blocks_left_unbalanced_by_failures_are_adjusted_for_position() -> None:
     # ABBA over 8 blocks; blocks 2, 4 and 6 lost their fabric run: gaps +1 +1 +1 +1 -1
     lost = ((2, "fabric"), (4, "fabric"), (6, "fabric"))
-    iv = intervals.compare_arms(_abba(8, 7, lost), "fabric", "native")
+    iv = comparison.compare_arms(_abba(8, 7, lost), "fabric", "native")
     assert iv.verdict_possible and iv.df == 3 and "adjusted" in iv.method
     assert any("adjusted for the position" in w for w in iv.warnings)
     assert any("block(s) 2, 4, 6 dropped" in w for w in iv.warnings)

@@ -25,8 +25,8 @@ import math
 import numpy as np
 import pytest
 
-from compare import distributions, intervals, verdicts
-from experiment import stopping
+from compare import verdicts
+from stats import blocks, distributions, intervals, run_level, stopping
 from stats_sim import REPS, lower_bound, simulate
 
 # (method, noise, arm noise scale, baseline runs, arm runs)
@@ -68,12 +68,12 @@ def experiments(
         sim.arm + np.log1p(np.broadcast_to(np.asarray(shift, dtype=float), (reps,)) / 100)[:, None]
     )
     if method == "paired":
-        return [intervals.blocks_log_interval(row.tolist()) for row in arm - sim.base]
+        return [blocks.blocks_log_interval(row.tolist()) for row in arm - sim.base]
     if method == "drift":
         gaps = np.where(sim.arm_slot > sim.base_slot, 1, -1).tolist()
-        return [intervals.blocks_log_interval(row.tolist(), gaps) for row in arm - sim.base]
+        return [blocks.blocks_log_interval(row.tolist(), gaps) for row in arm - sim.base]
     return [
-        intervals.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
+        run_level.welch_hsu_interval(np.exp(b).tolist(), np.exp(a).tolist())
         for b, a in zip(sim.base, arm)
     ]
 

@@ -1,9 +1,9 @@
-"""Many comparisons: Holm's adjustment (intervals.holm) keeps the familywise rate, by simulation.
+"""Many comparisons: Holm's adjustment (stats.holm) keeps the familywise rate, by simulation.
 
 An experiment of k arms runs blocks of every arm, in forward order in odd blocks and reversed
 in even ones (as experiment/run.py does), with run noise 0.5% (log-normal), a block effect
 shared by the runs of a block (1%) and a drift of 0.3% per run slot. No arm differs. The
-report states the comparisons compare.analysis.comparisons gives for its labels (each arm
+report states the comparisons compare.overheads.comparisons gives for its labels (each arm
 against the baseline, lightning against fabric, lightning-services against lightning): 1, 5
 and 7 for 2, 4 and 6 arms. A false verdict in any of them is a familywise error. REPS = 2000
 experiments per arm count, seeded; the MC SE of a rate near 5% is 0.49 points, and the bound
@@ -19,8 +19,9 @@ import math
 import numpy as np
 import pytest
 
-from compare import intervals, verdicts
-from compare.analysis import comparisons
+from compare import verdicts
+from compare.overheads import comparisons
+from stats import comparison, holm, intervals
 
 REPS = 2000
 MC_SE = math.sqrt(0.05 * 0.95 / REPS)
@@ -51,13 +52,13 @@ def familywise(k: int, seed: int) -> tuple[float, float, int]:
         points = experiment(rng, arms)
         calls = [
             functools.partial(
-                lambda c, a, b: intervals.compare_arms(points, a, b, None, c), a=a, b=b
+                lambda c, a, b: comparison.compare_arms(points, a, b, None, c), a=a, b=b
             )
             for a, b in stated
         ]
         plain = [call(intervals.CONFIDENCE) for call in calls]
         plain_errors += any(iv.significant for iv in plain)
-        holm_errors += any(iv.significant for iv in intervals.holm(calls))
+        holm_errors += any(iv.significant for iv in holm.holm(calls))
     return holm_errors / REPS, plain_errors / REPS, len(stated)
 
 
@@ -74,22 +75,22 @@ def test_aa_familywise_rate_with_holm_is_at_most_5_percent(k: int, expected: int
 
 def test_holm_steps_down_and_says_so() -> None:
     # p-values 0.001, 0.02, 0.04 over 3: Holm's levels 0.05/3, 0.05/2, then 0.05/1
-    levels = intervals.holm_confidences([0.02, None, 0.001, 0.04])
+    levels = holm.holm_confidences([0.02, None, 0.001, 0.04])
     assert levels == pytest.approx([1 - 0.025, 0.95, 1 - 0.05 / 3, 1 - 0.05])
     # the first to keep its null freezes the level for every later one
-    levels = intervals.holm_confidences([0.001, 0.03, 0.04])
+    levels = holm.holm_confidences([0.001, 0.03, 0.04])
     assert levels == pytest.approx([1 - 0.05 / 3, 1 - 0.025, 1 - 0.025])
     rng = np.random.default_rng(7)
     points = experiment(rng, LABELS[:3])
     calls = [
-        functools.partial(lambda c, a: intervals.compare_arms(points, a, "native", None, c), a=a)
+        functools.partial(lambda c, a: comparison.compare_arms(points, a, "native", None, c), a=a)
         for a in LABELS[1:3]
     ]
-    out = intervals.holm(calls)
+    out = holm.holm(calls)
     assert all(iv.family == 2 for iv in out)
     line = verdicts.interval_line("fabric", "native", out[0])
     assert "CI (Holm-adjusted over 2 comparisons)" in line
-    alone = intervals.compare_arms(points, "fabric", "native")
+    alone = comparison.compare_arms(points, "fabric", "native")
     assert alone.family == 1 and "95% CI" in verdicts.interval_line("fabric", "native", alone)
     # the adjusted interval is wider, its point estimate the same
     assert out[0].percent == alone.percent and (out[0].half_width or 0) > (alone.half_width or 0)

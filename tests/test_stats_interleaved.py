@@ -16,7 +16,7 @@ The model of one chunk of K steps of a loop (log scale, 1 = 100%):
 The orders are lightning_impl.interleaved.chunk_order's (AB and ABBA, balanced, random). Each
 experiment: RUNS runs of PAIRS pairs; the estimate is compare.interleaved's (the vectorised
 form here is checked against run_estimate), the interval its t over runs (through
-compare.intervals.mean_interval). Rates come with their Monte Carlo standard error
+stats.intervals.mean_interval). Rates come with their Monte Carlo standard error
 (tests/stats_sim.py's bounds: 3 SE).
 """
 

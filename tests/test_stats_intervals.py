@@ -1,8 +1,8 @@
 """The fixed-design intervals, proven by simulation (tests/stats_sim.py).
 
 Every condition runs REPS = 4000 seeded experiments through the real functions: the cores
-(intervals.blocks_log_interval, intervals.welch_hsu_interval) on all of them, and the entry compare
-calls (intervals.compare_arms, with blocks, positions and start times) on a subset, which must give
+(blocks.blocks_log_interval, run_level.welch_hsu_interval) on all of them, and the entry compare
+calls (comparison.compare_arms, with blocks, positions and start times) on a subset, which must give
 the same interval or refuse. Wherever a verdict is given:
 
 - coverage of the true overhead >= 93%, proven: observed coverage minus 3 Monte Carlo standard
@@ -22,13 +22,13 @@ import math
 import numpy as np
 import pytest
 
-from compare import intervals
+from stats import blocks, comparison, intervals
 from stats_sim import AA_BOUND, REPS, lower_bound, paired, rates, simulate, welch
 
 RUNS = (2, 3, 5, 10)
 TRUTHS = (0.0, 2.0)
 KINDS = ("normal", "t3", "spikes")
-SUBSET = 200  # experiments that also go through intervals.compare_arms
+SUBSET = 200  # experiments that also go through comparison.compare_arms
 
 # (method, noise, arm noise scale, drift %/block, order, baseline runs, arm runs, truth %)
 PAIRED = [
@@ -97,7 +97,7 @@ def dropped(sim, rng: np.random.Generator) -> list[intervals.ArmInterval]:
     ok = (rng.random(d.shape) >= FAIL) & (rng.random(d.shape) >= FAIL)
     out = []
     for row, keep in zip(d, ok):
-        iv = intervals.blocks_log_interval(row[keep].tolist(), gaps[keep].tolist())
+        iv = blocks.blocks_log_interval(row[keep].tolist(), gaps[keep].tolist())
         reason = iv.no_verdict_reason or ""
         assert iv.verdict_possible or "unbalanced" in reason or "needs 2" in reason
         out.append(iv)
@@ -142,7 +142,7 @@ def test_compare_arms_gives_the_cores_interval(condition: tuple) -> None:
     sim = _sim(condition)
     cores = paired(sim) if condition[0] == "paired" else welch(sim)
     for e in range(SUBSET):
-        iv = intervals.compare_arms(sim.points(e), "fabric", "native")
+        iv = comparison.compare_arms(sim.points(e), "fabric", "native")
         assert (iv.ci_low, iv.ci_high) == pytest.approx((cores[e].ci_low, cores[e].ci_high))
         assert iv.method.startswith(  # from 5 blocks: "; with a time term ..."
             intervals.METHOD_BLOCKS if condition[0] == "paired" else intervals.METHOD_WELCH
@@ -158,7 +158,7 @@ def test_arms_not_interleaved_get_no_verdict(runs: int, drift: float) -> None:
     sim = simulate(2900 + runs, runs, 2.0, drift=drift, order="AABB", reps=SUBSET)
     for e in range(SUBSET):
         for manifest in (False, True):
-            iv = intervals.compare_arms(sim.points(e, manifest), "fabric", "native")
+            iv = comparison.compare_arms(sim.points(e, manifest), "fabric", "native")
             assert not iv.verdict_possible and not iv.significant
             assert "not interleaved" in (iv.no_verdict_reason or "")
 
@@ -166,7 +166,7 @@ def test_arms_not_interleaved_get_no_verdict(runs: int, drift: float) -> None:
 @pytest.mark.parametrize("runs", RUNS)
 def test_block_pairing_refuses_blocks_all_in_one_order(runs: int) -> None:
     sim = simulate(2950 + runs, runs, 2.0, drift=1.0, order="ABAB", reps=20)
-    iv = intervals.block_paired_interval(sim.points(0), "fabric", "native")
+    iv = blocks.block_paired_interval(sim.points(0), "fabric", "native")
     assert not iv.verdict_possible and "orders are unbalanced" in (iv.no_verdict_reason or "")
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from compare import intervals
+from stats import intervals
 
 REPS = 4000
 

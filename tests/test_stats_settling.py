@@ -1,4 +1,4 @@
-"""Host settling (experiment.settling.host_settled) tells drift from noise, and waits for a GPU
+"""Host settling (stats.settling.host_settled) tells drift from noise, and waits for a GPU
 that is still warming, proven by simulation.
 
 Each simulated experiment adds warm-up runs of the baseline (20-26 s each, as real runs of the
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from common.errors import UsageError
-from experiment.settling import WarmupRun, bound_advice, host_settled, lookback_for
+from stats.settling import WarmupRun, bound_advice, host_settled, lookback_for
 
 REPS = 2000
 BOUND = 0.05

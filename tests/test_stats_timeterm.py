@@ -1,6 +1,6 @@
 """The block-paired estimate's time term (issue 32 item 6), proven by simulation.
 
-From intervals.TIME_TERM_BLOCKS = 5 complete blocks with both orders, blocks_log_interval
+From blocks.TIME_TERM_BLOCKS = 5 complete blocks with both orders, blocks_log_interval
 regresses the per-block log ratio on the block's order (gap = the arm's position minus the
 baseline's: +1 / -1 in ABBA), decided by the design, never by a pretest. A linear drift moves
 the two runs of a block apart by one slot, so in ABBA it adds +drift/2 to one order's blocks and
@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from compare import intervals
+from stats import blocks
 from stats_sim import AA_BOUND, REPS, lower_bound, mc_se, paired, simulate
 
 # (noise, drift %/block, complete blocks, truth %)
@@ -69,13 +69,13 @@ def test_power_at_two_percent_over_five_blocks_holds_under_drift(drift: float) -
     assert lower_bound(power, REPS) >= 0.90, f"power {power:.4f} (MC SE {mc_se(power):.4f})"
     if drift:
         sim = simulate(2690, 5, 2.0, "normal", drift=drift, order="ABBA")
-        plain = [intervals.blocks_log_interval(row.tolist()) for row in sim.arm - sim.base]
+        plain = [blocks.blocks_log_interval(row.tolist()) for row in sim.arm - sim.base]
         old = float(np.mean([iv.significant for iv in plain]))
         assert old + 3 * mc_se(old) < 0.70, f"plain mean's power {old:.4f}"
 
 
 def test_below_five_blocks_there_is_no_time_term() -> None:
-    iv = intervals.blocks_log_interval([0.01, 0.02, 0.015, 0.012], [1, -1, -1, 1])
+    iv = blocks.blocks_log_interval([0.01, 0.02, 0.015, 0.012], [1, -1, -1, 1])
     assert iv.df == 3 and "time term" not in iv.method
 
 
@@ -84,10 +84,10 @@ def test_an_even_count_of_abba_blocks_keeps_the_plain_mean() -> None:
     moves it by the slope times the mean gap."""
     rng = np.random.default_rng(5)
     d = rng.normal(0.02, 0.005, 7)
-    even = intervals.blocks_log_interval(d[:6].tolist(), [1, -1, -1, 1, 1, -1])
+    even = blocks.blocks_log_interval(d[:6].tolist(), [1, -1, -1, 1, 1, -1])
     assert even.percent == pytest.approx(math.expm1(d[:6].mean()) * 100)
     gaps = [1, -1, -1, 1, 1, -1, -1]
-    odd = intervals.blocks_log_interval(d.tolist(), gaps)
+    odd = blocks.blocks_log_interval(d.tolist(), gaps)
     slope = np.polyfit(gaps, d, 1)[0]
     assert odd.percent == pytest.approx(math.expm1(d.mean() - slope * np.mean(gaps)) * 100)
 

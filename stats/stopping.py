@@ -1,24 +1,31 @@
-"""The experiment's adaptive stopping rule: Stein's two-stage rule, decided after each block.
+"""The experiment's adaptive stopping rule: Stein's two-stage rule, decided after each block,
+and the final interval it gives.
 
     rule = StoppingRule(target_half_width=1.0)
     decision = stopping_decision(points, "native", ["fabric"], rule, blocks_started, max_blocks)
+    iv = stein_interval(points, "fabric", "native", rule.first_stage_blocks)
 
-compare computes the final interval (compare.intervals.stein_interval) from the manifest's
-record of the rule; this module decides, while the experiment runs, when to stop.
+The experiment decides, while it runs, when to stop (stopping_decision); compare computes the
+final interval (stein_interval, through stats.comparison.compare_arms) from the manifest's
+record of the rule. Both read the first stage's spread by one estimator (stats.blocks'
+first_stage), so the rule and the report agree. Moved from experiment/stopping.py and
+compare/intervals.py (issue 43).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.errors import UsageError
-from compare.distributions import require_positive, t_quantile
-from compare.intervals import CONFIDENCE, RunPoint, complete_blocks, first_stage
+from stats.blocks import block_paired_interval, complete_blocks, first_stage
+from stats.distributions import require_positive, t_quantile
+from stats.intervals import CONFIDENCE, DETECTABLE_POWER, ArmInterval, RunPoint
 
 # Stein's two-stage rule: the first stage's complete blocks (its variance's df is this - 1, or
-# this - 2 where the time term applies: intervals.first_stage).
+# this - 2 where the time term applies: stats.blocks.first_stage).
 FIRST_STAGE_BLOCKS = 5
 STEIN_RULE = "stein-two-stage"
 
@@ -29,7 +36,7 @@ class StoppingRule:
 
     Stein (1945): the first `first_stage_blocks` complete blocks give the variance s0^2 of the
     per-block log ratio (df = first_stage_blocks - 1; - 2 where the report's estimator carries
-    its time term, compare.intervals.first_stage); the experiment runs until it has
+    its time term, stats.blocks.first_stage); the experiment runs until it has
     N = max(n0, ceil((t x s0 / w)^2)) complete blocks, w = asinh(target / 100); the final
     interval is mean of all N log ratios +- t x max(s0, s) / sqrt(N), s the sd of all N. N
     depends on s0 alone, and the mean is independent of s0, so Stein's interval (with s0) is
@@ -69,7 +76,7 @@ def blocks_needed(
 ) -> int | None:
     """N, the complete blocks Stein's rule needs (from the first stage only); None before the
     first stage is complete. `gaps` (the arm's position minus the baseline's per block): the
-    first stage's spread by the report's estimator (compare.intervals.first_stage: with the
+    first stage's spread by the report's estimator (stats.blocks.first_stage: with the
     time term from 5 blocks, df n0 - 2)."""
     stage = first_stage(log_ratios, rule.first_stage_blocks, gaps)
     if stage is None:
@@ -132,3 +139,27 @@ def stopping_decision(
             f"{max_blocks} block(s) started, the most allowed; complete/needed blocks: {state}",
         )
     return StopDecision("continue", done, needed, f"complete/needed blocks: {state}")
+
+
+def stein_interval(
+    points: Sequence[RunPoint],
+    arm: str,
+    baseline: str,
+    first_stage_blocks: int,
+    confidence: float = CONFIDENCE,
+    power: float = DETECTABLE_POWER,
+) -> ArmInterval:
+    """The final interval of an experiment run under Stein's two-stage rule with this first
+    stage: mean of all complete blocks' log ratios +- t_{df0} x max(s0, s) / sqrt(N), df0 the
+    first stage's (n0 - 1, or n0 - 2 with the time term)
+    (blocks_log_interval with the first stage). Fewer complete blocks than the first stage (the
+    experiment hit its maximum): the fixed-design paired interval over those blocks, said in a
+    warning."""
+    iv = block_paired_interval(points, arm, baseline, confidence, power, first_stage_blocks)
+    if iv.blocks is not None and iv.blocks < first_stage_blocks:
+        note = (
+            f"{arm} vs {baseline}: only {iv.blocks} complete block(s), fewer than the"
+            f" rule's first stage ({first_stage_blocks}): fixed-design paired interval"
+        )
+        iv = dataclasses.replace(iv, warnings=(*iv.warnings, note))
+    return iv

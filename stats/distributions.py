@@ -1,12 +1,13 @@
 """Distributions and descriptive statistics: pure functions over lists of floats (no files, no
-pandas, no scipy: compare runs on any laptop).
+pandas, no scipy: the statistics run on any laptop).
 
     pace = step_series(rank_step_times)       # slowest rank at each step
     ms = median(pace)                          # a run's one number
     t = t_quantile(0.975, df)                  # Student's t, for the intervals
     first, second, change = halves_change(pace)
 
-compare/intervals.py builds the intervals of a comparison on these.
+stats.intervals and the methods beside it build the intervals of a comparison on these.
+Moved from compare/distributions.py (issue 43).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ does not count as noise.
 
 tests/test_stats_settling.py proves it by simulation: a stationary host with 20% run noise, and
 one drifting -10% over 3 minutes at 0.5% noise, each say "settled" falsely in at most 5%.
+Moved from experiment/settling.py (issue 43): it is statistics; the experiment calls it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from common.errors import UsageError
-from common.manifest import SettlingSeen
-from compare.distributions import median, t_quantile
+from stats.distributions import median, t_quantile
+
+if TYPE_CHECKING:  # a Literal for the type checker; at run time stats needs no pydantic
+    from common.manifest import SettlingSeen
 
 # The tolerance: a change of more than this between runs a minute apart is drift worth waiting
 # out; and each run's halves (first vs second half of its timed steps) within this.

@@ -1,0 +1,118 @@
+"""Where a report goes: its texts and figures, written by the one writer (common.output).
+
+    write_reports(report, ReportFiles.folder(Path("out/exp1"), drift=bool(points)), points)
+    write_reports(answer, ReportFiles.folder(folder, ("text", "markdown"), plot=False))
+    files = ReportFiles((Target(Path("r.md"), "markdown", "--output"),), overwrite=True)
+
+One writer for compare's command line (--output, --plot, --drift) and an experiment's folder
+(report.txt, report.md, report.html, comparison.png, drift.png; an in-process plan's
+report.txt and report.md): every text is rendered before any file is written, then each target
+is written in its order through common.output (new unless overwriting, never half a file),
+and a file that cannot be written raises common.output's OutputError, one line naming the
+target (compare's CLI shows it as its usage error; the experiment says what its folder kept).
+A report is a `compare.analysis.Report` (separate runs) or a
+`compare.interleaved.InterleavedAnswer` (the in-process question, texts only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from common.output import mode_for, write_atomically, write_text
+from compare.analysis import Report
+from compare.errors import CompareError
+from compare.interleaved import InterleavedAnswer
+from compare.report import render
+
+if TYPE_CHECKING:
+    from compare.figures import DriftPoint
+
+PLOT, DRIFT = "plot", "drift"  # a Target's content when it is a figure
+FOLDER_TEXTS = {"text": "report.txt", "markdown": "report.md", "html": "report.html"}
+FOLDER_FIGURES = {PLOT: "comparison.png", DRIFT: "drift.png"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One file of a report: its path, what goes in it (a format of compare.report.FORMATS, or
+    PLOT or DRIFT for a figure) and how an error names it (an option, or the file's name)."""
+
+    path: Path
+    content: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """The files a report is written to, in the order they are written, and whether one that
+    exists may be replaced (--overwrite-output); else each must be new."""
+
+    targets: tuple[Target, ...]
+    overwrite: bool = False
+
+    @classmethod
+    def folder(
+        cls,
+        folder: Path,
+        formats: Sequence[str] = tuple(FOLDER_TEXTS),
+        plot: bool = True,
+        drift: bool = True,
+    ) -> ReportFiles:
+        """An experiment folder's reports: report.txt, .md, .html (`formats`), then
+        comparison.png and drift.png (where asked), each a new file named by its own name."""
+        names = [(FOLDER_TEXTS[fmt], fmt) for fmt in formats]
+        names += [(FOLDER_FIGURES[f], f) for f, wanted in ((PLOT, plot), (DRIFT, drift)) if wanted]
+        return cls(tuple(Target(folder / name, content, name) for name, content in names))
+
+
+def check_points(files: ReportFiles, points: Sequence[DriftPoint]) -> None:
+    """CompareError when a drift figure is asked for and no run recorded its start time."""
+    for target in files.targets:
+        if target.content == DRIFT and not points:
+            raise CompareError(
+                f"{target.name}: no run recorded its start time (the original scripts'"
+                f" results do not); leave out {target.name}"
+            )
+
+
+def _figure(report: Report, target: Target, points: Sequence[DriftPoint]) -> Callable[[Path], None]:
+    """What draws the target's figure into a temp file of its suffix (matplotlib picks the
+    format from it)."""
+    from compare.figures import draw, draw_drift  # deferred: matplotlib is slow to import
+
+    if target.content == PLOT:
+        return lambda tmp: draw(report, tmp)
+    return lambda tmp: draw_drift(report, points, tmp)
+
+
+def write_reports(
+    report: Report | InterleavedAnswer,
+    files: ReportFiles,
+    points: Sequence[DriftPoint] = (),
+    verbose: bool = False,
+    written: Callable[[Target], None] = lambda target: None,
+) -> None:
+    """Render every text target, then write each target in order (`written` is told of each
+    file once it is in place); `points` draw the drift figure and the page's. OutputError for a
+    file that cannot be written (nothing half-written), CompareError for a figure of an
+    interleaved answer."""
+    figures = [t for t in files.targets if t.content in (PLOT, DRIFT)]
+    if figures and isinstance(report, InterleavedAnswer):
+        raise CompareError(f"{figures[0].name}: an interleaved answer has no figures")
+    check_points(files, points)
+    texts = {
+        t: render(report, t.content, points, verbose)
+        for t in files.targets
+        if t.content not in (PLOT, DRIFT)
+    }
+    mode = mode_for(files.overwrite)
+    for target in files.targets:
+        if target in texts:
+            write_text(target.path, texts[target], mode=mode, option=target.name)
+        else:
+            fill = _figure(report, target, points)  # type: ignore[arg-type]
+            write_atomically(target.path, fill, mode=mode, option=target.name)
+        written(target)
