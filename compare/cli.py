@@ -52,9 +52,8 @@ PROG = "compare"
 EXIT_OK = 0
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
-# The help's two groups: what is compared with what, and how the report is written.
-COMPARISON = Group("comparison")
-OUTPUT = Group("output")
+# One list of options under --help, as the hand-built parser had (a Group without a title).
+OPTIONS = Group(None)
 
 
 @dataclass(frozen=True)
@@ -66,14 +65,14 @@ class CompareOptions:
     files: tuple[Path, ...] = ()
     baseline: str | None = config.option(
         None,
-        COMPARISON,
+        OPTIONS,
         "the arm every other arm is compared with (default: the manifest's baseline, else"
         " native, else the first label)",
         metavar="LABEL",
     )
     format: str = config.option(
         "text",
-        OUTPUT,
+        OPTIONS,
         "text (default): the answer, then aligned tables; markdown: the same, GitHub tables;"
         " csv: one row per run;"
         " json: everything, machine-readable; html: one self-contained page (figures embedded,"
@@ -81,34 +80,34 @@ class CompareOptions:
         choices=FORMATS,
     )
     output: Path | None = config.option(
-        None, OUTPUT, "write the report to PATH instead of stdout", metavar="PATH"
+        None, OPTIONS, "write the report to PATH instead of stdout", metavar="PATH"
     )
     overwrite_output: bool = config.option(
-        False, OUTPUT, "allow --output and --plot to replace existing files", switch=True
+        False, OPTIONS, "allow --output and --plot to replace existing files", switch=True
     )
     plot: Path | None = config.option(
         None,
-        OUTPUT,
+        OPTIONS,
         "also draw throughput, step-time distributions, overhead with CI and scaling"
         f" ({', '.join(PLOT_SUFFIXES)})",
         metavar="PATH.png",
     )
     drift: Path | None = config.option(
         None,
-        OUTPUT,
+        OPTIONS,
         "also draw each run's median step at its start time (warm-up runs hollow, blocks"
         " shaded) beside the overhead: did the machine settle, were the arms interleaved?",
         metavar="PATH.png",
     )
     allow_mismatch: bool = config.option(
         False,
-        COMPARISON,
+        OPTIONS,
         "compare runs whose workloads differ beyond the world size (differences become warnings)",
         switch=True,
     )
     verbose: bool = config.option(
         False,
-        OUTPUT,
+        OPTIONS,
         "show every configuration row (those the same in every arm too) and each legend"
         " under its table; print a traceback with any error",
         switch=True,

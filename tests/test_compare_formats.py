@@ -180,8 +180,8 @@ def test_help_describes_every_option() -> None:
 
 def test_the_parser_is_built_from_compare_options_fields() -> None:
     """compare's options are CompareOptions' fields, as the runners' are BenchConfig's: each
-    field one option with its help and default, in field order on the usage line, under the
-    help's two groups; parsing gives the typed value and the ReportOptions it asks for."""
+    field one option with its help and default, in field order on the usage line, in the
+    help's one list of options; parsing gives the typed value and the ReportOptions it asks for."""
     from common.config import flag, option_fields
     from compare.api import ReportOptions
     from compare.cli import CompareOptions, parse
@@ -198,7 +198,9 @@ def test_the_parser_is_built_from_compare_options_fields() -> None:
     positions = [usage.index(f"[{flag(f.name)}") for f, _ in fields]
     assert positions == sorted(positions)
     text = parser.format_help()
-    assert "\ncomparison:\n  --baseline LABEL" in text and "\noutput:\n  --format" in text
+    assert "\noptions:\n  -h, --help" in text and "\ncomparison:" not in text
+    listed = [text.index(f"  {flag(f.name)}") for f, _ in fields]
+    assert listed == sorted(listed)
     opts = parse(["a.json", "dir", "--baseline", "fabric", "--allow-mismatch", "--format", "json"])
     assert opts.files == (Path("a.json"), Path("dir")) and opts.format == "json"
     assert opts.report == ReportOptions("fabric", True) and opts.output is None
