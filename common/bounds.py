@@ -3,7 +3,7 @@
     problem = out_of_bounds(result.model_dump())   # None, or "field a.b: ...; not a measurement"
     when = utc_time("2026-12-03T06:34:58Z")         # an aware datetime; ValueError if not UTC
 
-Field names say their units (`window_seconds`, `step_times_ms`, `peak_allocated_gib`), so a
+Field names say their units (`window_seconds`, `step_times_ms`, `energy_joules`), so a
 number is bounded by the innermost name on its path that names one
 ("ranks.0.telemetry.throttle_seconds.power" is in seconds). Outside its bounds a number is no
 run's measurement, and the arithmetic on it (variances, ratios across arms, the exp of a mean
@@ -20,25 +20,30 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-# A step is at least a kernel launch and at most days (compare.load's bounds of a step time).
+# A step is at least a kernel launch and at most days.
 MIN_STEP_MS = 1e-6
 MAX_STEP_MS = 1e9
 MAX_SECONDS = 1e7  # about 16 weeks: no run, phase, window or wait lasts longer
 MAX_GIB = 2.0**20  # a PiB of memory on one device
 MAX_MHZ = 1e5  # a clock 30 times today's fastest
 MAX_GPU_WATTS = 1e4  # one GPU: ten times the hungriest accelerator's rated power
+MIN_JOULES = 1e-9  # below a nanojoule is no GPU's energy for timed work, per step or image
+MAX_JOULES = MAX_GPU_WATTS * MAX_SECONDS
 GPU_TEMPERATURE_C = (-40.0, 150.0)  # a die reads within this; GPUs shut down near 100 C
 MAX_INTEGER = 2**63  # no 64-bit counter holds more
 
-# (pattern of a field's name, lowest, highest, unit), tried from the innermost name outwards.
-UNITS: tuple[tuple[str, float, float, str], ...] = (
-    (r"(^|_)seconds$", 0.0, MAX_SECONDS, "s"),
-    (r"_minutes$", 0.0, MAX_SECONDS / 60, "min"),
-    (r"(_ms|_ms_per_step|^milliseconds_per_step)$", 0.0, MAX_STEP_MS, "ms"),
-    (r"_gib$", 0.0, MAX_GIB, "GiB"),
-    (r"_mhz_(min|median)$", 0.0, MAX_MHZ, "MHz"),
-    (r"temperature_c_(start|end)$", *GPU_TEMPERATURE_C, "C"),
-    (r"^power_watts_median$", 0.0, MAX_GPU_WATTS, "W"),
+# (pattern of a field's name, lowest, highest, smallest above 0, unit), tried from the innermost
+# name outwards; 0 itself stays in (a CPU run's GPU time, a counter that did not tick)
+UNITS: tuple[tuple[str, float, float, float, str], ...] = (
+    (r"(^|_)seconds$", 0.0, MAX_SECONDS, 0.0, "s"),
+    (r"_minutes$", 0.0, MAX_SECONDS / 60, 0.0, "min"),
+    (r"^std$", 0.0, MAX_STEP_MS, 0.0, "ms"),  # step times' spread: rounding makes it tiny
+    (r"(_ms|_ms_per_step|^milliseconds_per_step)$", 0.0, MAX_STEP_MS, MIN_STEP_MS, "ms"),
+    (r"(^|_)joules(_per_step|_per_image)?$", 0.0, MAX_JOULES, MIN_JOULES, "J"),
+    (r"_gib$", 0.0, MAX_GIB, 0.0, "GiB"),
+    (r"_mhz_(min|median)$", 0.0, MAX_MHZ, 0.0, "MHz"),
+    (r"temperature_c_(start|end)$", *GPU_TEMPERATURE_C, 0.0, "C"),
+    (r"^power_watts_median$", 0.0, MAX_GPU_WATTS, 0.0, "W"),
 )
 
 
@@ -54,13 +59,13 @@ def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tupl
         yield path, value
 
 
-def unit_of(path: tuple[str | int, ...]) -> tuple[float, float, str] | None:
-    """(lowest, highest, unit) of the number at `path`, from the innermost name that names a
-    unit; None where no name does (a loss, a share, a free option)."""
+def unit_of(path: tuple[str | int, ...]) -> tuple[float, float, float, str] | None:
+    """(lowest, highest, smallest above 0, unit) of the number at `path`, from the innermost
+    name that names a unit; None where no name does (a loss, a share, a free option)."""
     for name in reversed([p for p in path if isinstance(p, str)]):
-        for pattern, low, high, unit in UNITS:
+        for pattern, *bounds in UNITS:
             if re.search(pattern, name):
-                return low, high, unit
+                return bounds[0], bounds[1], bounds[2], bounds[3]
     return None
 
 
@@ -81,16 +86,16 @@ def out_of_bounds(doc: Any) -> str | None:
         unit = unit_of(path)
         if unit is None:
             continue
-        low, high, name = unit
+        low, high, smallest, name = unit
         if not low <= value <= high:
             return (
                 f"field {where}: {shown(value)} {name} is outside {low:g}..{high:g} {name};"
                 " not a measurement"
             )
-        if name == "ms" and 0 < value < MIN_STEP_MS:
+        if 0 < value < smallest:
             return (
-                f"field {where}: {shown(value)} ms is above 0 but below {MIN_STEP_MS:g} ms,"
-                " shorter than any work a step times; not a measurement"
+                f"field {where}: {shown(value)} {name} is above 0 but below {smallest:g} {name},"
+                " less than any work a step does; not a measurement"
             )
     return None
 

@@ -593,8 +593,8 @@ def check_values(path: Path, result: BaseModel) -> None:
 
 def _check_interleaved(path: Path, result: InterleavedResult) -> None:
     """An interleaved result's runs must hold what they summarise: a chunk time, a host time
-    and a loop for each of 2 x pairs chunks, positive chunk times, a wall clock at least their
-    sum, and labels to show."""
+    and a loop for each of 2 x pairs chunks, each pair one chunk of each loop, positive chunk
+    times, a wall clock at least their sum, and labels to show."""
     for i, arm in enumerate(result.arms):
         if not arm.label or not arm.label.isprintable():
             raise ResultError(
@@ -610,6 +610,8 @@ def _check_interleaved(path: Path, result: InterleavedResult) -> None:
                 f"{where}: {counts[0]} chunks in order, {counts[1]} in chunk_ms and {counts[2]}"
                 f" in chunk_host_ms for pairs {result.pairs}: each needs {chunks}"
             )
+        if any({a, b} != {0, 1} for a, b in zip(run.order[::2], run.order[1::2])):
+            raise ResultError(f"{where}.order: a pair of chunks is not one of each loop")
         if min(run.chunk_ms) <= 0:
             raise ResultError(f"{where}.chunk_ms: a chunk time <= 0 ms is no measurement")
         timed = math.fsum(run.chunk_ms) / 1e3

@@ -178,6 +178,23 @@ def test_energy_no_gpu_could_draw_is_refused_though_consistent(tmp_path):
     refused([str(exp)], "fabric-r1.json", "ranks.0.telemetry.energy_joules", "more than")
 
 
+@pytest.mark.parametrize("joules", [5e-324, 1e-12])
+def test_a_counter_reading_below_a_nanojoule_is_refused_though_consistent(tmp_path, joules):
+    """Consistent, yet J/image so small that its log ratio to a real run would overflow."""
+
+    def tiny(doc: dict) -> None:
+        steps, t = doc["measured_steps"], doc["ranks"][0]["telemetry"]
+        per_step = joules / steps
+        t.update(energy_joules=joules, joules_per_step=per_step,
+                 joules_per_image=per_step / doc["batch_size_per_device"])  # fmt: skip
+        doc["energy"].update(joules_per_step=per_step, watts=joules / t["window_seconds"],
+                             joules_per_image=per_step / doc["global_batch_size"])  # fmt: skip
+
+    exp = experiment(tmp_path)
+    edit(exp / "results" / "native-r2.json", tiny)
+    refused([str(exp), "--format", "json"], "native-r2.json", "ranks.0.telemetry.energy_joules")
+
+
 # --- cause 5: telemetry and times bounded before any figure or arithmetic ---
 
 
@@ -223,6 +240,7 @@ def test_a_time_that_is_not_utc_is_refused(tmp_path, field, text):
         (lambda d: d["runs"][0]["chunk_ms"].__setitem__(0, 1e-300), "chunk_ms"),
         (lambda d: d["runs"][0].update(seconds=1e-3), "runs.0.seconds"),
         (lambda d: d["runs"][0]["order"].pop(), "runs.0"),
+        (lambda d: d["runs"][0].update(order=[0] * len(d["runs"][0]["order"])), "runs.0.order"),
         (lambda d: d.update(schema_version=True), "schema_version True"),
         (lambda d: d.update(chunk_steps=10**400), "chunk_steps"),
         (lambda d: d["arms"][1].update(label=f"fabric\n{FORGED}"), "arms.1.label"),
