@@ -327,7 +327,12 @@ def _check_host(path: Path, result: Result) -> None:
     if result.host_ms_per_step is None or any(ms is None for ms in ranks):
         return
     mean = math.fsum(ranks) / len(ranks)  # type: ignore[arg-type]
-    _agree(path, [("host_ms_per_step", result.host_ms_per_step, mean)], "the ranks'", "ranks")
+    _agree(
+        path,
+        [("host_ms_per_step", result.host_ms_per_step, mean)],
+        "the ranks' own values",
+        "ranks",
+    )
 
 
 def _check_energy(path: Path, result: Result) -> None:
