@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from common.bounds import out_of_bounds
 from common.output import write_text
 from common.result import ResultError, read_json
 
@@ -172,7 +173,7 @@ def load_manifest(path: Path) -> Manifest:
             " reads 1)"
         )
     try:
-        return Manifest.model_validate(data, strict=True)
+        manifest = Manifest.model_validate(data, strict=True)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
@@ -180,6 +181,38 @@ def load_manifest(path: Path) -> Manifest:
         raise ResultError(
             f"{path}: not a valid experiment manifest: field {where}: {first['msg']}{more}"
         ) from None
+    problem = out_of_bounds(manifest.model_dump()) or layout_problem(manifest.runs)
+    if problem is not None:
+        raise ResultError(f"{path}: not a valid experiment manifest: {problem}")
+    return manifest
+
+
+def layout_problem(runs: list[ManifestRun]) -> str | None:
+    """Why the runs cannot be the experiment's design, or None: a warm-up run sits in block 0,
+    a counted run in a block from 1, and a block's counted runs at positions 1..k, one arm label
+    each (the pairing by block and the order term read them; a hand-edited manifest may not)."""
+    blocks: dict[int, list[tuple[int, ManifestRun]]] = {}
+    for i, run in enumerate(runs):
+        if (run.warmup is None) != (run.block >= 1):
+            kind = "a counted run" if run.warmup is None else "a warm-up run"
+            where = "a block from 1" if run.warmup is None else "block 0"
+            return f"field runs.{i}.block: {run.block} for {kind}, which sits in {where}"
+        if run.block >= 1:
+            blocks.setdefault(run.block, []).append((i, run))
+    for block, members in blocks.items():
+        labels = [run.label for _, run in members]
+        twice = next((label for label in labels if labels.count(label) > 1), None)
+        if twice is not None:
+            i = [k for k, run in members if run.label == twice][1]
+            return f"field runs.{i}.label: block {block} holds two runs of {twice!r}"
+        positions = sorted(run.position for _, run in members)
+        if positions != list(range(1, len(members) + 1)):
+            i = members[0][0]
+            return (
+                f"field runs.{i}.position: block {block}'s runs sit at positions"
+                f" {', '.join(map(str, positions))}, not 1..{len(members)} once each"
+            )
+    return None
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:

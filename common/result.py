@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from common.errors import UsageError
+from common.bounds import out_of_bounds, utc_time
+from common.errors import UsageError, one_line
 from common.output import mode_for, write_text
 
 SCHEMA_VERSION = 1
@@ -316,6 +317,17 @@ class Result(_Strict):
     process: ProcessInfo | None = None  # absent in older results (all fresh)
 
 
+def silent_counter(result: Result) -> int | None:
+    """The first rank whose GPU energy counter read 0 J over the timed window, or None.
+
+    A counter that did not tick (a window shorter than its resolution) measured nothing: the
+    run's J/image is unavailable, never 0 (compare.load reads it so; compare.flags says so)."""
+    for rank in result.ranks:
+        if rank.telemetry is not None and rank.telemetry.energy_joules == 0:
+            return rank.rank
+    return None
+
+
 class InterleavedArm(_Strict):
     """One of the two loops of an interleaved run: its label, whose loop, its DDP stream."""
 
@@ -520,19 +532,17 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
             " answers its own question and is never mixed with separate runs: read it with"
             f" python -m compare.interleaved {path}"
         )
+    if version is not None:
+        _check_version(path, version)
+    model = OriginalResult if version is None else Result
     try:
         # strict: a boolean or a numeric string is not silently taken for a number
-        if version is None:
-            return OriginalResult.model_validate(data, strict=True)
-        if type(version) is not int or version != SCHEMA_VERSION:  # True == 1, yet no version
-            raise ResultError(
-                f"{path}: schema_version {version!r} is not supported"
-                f" (this suite reads {SCHEMA_VERSION})"
-            )
-        return Result.model_validate(data, strict=True)
+        result = model.model_validate(data, strict=True)
     except ValidationError as error:
         kind = "original-script result" if version is None else "result"
         raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
+    check_values(path, result)
+    return result
 
 
 def load_interleaved(path: Path, data: dict[str, Any] | None = None) -> InterleavedResult:
@@ -543,15 +553,73 @@ def load_interleaved(path: Path, data: dict[str, Any] | None = None) -> Interlea
             f'{path}: not an interleaved result (no kind "{INTERLEAVED}"); a result of'
             " separate runs is read by python -m compare"
         )
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ResultError(
-            f"{path}: schema_version {data.get('schema_version')!r} is not supported"
-            f" (this suite reads {SCHEMA_VERSION})"
-        )
+    _check_version(path, data.get("schema_version"))
     try:
-        return InterleavedResult.model_validate(data, strict=True)
+        result = InterleavedResult.model_validate(data, strict=True)
     except ValidationError as error:
         raise ResultError(f"{path}: not a valid interleaved result: {_describe(error)}") from None
+    check_values(path, result)
+    _check_interleaved(path, result)
+    return result
+
+
+def _check_version(path: Path, version: Any) -> None:
+    """ResultError unless `version` is this suite's schema version (an int: True == 1 is none)."""
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise ResultError(
+            f"{path}: schema_version {one_line(repr(version))[:40]} is not supported"
+            f" (this suite reads {SCHEMA_VERSION})"
+        )
+
+
+def check_values(path: Path, result: BaseModel) -> None:
+    """What a loaded file's numbers and times must be beyond their types: every number within
+    its unit's bounds (common.bounds), the run's times ISO 8601 in UTC; ResultError naming the
+    file and field."""
+    problem = out_of_bounds(result.model_dump())
+    if problem is not None:
+        raise ResultError(f"{path}: {problem}")
+    environment = getattr(result, "environment", None)
+    for name in ("started_utc", "finished_utc") if environment is not None else ():
+        text = getattr(environment, name)
+        try:
+            utc_time(text)
+        except ValueError:
+            raise ResultError(
+                f"{path}: field environment.{name}: {one_line(repr(text))[:60]} is not an ISO"
+                " 8601 time in UTC (like 2026-12-03T06:34:58Z)"
+            ) from None
+
+
+def _check_interleaved(path: Path, result: InterleavedResult) -> None:
+    """An interleaved result's runs must hold what they summarise: a chunk time, a host time
+    and a loop for each of 2 x pairs chunks, each pair one chunk of each loop, positive chunk
+    times, a wall clock at least their sum, and labels to show."""
+    for i, arm in enumerate(result.arms):
+        if not arm.label or not arm.label.isprintable():
+            raise ResultError(
+                f"{path}: field arms.{i}.label: {one_line(repr(arm.label))[:60]} is empty or"
+                " holds control characters; a label is text to show"
+            )
+    chunks = 2 * result.pairs
+    for i, run in enumerate(result.runs):
+        where = f"{path}: field runs.{i}"
+        counts = (len(run.order), len(run.chunk_ms), len(run.chunk_host_ms))
+        if counts != (chunks,) * 3:
+            raise ResultError(
+                f"{where}: {counts[0]} chunks in order, {counts[1]} in chunk_ms and {counts[2]}"
+                f" in chunk_host_ms for pairs {result.pairs}: each needs {chunks}"
+            )
+        if any({a, b} != {0, 1} for a, b in zip(run.order[::2], run.order[1::2])):
+            raise ResultError(f"{where}.order: a pair of chunks is not one of each loop")
+        if min(run.chunk_ms) <= 0:
+            raise ResultError(f"{where}.chunk_ms: a chunk time <= 0 ms is no measurement")
+        timed = math.fsum(run.chunk_ms) / 1e3
+        if timed > run.seconds * (1 + 1e-2) + 1e-3:  # the run's clock brackets its chunks
+            raise ResultError(
+                f"{where}.seconds: {run.seconds:g} s, less than its chunks' {timed:g} s; the"
+                " run's wall clock disagrees with the chunks it times"
+            )
 
 
 def write_result(result: Result | InterleavedResult, path: Path, overwrite: bool) -> None:

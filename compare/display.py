@@ -8,6 +8,7 @@ span(["fabric-2.6.2+git35e56ef-r1.json", ..., "fabric-2.6.2+git35e56ef-r3.json"]
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +20,10 @@ SPAN_WIDTH = 60  # characters: a longer span names its last file by what differs
 
 def cell(value: Any, spec: str = "") -> str:
     """A value as a table cell: numbers by format spec, else as recorded facts read
-    (`compare.model.text_of`: '-' for missing, yes/no for booleans, floats by %g)."""
+    (`compare.model.text_of`: '-' for missing, yes/no for booleans, floats by %g); '-' for a
+    number that is not finite (a NaN is no value to show)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "-"
     if isinstance(value, (int, float)) and not isinstance(value, bool) and spec:
         return format(value, spec)
     return text_of(value)

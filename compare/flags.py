@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from string import Formatter
 
-from common.result import HOST_BOUND_BELOW
+from common.result import HOST_BOUND_BELOW, Result, silent_counter
 from compare.model import ORIGINAL_LABEL, Run
 from stats import distributions
 
@@ -28,7 +28,7 @@ class Flag:
     `str.format` template, and the numbers (shown as ranges when grouped) and words it fills."""
 
     kind: str  # host-bound | unsynchronised | diagnostics | not-steady | workload | environment
-    # | unpaired | method (a comparison's dropped blocks, fallbacks) | not-settled
+    # | unpaired | method (a comparison's dropped blocks, fallbacks) | not-settled | energy
     template: str  # "{name:spec}" for numbers and words; literal braces doubled
     numbers: dict[str, float] = field(default_factory=dict)
     words: dict[str, str] = field(default_factory=dict)
@@ -165,6 +165,17 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
                     "host-bound (GPU busy {share:.1%} of the timed step): the GPU waits"
                     " for the host, so per-step framework cost shows up directly in step time",
                     {"share": run.gpu_share},
+                    **about,
+                )
+            )
+        silent = silent_counter(run.result) if isinstance(run.result, Result) else None
+        if silent is not None:  # compare.load made its J/image unavailable
+            warnings.append(
+                Flag(
+                    "energy",
+                    "the GPU energy counter of rank {rank} did not tick in the timed window"
+                    " (0 J): no J/image for this run; more --steps give the counter time to tick",
+                    words={"rank": str(silent)},
                     **about,
                 )
             )

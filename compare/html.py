@@ -38,7 +38,7 @@ def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> st
     report (compare.sections, laid out by compare.render; every configuration row shown)."""
     answer, *rest = render.html(document(report, verbose=True))
     body = [
-        f"<h1>{html.escape(report.title)}</h1>",
+        f"<h1>{render.html_text(report.title)}</h1>",
         answer,
         *(_figure(caption, png) for caption, png in figures),
         *rest,

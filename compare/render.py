@@ -3,6 +3,8 @@
     text(document)        # aligned tables, prose wrapped: no line wider than WIDTH
     markdown(document)    # GitHub tables, bullets wrapped at WIDTH
     html(document)        # <h2>, <table>, <ul>, every value escaped
+    csv_cell("=1+2")      # "'=1+2": text a spreadsheet shows, never a formula it runs
+    json_text(value)      # strict JSON: NaN as null, control characters as \\u escapes
 
 A column says once whether it holds numbers (`Column.numeric`); numbers are right-aligned in
 every format, never guessed from the cell's text. A text table too wide for WIDTH is split
@@ -11,15 +13,28 @@ wide frame; a markdown table is left whole (its viewer lays it out), its prose w
 section's `legend` (what the columns mean) is printed after every table, in a last "Legend"
 section, or under its own table with `verbose` (and always in HTML).
 
+Every text is made safe for its format here, whatever a file name, label or field held: control
+characters are shown escaped in every format (a newline in a file name never starts a line of
+its own, an escape sequence never reaches a terminal), markdown's markup characters are
+backslash-escaped (a label never becomes HTML, a link or emphasis), HTML is escaped, and a CSV
+cell that a spreadsheet would run as a formula is quoted as OWASP advises.
+
 Written here because pandas' to_markdown needs `tabulate`, which compare does not require.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html as html_escape
+import json
+import math
+import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from common.errors import one_line
 
 WIDTH = 100  # columns: the longest line of a text or markdown report
 INDENT = "  "
@@ -83,6 +98,56 @@ class Document:
     subtitle: str = ""  # a line under the title (markdown: a paragraph under the heading)
 
 
+def plain(value: str) -> str:
+    """Text for a terminal or a text file: control characters shown escaped ('\\n')."""
+    return one_line(value)
+
+
+# CommonMark's inline markup and raw HTML (and GitHub's strikethrough, math and tables): each
+# is shown as itself after a backslash
+_MARKUP = re.compile(r"([\\`*_\[\]<>&|~$#])")
+# What opens a nested list at the start of a list item's line ("- x", "+ x", "1. x", "1) x")
+_BLOCK_START = re.compile(r"^([-+]|\d+[.)])(\s|$)")
+
+
+def markdown_text(value: str) -> str:
+    """Text for markdown: control characters escaped, every markup character backslash-escaped
+    (no HTML, link, emphasis or code span from a file name or label)."""
+    return _MARKUP.sub(r"\\\1", one_line(value))
+
+
+def _bullet(line: str) -> str:
+    """A list item, wrapped; a line whose first word would open a nested list has that word's
+    last character escaped (a file name or label "- x" is text)."""
+    wrapped = _wrap(line, "- ", "  ")
+    return "\n".join(
+        w[:2] + _BLOCK_START.sub(lambda m: f"{m[1][:-1]}\\{m[1][-1]}{m[2]}", w[2:]) for w in wrapped
+    )
+
+
+def _escaped(doc: Document, escape: Callable[[str], str]) -> Document:
+    """The document with `escape` applied to every text it holds (titles, headers, cells,
+    lines, legends)."""
+
+    def table(t: Table | None) -> Table | None:
+        if t is None:
+            return None
+        columns = tuple(dataclasses.replace(c, header=escape(c.header)) for c in t.columns)
+        return Table(columns, tuple(tuple(map(escape, row)) for row in t.rows))
+
+    sections = tuple(
+        Section(
+            escape(s.title),
+            table(s.table),
+            tuple(map(escape, s.lines)),
+            tuple(map(escape, s.legend)),
+            s.kind,
+        )
+        for s in doc.sections
+    )
+    return Document(escape(doc.title), sections, escape(doc.subtitle))
+
+
 def _wrap(line: str, first: str, rest: str, width: int = WIDTH) -> list[str]:
     """A prose line wrapped at spaces (words and paths never broken)."""
     return textwrap.wrap(
@@ -135,20 +200,17 @@ def text_table(table: Table) -> str:
     return "\n".join([line(headers), rule, *(line(row) for row in table.rows)])
 
 
-def _escape(cell: str) -> str:
-    """A pipe would end the markdown cell early."""
-    return cell.replace("|", "\\|")
-
-
 def markdown_table(table: Table) -> str:
-    """A GitHub table: header row, separator row (numbers right-aligned), body rows."""
+    """A GitHub table: header row, separator row (numbers right-aligned), body rows (cells
+    already escaped by markdown_text: a pipe would end a cell early)."""
     separator = ["---:" if c.numeric else "---" for c in table.columns]
     lines = [[c.header for c in table.columns], separator, *table.rows]
-    return "\n".join("| " + " | ".join(_escape(c) for c in cells) + " |" for cells in lines)
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
 def text(doc: Document, verbose: bool = False) -> str:
     """Aligned terminal tables and wrapped prose, no line wider than WIDTH."""
+    doc = _escaped(doc, plain)
     heading = _wrap(doc.title, "", "") + (_wrap(doc.subtitle, "", "") if doc.subtitle else [])
     blocks = ["\n".join(heading)]
     for s in _legend_last(doc, verbose):
@@ -166,6 +228,7 @@ def text(doc: Document, verbose: bool = False) -> str:
 
 def markdown(doc: Document, verbose: bool = False) -> str:
     """GitHub-flavoured markdown: a heading, tables and bullet points per section."""
+    doc = _escaped(doc, markdown_text)
     # a heading is one line: what does not fit opens the paragraph under it
     heading, *rest = _wrap(doc.title, "# ", "")
     blocks = [heading]
@@ -176,7 +239,7 @@ def markdown(doc: Document, verbose: bool = False) -> str:
         if s.table is not None and s.table.rows:
             body.append(markdown_table(s.table))  # a viewer lays it out: never split
         mark = "! " if s.kind == "warnings" else ""
-        bullets = ["\n".join(_wrap(mark + line, "- ", "  ")) for line in s.lines]
+        bullets = [_bullet(mark + line) for line in s.lines]
         if bullets:
             body.append("\n".join(bullets))
         if body:
@@ -187,13 +250,17 @@ def markdown(doc: Document, verbose: bool = False) -> str:
 def html_table(table: Table) -> str:
     """One HTML table (cells escaped; numeric columns right-aligned by class)."""
     head = "".join(
-        f'<th class="num">{_h(c.header)}</th>' if c.numeric else f"<th>{_h(c.header)}</th>"
+        f'<th class="num">{html_text(c.header)}</th>'
+        if c.numeric
+        else f"<th>{html_text(c.header)}</th>"
         for c in table.columns
     )
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td class="num">{_h(cell)}</td>' if column.numeric else f"<td>{_h(cell)}</td>"
+            f'<td class="num">{html_text(cell)}</td>'
+            if column.numeric
+            else f"<td>{html_text(cell)}</td>"
             for cell, column in zip(row, table.columns)
         )
         + "</tr>"
@@ -202,9 +269,9 @@ def html_table(table: Table) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _h(value: str) -> str:
-    """Text, never markup."""
-    return html_escape.escape(value)
+def html_text(value: str) -> str:
+    """Text for HTML, never markup; control characters shown escaped."""
+    return html_escape.escape(one_line(value))
 
 
 def html(doc: Document) -> list[str]:
@@ -212,15 +279,17 @@ def html(doc: Document) -> list[str]:
     out = []
     for s in _legend_last(doc, verbose=True):
         if s.kind == "answer":
-            lines = "".join(f'<p class="verdict">{_h(line)}</p>' for line in s.lines)
+            lines = "".join(f'<p class="verdict">{html_text(line)}</p>' for line in s.lines)
             out.append(f'<div class="verdicts">{lines}</div>')
             continue
-        parts = [f"<h2>{_h(s.title)}</h2>"] if s.title else []
+        parts = [f"<h2>{html_text(s.title)}</h2>"] if s.title else []
         if s.table is not None and s.table.rows:
             parts.append(html_table(s.table))
         if s.lines:
             css = ' class="warnings"' if s.kind == "warnings" else ""
-            parts.append(f"<ul{css}>" + "".join(f"<li>{_h(x)}</li>" for x in s.lines) + "</ul>")
+            parts.append(
+                f"<ul{css}>" + "".join(f"<li>{html_text(x)}</li>" for x in s.lines) + "</ul>"
+            )
         out.append("\n".join(parts))
     return out
 
@@ -254,9 +323,43 @@ ul { padding-left: 1.2rem; }
 def page(title: str, body: Sequence[str]) -> str:
     """A whole self-contained HTML page: its title (escaped here), the style, the body's
     already escaped blocks in order."""
-    name = html_escape.escape(title)
+    name = html_text(title)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width"><title>{name}</title>'
         f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+# A cell a spreadsheet would run as a formula starts with one of these (OWASP, CSV injection)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: a text with control characters escaped and, where it would start a formula,
+    a single quote before it (OWASP's advice); numbers, booleans and None as they are (a
+    negative number stays a number: only text is ever quoted)."""
+    if not isinstance(value, str):
+        return value
+    text = one_line(value)
+    return "'" + text if value.startswith(FORMULA_START) else text
+
+
+def _finite(value: Any) -> Any:
+    """A JSON-ready value with every non-finite float as None (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def json_text(value: Any) -> str:
+    """Strict JSON, indented: a number that is not finite as null, every character that is not
+    printable as a \\u escape (the same string once parsed; never raw in the file)."""
+    text = json.dumps(_finite(value), indent=2, allow_nan=False, ensure_ascii=False)
+    return "".join(
+        c if c.isprintable() or c in "\n " else json.dumps(c, ensure_ascii=True)[1:-1] for c in text
     )

@@ -12,7 +12,6 @@ whole report; both take the typed rows' fields as they are.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -29,15 +28,21 @@ FORMATS = ("text", "markdown", "csv", "json", "html")
 
 def render_csv(report: Report) -> str:
     """One row per run (compare.rows.RunRow: its field names are the header, units in the
-    names), through pandas, as `compare.runs_frame` gives them to a notebook."""
+    names), through pandas, as `compare.runs_frame` gives them to a notebook; every text cell
+    made safe for a spreadsheet (compare.render.csv_cell)."""
     import pandas as pd  # deferred: only csv needs it, and it is slow to import
 
-    return pd.DataFrame([dataclasses.asdict(row) for row in report.run_table]).to_csv(index=False)
+    rows = [
+        {name: layout.csv_cell(value) for name, value in dataclasses.asdict(row).items()}
+        for row in report.run_table
+    ]
+    return pd.DataFrame(rows).to_csv(index=False)
 
 
 def render_json(report: Report) -> str:
-    """The whole report as JSON (strict: no NaN)."""
-    return json.dumps(report.to_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    """The whole report as strict JSON (compare.render.json_text: no NaN, no raw control
+    character)."""
+    return layout.json_text(report.to_json()) + "\n"
 
 
 def render(

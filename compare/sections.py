@@ -164,7 +164,7 @@ def overhead(report: Report) -> Section:
         [
             cell(o.world_size),
             f"{o.arm} vs {o.baseline}",
-            f"{o.percent:+.2f}",
+            cell(o.percent, "+.2f"),
             _ci(o.ci_low, o.ci_high),
             cell(o.half_width, ".2f"),
             cell(o.min_detectable_percent, ".2f"),

@@ -11,6 +11,8 @@ sentences and the interleaved mode's verdict are here too.
 
 from __future__ import annotations
 
+import math
+
 from common.result import HOST_BOUND_BELOW
 from compare.rows import EnergyDifference, Overhead
 from stats import intervals
@@ -32,6 +34,14 @@ def comparison(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     return interval_line(arm, baseline, iv)
 
 
+def estimate(value: float | None, spec: str, unit: str = "") -> str:
+    """A point estimate ('+1.23%'), or 'no estimate' where the statistics have none (no complete
+    block gives NaN, which a reader must never see as a number)."""
+    if value is None or not math.isfinite(value):
+        return "no estimate"
+    return f"{value:{spec}}{unit}"
+
+
 def runs_a_side(arm_runs: int, baseline_runs: int, arm: str, baseline: str) -> str:
     """'7 runs a side' (1 run), or '7 fabric, 6 native runs' when the counts differ."""
     if arm_runs == baseline_runs:
@@ -51,7 +61,8 @@ def oneliner(o: Overhead, unit: str) -> str:
     interval (pyperf's oneliner: 'x: 1.81% slower')."""
     head = f"{o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
     if not o.verdict_possible or o.ci_low is None or o.ci_high is None:
-        return f"{head} {o.percent:+.2f}% ({sides(o)}), no verdict: {o.no_verdict_reason}"
+        point = estimate(o.percent, "+.2f", "%")
+        return f"{head} {point} ({sides(o)}), no verdict: {o.no_verdict_reason}"
     ci = f"{ci_label(o.confidence, o.family)} {o.ci_low:+.2f}..{o.ci_high:+.2f}%"
     if o.ci_low > 0:
         return f"{head} {o.percent:.2f}% slower ({sides(o)}; {ci})"
@@ -67,7 +78,8 @@ def host_oneliner(o: Overhead, unit: str) -> str | None:
     head = f"host CPU, {o.arm} vs {o.baseline}, {where(o.world_size, unit)}:"
     low, high = o.host_ci_low_ms, o.host_ci_high_ms
     if low is None or high is None:
-        return f"{head} {o.host_diff_ms:+.3f} ms/step, no verdict: {o.host_no_verdict}"
+        diff = estimate(o.host_diff_ms, "+.3f", " ms/step")
+        return f"{head} {diff}, no verdict: {o.host_no_verdict}"
     label = ci_label(o.host_confidence, o.host_family)
     ci = f"{label} {low:+.3f}..{high:+.3f} ms"
     if low > 0 or high < 0:
@@ -85,7 +97,7 @@ def host_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, level_ms: 
 
     if not iv.verdict_possible or iv.ci_low is None or iv.ci_high is None:
         return (
-            f"{arm} vs {baseline} host CPU per step: {ms(iv.percent):+.3f} ms;"
+            f"{arm} vs {baseline} host CPU per step: {estimate(ms(iv.percent), '+.3f', ' ms')};"
             f" no verdict: {iv.no_verdict_reason}"
         )
     label = ci_label(iv.confidence, iv.family)
@@ -134,7 +146,7 @@ def interval_line(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     low, high = iv.ci_low, iv.ci_high
     if low is None or high is None:  # no verdict
         return (
-            f"{arm} vs {baseline}: point estimate {iv.percent:+.2f}% ({sides});"
+            f"{arm} vs {baseline}: point estimate {estimate(iv.percent, '+.2f', '%')} ({sides});"
             f" no verdict: {iv.no_verdict_reason}"
         )
     detect = (
@@ -156,7 +168,7 @@ def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     sides = runs_a_side(iv.arm_runs, iv.baseline_runs, arm, baseline)
     if not iv.verdict_possible:
         return (
-            f"{arm} vs {baseline} energy per image: {iv.percent:+.2f}% ({sides});"
+            f"{arm} vs {baseline} energy per image: {estimate(iv.percent, '+.2f', '%')} ({sides});"
             f" no verdict: {iv.no_verdict_reason}"
         )
     facts = (
@@ -184,7 +196,9 @@ def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
     head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
     runs = runs_a_side(e.arm_runs, e.baseline_runs, e.arm, e.baseline)
     if e.ci_low is None or e.ci_high is None:
-        return f"{head} {e.percent:+.2f}% ({runs}), no verdict: {e.no_verdict_reason}"
+        return (
+            f"{head} {estimate(e.percent, '+.2f', '%')} ({runs}), no verdict: {e.no_verdict_reason}"
+        )
     ci = f"{ci_label(e.confidence, e.family)} {e.ci_low:+.2f}..{e.ci_high:+.2f}%"
     if e.ci_low > 0 or e.ci_high < 0:
         words = "more" if e.ci_low > 0 else "less"

@@ -31,7 +31,7 @@ def _experiment(
     """An experiment folder as `python -m experiment` writes it: results/, manifest.json."""
     (folder / "results").mkdir(parents=True)
     entries = []
-    for label, (impl, ms) in arms.items():
+    for i, (label, (impl, ms)) in enumerate(arms.items()):
         for k in range(1, runs + 1):
             rel = f"results/{label}-r{k}.json"
             ok = not (label == failed and k == runs)
@@ -41,7 +41,7 @@ def _experiment(
                 {
                     "index": len(entries) + 1,
                     "block": k,
-                    "position": 1,
+                    "position": i + 1 if k % 2 else len(arms) - i,  # ABBA
                     "label": label,
                     "arm": impl,
                     "repeat": k,

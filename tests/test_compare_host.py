@@ -124,7 +124,9 @@ def test_host_time_is_read_from_result_files(tmp_path: Path, capsys) -> None:
         )
         return str(write(tmp_path / f"{impl}-r{k}.json", r))
 
-    files = [with_host("native", k, 5.0 + 0.1 * k, [5.0, 5.0]) for k in range(3)]
+    files = [
+        with_host("native", k, 5.0 + 0.1 * k, [4.9 + 0.1 * k, 5.1 + 0.1 * k]) for k in range(3)
+    ]
     files += [with_host("fabric", k, None, [6.0 + 0.1 * k, 6.2 + 0.1 * k]) for k in range(3)]
     assert main([*files, "--format", "json"]) == 0
     host = {row["arm"]: row for row in json.loads(capsys.readouterr().out)["host"]}
