@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from common import config, launcher, precision, preflight, workload
+from common import config, launcher, precision, preflight, workload, workloads
 from common.checks import all_gather, check_ranks_agree, parameter_digest
 from common.environment import environment, utc_now
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
@@ -262,11 +262,11 @@ def native_build(cfg: config.BenchConfig, device: torch.device, prec: precision.
     return model, optimizer, scaler
 
 
-def native_train_step(model, optimizer, scaler, images, labels, autocast) -> torch.Tensor:
+def native_train_step(model, optimizer, scaler, wl, batch, autocast) -> torch.Tensor:
     """One optimizer step in Lightning's automatic-optimisation order."""
     # DDP: mixed precision -- autocast covers forward and loss only
     with autocast():
-        loss = workload.loss_fn(model(images), labels)
+        loss = wl.loss(model(batch.inputs), batch.targets)
     # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
     # DDP all-reduces gradient buckets during backward
     optimizer.zero_grad(set_to_none=True)
@@ -297,11 +297,11 @@ def fabric_build(cfg: config.BenchConfig, fabric):
     return model, optimizer  # native: model, optimizer, scaler
 
 
-def fabric_train_step(fabric, model, optimizer, images, labels) -> torch.Tensor:
+def fabric_train_step(fabric, model, optimizer, wl, batch) -> torch.Tensor:
     """One optimizer step in Lightning's automatic-optimisation order."""
     # DDP: mixed precision -- autocast covers forward and loss only
     with fabric.autocast():  # native: with autocast(), its own torch.autocast
-        loss = workload.loss_fn(model(images), labels)
+        loss = wl.loss(model(batch.inputs), batch.targets)
     # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
     # DDP all-reduces gradient buckets during backward
     optimizer.zero_grad(set_to_none=True)
@@ -327,10 +327,11 @@ class Loop:
     loss: torch.Tensor | None = None
 
 
-def build_loop(label: str, name: str, cfg, fabric, prec, images, labels) -> Loop:
+def build_loop(label: str, name: str, cfg, fabric, prec, batch) -> Loop:
     """The loop `name` (LOOPS) built as its runner builds it, sharing this rank's batch."""
     loop, stream = LOOPS[name]
     cfg = dataclasses.replace(cfg, ddp_stream=stream)
+    wl = workload.declared(cfg)
     if loop == "native":
         model, optimizer, scaler = native_build(cfg, fabric.device, prec)
         dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
@@ -342,12 +343,12 @@ def build_loop(label: str, name: str, cfg, fabric, prec, images, labels) -> Loop
         )
 
         def step() -> torch.Tensor:
-            return native_train_step(model, optimizer, scaler, images, labels, autocast)
+            return native_train_step(model, optimizer, scaler, wl, batch, autocast)
     else:
         model, optimizer = fabric_build(cfg, fabric)
 
         def step() -> torch.Tensor:
-            return fabric_train_step(fabric, model, optimizer, images, labels)
+            return fabric_train_step(fabric, model, optimizer, wl, batch)
 
     return Loop(label, loop, stream, step, model.module)
 
@@ -448,10 +449,10 @@ def run(
         )
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         batch_size = cfg.per_device_batch(world_size)
-        images, labels = workload.make_batch(cfg, batch_size, rank, device)
+        batch = workload.make_batch(cfg, batch_size, rank, device)
         names = (options.baseline, options.arm)
         loops = [
-            build_loop(label, name, cfg, fabric, prec, images, labels)
+            build_loop(label, name, cfg, fabric, prec, batch)
             for label, name in zip(options.labels(), names)
         ]
         k = options.chunk_steps
@@ -549,7 +550,8 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
         pairs=options.pairs,
         warmup_pairs=options.resolved_warmup_pairs(cfg),
         timer="cuda-events" if fabric.device.type == "cuda" else "wall-clock",
-        model=f"torchvision.models.{cfg.arch}",
+        model=workload.declared(cfg).describe(cfg.workload_options),
+        workload=workloads.info(workload.declared(cfg), cfg.workload, cfg.workload_options),
         world_size=world,
         batch_size_per_device=per_device,
         global_batch_size=per_device * world,
