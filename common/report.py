@@ -271,7 +271,8 @@ def _energy(result: Result) -> str:
     per_unit, unit = e.joules_per_image, "image"
     if result.workload is not None and e.joules_per_unit is not None:
         per_unit, unit = e.joules_per_unit, result.workload.unit.removesuffix("s")
-    return f"{e.joules_per_step:.2f} J/step, {per_unit:.4g} J/{unit} ({watts}{gpus})"
+    digits = ".4f" if unit == "image" else ".4g"  # a token takes thousandths of a joule
+    return f"{e.joules_per_step:.2f} J/step, {per_unit:{digits}} J/{unit} ({watts}{gpus})"
 
 
 def _throughput(result: Result) -> str:

@@ -44,12 +44,13 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import Run
+from compare.model import IMAGES, Run, Unit
 from compare.numerics import numerics_identical, numerics_notes
 from compare.pairing import (
     environment_differences,
     group,
     labels,
+    one_workload,
     scaling_mode,
     unpaired,
     version_differences,
@@ -92,6 +93,7 @@ class Report:
     energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
     energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
     noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
+    work: Unit = IMAGES  # what throughput and energy count: the runs' workload's unit
 
     @property
     def units(self) -> str:
@@ -105,6 +107,7 @@ class Report:
             "baseline": self.baseline,
             "labels": self.labels,
             "unit": self.unit,
+            "work_unit": self.work.plural,
             "header": [dataclasses.asdict(row) for row in self.header],
             "runs": [dataclasses.asdict(row) for row in self.run_table],
             "table": [dataclasses.asdict(row) for row in self.table],
@@ -482,6 +485,7 @@ def analyse(
         )
     base = baseline or ("native" if "native" in present else present[0])
     warnings: list[Flag] = []
+    work = one_workload(runs)  # refused even with --allow-mismatch: units would differ
     mismatches = workload_differences(runs)
     if mismatches and not allow_mismatch:
         raise WorkloadMismatch(
@@ -612,4 +616,5 @@ def analyse(
         energy=energy_rows(runs, base),
         energy_differences=energy,
         noise=noise_attributions(runs, base),
+        work=work,
     )

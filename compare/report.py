@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from compare import render as layout
 from compare.analysis import Report
+from compare.rows import named_for
 from compare.sections import document
 
 if TYPE_CHECKING:
@@ -27,15 +28,18 @@ FORMATS = ("text", "markdown", "csv", "json", "html")
 
 def render_csv(report: Report) -> str:
     """One row per run (compare.rows.RunRow: its field names are the header, units in the
-    names), through pandas, as `compare.runs_frame` gives them to a notebook."""
+    names: the workload's, tokens_per_second for gpt), through pandas, as `compare.runs_frame`
+    gives them to a notebook."""
     import pandas as pd  # deferred: only csv needs it, and it is slow to import
 
-    return pd.DataFrame([dataclasses.asdict(row) for row in report.run_table]).to_csv(index=False)
+    rows = [named_for(dataclasses.asdict(row), report.work) for row in report.run_table]
+    return pd.DataFrame(rows).to_csv(index=False)
 
 
 def render_json(report: Report) -> str:
     """The whole report as JSON (strict: no NaN)."""
-    return json.dumps(report.to_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    document = named_for(report.to_json(), report.work)  # tokens_per_second for gpt
+    return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def render(

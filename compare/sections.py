@@ -21,7 +21,7 @@ from compare.display import cell
 from compare.energy import energy_cell
 from compare.flags import grouped_warnings
 from compare.render import Column, Document, Section, Table
-from compare.rows import ArmRow
+from compare.rows import ArmRow, for_unit
 from compare.verdicts import energy_oneliner
 
 LEGEND = "↑ higher is better, ↓ lower is better"
@@ -77,7 +77,8 @@ def energy_levels(report: Report) -> tuple[str, ...]:
         if e.temperature_c_low is not None and e.temperature_c_high is not None:
             facts.append(f"GPU {e.temperature_c_low:.0f}-{e.temperature_c_high:.0f} C")
         where = verdicts.where(e.world_size, report.unit)
-        lines.append(f"J/image, {e.arm}, {where}: {energy_cell(e)} ({'; '.join(facts)})")
+        per = report.work.singular
+        lines.append(f"J/{per}, {e.arm}, {where}: {energy_cell(e, per)} ({'; '.join(facts)})")
         if e.warming is not None:
             lines.append(f"warning: {e.warming}")
     return tuple(lines)
@@ -116,6 +117,7 @@ def arm_table(report: Report, which: str) -> Table:
     """The per-arm table of one group of ArmRow's fields (compare.rows)."""
     cpu = report.unit != "GPU(s)"
     names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
+    names = {h: for_unit(names.get(h, h), report.work) for _, h, _ in ArmRow.columns(which)}
     columns = ArmRow.columns(which)
     head = [
         (key if name in ("arm", "world_size") else Column)(names.get(h, h), numeric=bool(f))
@@ -280,7 +282,9 @@ def scaling(report: Report) -> Section:
     mode, rule = {
         "weak": (
             "weak scaling recognised",
-            "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)",
+            for_unit(
+                "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)", report.work
+            ),
         ),
         "strong": (
             "strong scaling recognised",
@@ -303,7 +307,7 @@ def scaling(report: Report) -> Section:
     columns = [
         key("arm"),
         key(report.units, numeric=True),
-        num("img/s ↑"),
+        num(for_unit("img/s ↑", report.work)),
         num("speed-up ↑"),
         num("efficiency ↑"),
         num(f"overhead vs {report.baseline} % ↓"),

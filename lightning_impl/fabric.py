@@ -1,7 +1,7 @@
 """native's benchmark with Lightning Fabric: launch, device, wrapper, precision, backward handed
 over; the loop stays ours.
 
-    python -m lightning_impl.fabric --devices 2 --accelerator cpu --image-size 64 --steps 3
+    python -m lightning_impl.fabric --devices 2 --accelerator cpu --workload gpt --gpt-preset tiny
     torchrun --nproc-per-node 4 -m lightning_impl.fabric --devices 4 --output fabric.json
     srun python -m lightning_impl.fabric --devices 4 --output fabric.json   # inside sbatch
 

@@ -1,6 +1,6 @@
 """The same benchmark as a LightningModule run by a Trainer with DDPStrategy (barebones).
 
-    python -m lightning_impl --devices 2 --accelerator cpu --image-size 64 --steps 3
+    python -m lightning_impl --devices 2 --accelerator cpu --workload gpt --gpt-preset tiny
     torchrun --nproc-per-node 4 -m lightning_impl --devices 4 --output lightning.json
     srun python -m lightning_impl --devices 4 --output lightning.json   # inside sbatch
 

@@ -1,6 +1,6 @@
 """Hand-written torch.distributed DDP benchmark: every DDP responsibility is explicit here.
 
-    python -m native --devices 2 --accelerator cpu --image-size 64 --steps 3
+    python -m native --devices 2 --accelerator cpu --workload gpt --gpt-preset tiny
     torchrun --nproc-per-node 4 -m native --devices 4 --output native.json
     srun python -m native --devices 4 --output native.json        # inside sbatch
 
