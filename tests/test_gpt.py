@@ -99,7 +99,7 @@ def test_the_loss_is_cross_entropy_over_the_vocabulary_near_log_v_at_init():
     cfg = tiny()
     batch = workload.make_batch(cfg, 4, 0, CPU)
     loss = gpt.loss(workload.build_model(cfg)(batch.inputs), batch.targets)
-    assert loss.shape == () and float(loss) == pytest.approx(math.log(512), rel=0.02)
+    assert loss.shape == () and loss.item() == pytest.approx(math.log(512), rel=0.02)
 
 
 def test_flops_per_sample_is_6nt_plus_12ldt2_as_torch_counts_a_step():
