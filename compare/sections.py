@@ -20,6 +20,7 @@ from compare.analysis import Report
 from compare.display import cell
 from compare.energy import energy_cell
 from compare.flags import grouped_warnings
+from compare.model import IMAGES
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow, for_unit
 from compare.verdicts import energy_oneliner
@@ -118,7 +119,11 @@ def arm_table(report: Report, which: str) -> Table:
     cpu = report.unit != "GPU(s)"
     names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
     names = {h: for_unit(names.get(h, h), report.work) for _, h, _ in ArmRow.columns(which)}
-    columns = ArmRow.columns(which)
+    # J per token is thousandths of a joule: significant digits, not four decimals
+    columns = [
+        (name, h, ".4g" if name == "joules_per_image" and report.work != IMAGES else f)
+        for name, h, f in ArmRow.columns(which)
+    ]
     head = [
         (key if name in ("arm", "world_size") else Column)(names.get(h, h), numeric=bool(f))
         for name, h, f in columns
