@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from common import config, launcher
 from common.models import classification_models
-from common.workloads import image
 from common.output import OutputError
 from common.result import load_result, write_result
+from common.workloads import image
 from compare.cli import main as compare_main
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"

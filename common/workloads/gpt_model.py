@@ -7,8 +7,9 @@ As GPT-2 (and nanoGPT): token and learned position embeddings; pre-LayerNorm blo
 causal self-attention (torch's scaled_dot_product_attention with is_causal=True, which picks
 a flash or memory-efficient kernel where it can) and a 4x MLP with GELU (tanh form, GPT-2's);
 a final LayerNorm; an LM head without bias whose weight is the token embedding's (tied).
-Every Linear and Embedding weight is drawn from normal(0, 0.02), biases start at zero. No
-dropout: a benchmark's steps should all do the same work.
+Every Linear and Embedding weight is drawn from normal(0, 0.02), biases start at zero,
+LayerNorms at 1 and 0, in module order from the seed the runner set. No dropout: a
+benchmark's steps should all do the same work.
 """
 
 from __future__ import annotations
@@ -59,13 +60,20 @@ class GPT(nn.Module):
 
     def __init__(self, vocab: int, seq_len: int, width: int, layers: int, heads: int) -> None:
         super().__init__()
-        self.wte = nn.Embedding(vocab, width)
-        self.wpe = nn.Embedding(seq_len, width)
-        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(width)
-        self.lm_head = nn.Linear(width, vocab, bias=False)
+        # Made without memory, then allocated and initialised once each (on the CPU): torch's
+        # default initialisation, overwritten below, would double the seconds GPT-2 small
+        # takes to build (every run pays them, a forked one too).
+        with torch.device("meta"):
+            self.wte = nn.Embedding(vocab, width)
+            self.wpe = nn.Embedding(seq_len, width)
+            self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+            self.ln_f = nn.LayerNorm(width)
+            self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.to_empty(device="cpu")
         self.lm_head.weight = self.wte.weight  # tied, as GPT-2: one matrix, counted once
-        self.apply(_init)
+        for module in self.modules():
+            if module is not self.lm_head:  # its weight is the token embedding's, drawn once
+                _init(module)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """(batch, tokens) ids -> (batch, tokens, vocab) logits."""
@@ -77,8 +85,12 @@ class GPT(nn.Module):
 
 
 def _init(module: nn.Module) -> None:
-    """GPT-2's initialisation: weights normal(0, 0.02), biases zero (LayerNorm keeps 1 and 0)."""
-    if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    if isinstance(module, nn.Linear) and module.bias is not None:
-        nn.init.zeros_(module.bias)
+    """GPT-2's initialisation: weights normal(0, 0.02), biases zero, LayerNorm 1 and 0."""
+    with torch.no_grad():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
