@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.errors import one_line
 from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
 from compare import distributions
@@ -107,7 +108,7 @@ IMAGES = Unit("images", "image")
 def unit_of(result: Result | OriginalResult) -> Unit:
     """The unit the result's workload counts (older and original results: images)."""
     w = getattr(result, "workload", None)
-    return IMAGES if w is None else Unit(w.unit, w.sample)
+    return IMAGES if w is None else Unit(one_line(w.unit), one_line(w.sample))  # text from a file
 
 
 def _per_sample(result: Result | OriginalResult) -> int:
@@ -326,7 +327,7 @@ class Run:
         """How the report's first line names the workload: the architecture (older and original
         results: the image workload), else the workload's title, e.g. 'gpt (gpt2-small)'."""
         trained = getattr(self.result, "workload", None)
-        return str(self.workload["arch"]) if trained is None else trained.title
+        return one_line(str(self.workload["arch"]) if trained is None else trained.title)
 
     @property
     def throughput(self) -> float:
