@@ -6,6 +6,11 @@
 `common.launcher.validate` checks the launcher and the GPUs. Both run before any process,
 process group or CUDA work, and both raise `UsageError` (one line, exit 2).
 
+A workload (common.workloads, named by --workload) declares its own options the same way, in
+a dataclass of its own: the parser has every built-in workload's (and a MODULE:NAME
+workload's, once named), `cfg.workload_options` holds those of the one chosen, checked by its
+declaration, and an option of another workload is refused (it would change nothing).
+
 Each option is a field of `BenchConfig`, declared once with `option(...)`: its default, its
 argument group, its help, and what `validate` checks of its value. The parser, the bounds
 checks and `DIAGNOSTIC_OPTIONS` are all read from those fields. The same conventions serve
