@@ -95,7 +95,6 @@ def title(opts: MlpOptions) -> str:
 
 
 workload = Workload(
-    name="mlp",
     unit="samples",
     sample="sample",
     options=MlpOptions,

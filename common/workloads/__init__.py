@@ -64,9 +64,9 @@ class Workload:
     """What is trained and what a step counts, for every runner alike.
 
     The callables take the workload's options (an instance of `options`, a frozen dataclass
-    whose fields are declared with common.config's `option()`: each is a command-line flag)."""
+    whose fields are declared with common.config's `option()`: each is a command-line flag).
+    Results name a workload as --workload did (image, gpt, MODULE:NAME)."""
 
-    name: str  # how results and reports name it: image, gpt, ...
     unit: str  # what throughput counts, plural: images, tokens
     sample: str  # one sample of a batch: image, sequence (a batch size counts these)
     build_model: Callable[[Any], Any]  # options -> torch.nn.Module on the CPU (seeded before)

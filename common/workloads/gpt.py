@@ -186,7 +186,6 @@ def title(opts: GptOptions) -> str:
 
 
 workload = Workload(
-    name="gpt",
     unit="tokens",
     sample="sequence",
     options=GptOptions,

@@ -154,7 +154,6 @@ def title(opts: ImageOptions) -> str:
 
 
 workload = Workload(
-    name="image",
     unit="images",
     sample="image",
     options=ImageOptions,
