@@ -231,6 +231,8 @@ class Measures:
     joules_per_image: float | None = None
     # the hottest GPU's temperature at the timed window's end, degrees C (None: not read)
     gpu_temperature_c: float | None = None
+    # model FLOPs utilisation (None: the workload's FLOPs or the GPU's peak unknown, or older)
+    mfu: float | None = None
 
 
 def text_of(value: Any) -> str:
@@ -415,6 +417,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
             parameters_synchronized=r.parameters_synchronized,
             joules_per_image=joules,
             gpu_temperature_c=of_ranks(r, lambda t: t.gpu_temperature_c_end, max),
+            mfu=r.mfu,
         ),
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their

@@ -79,6 +79,7 @@ class ArmRow:
     step_p95_ms: float | None = column("p95 ms ↓", ".2f", "median", "speed")
     images_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
     joules_per_image: float | None = column("J/image ↓", ".4f", "median", "speed")
+    mfu: float | None = column("MFU ↑", ".1%", "median", "speed")  # shown where a run has one
     run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
     imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
     process: str | None = column("process", "", "distinct", "cost")

@@ -123,6 +123,8 @@ def arm_table(report: Report, which: str) -> Table:
     columns = [
         (name, h, ".4g" if name == "joules_per_image" and report.work != IMAGES else f)
         for name, h, f in ArmRow.columns(which)
+        # MFU only where a run knows it (a workload's FLOPs on a GPU of the peak table)
+        if name != "mfu" or any(row.mfu is not None for row in report.table)
     ]
     head = [
         (key if name in ("arm", "world_size") else Column)(names.get(h, h), numeric=bool(f))

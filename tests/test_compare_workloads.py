@@ -46,6 +46,8 @@ def gpt_result(implementation: str, seed: int, **options: object) -> Result:
             ),
             "units_per_second": r.images_per_second_median * TOKENS,
             "units_per_second_per_device": r.images_per_second_per_device * TOKENS,
+            "peak_flops_per_device": 989e12,
+            "mfu": 0.4 + seed / 1000,
             "energy": EnergySummary(
                 joules_per_step=per_step,
                 joules_per_image=per_step / 8,
@@ -76,10 +78,13 @@ def test_a_gpt_report_names_the_workload_first_and_counts_tokens(tmp_path, capsy
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "gpt (gpt2-small) on NVIDIA H200 · bf16 · 8 sequences/GPU · compile no"
-    speed = out.split("Speed")[1]
+    speed = out.split("Speed")[1].split("Start-up")[0]
     assert "tok/s ↑" in speed and "tok/s/GPU ↑" in speed and "J/token ↓" in speed
     assert "img/s" not in out and "J/image" not in out and "energy per image" not in out
     assert "J/token, native, 1 GPU:" in out and "energy per token, fabric vs native" in out
+    assert "MFU ↑" in speed  # the median over runs: native's 40.0, 41.0, 42.0%; fabric's +0.1
+    rows = {line.split()[0]: line for line in speed.splitlines() if line.strip()}
+    assert rows["native"].endswith("41.0%") and rows["fabric"].endswith("41.1%"), speed
 
 
 def test_a_gpt_reports_throughput_is_tokens_per_second(tmp_path, capsys):
@@ -134,3 +139,4 @@ def test_an_image_report_still_counts_images(tmp_path, capsys):
     _, out, _ = report(files, capsys=capsys)
     assert out.splitlines()[0].startswith("resnet50 on NVIDIA H200 · bf16 · 32 images/GPU")
     assert "img/s ↑" in out and "tok/s" not in out
+    assert "MFU" not in out  # no run knows it: no column of dashes
