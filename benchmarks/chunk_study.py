@@ -198,11 +198,9 @@ def main(argv: list[str] | None = None) -> int:
 
         precision.apply_backend_flags(plan.precision, cfg.cudnn_benchmark)
         device, rank = fabric.device, fabric.global_rank
-        images, labels = workload.make_batch(
-            cfg, cfg.per_device_batch(fabric.world_size), rank, device
-        )
+        batch = workload.make_batch(cfg, cfg.per_device_batch(fabric.world_size), rank, device)
         loops = [
-            il.build_loop(name, name, cfg, fabric, plan.precision, images, labels)
+            il.build_loop(name, name, cfg, fabric, plan.precision, batch)
             for name in ("native", "fabric")
         ]
         warm = max(1, math.ceil(cfg.warmup_steps / 2))

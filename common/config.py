@@ -6,6 +6,11 @@
 `common.launcher.validate` checks the launcher and the GPUs. Both run before any process,
 process group or CUDA work, and both raise `UsageError` (one line, exit 2).
 
+A workload (common.workloads, named by --workload) declares its own options the same way, in
+a dataclass of its own: the parser has every built-in workload's (and a MODULE:NAME
+workload's, once named), `cfg.workload_options` holds those of the one chosen, checked by its
+declaration, and an option of another workload is refused (it would change nothing).
+
 Each option is a field of `BenchConfig`, declared once with `option(...)`: its default, its
 argument group, its help, and what `validate` checks of its value. The parser, the bounds
 checks and `DIAGNOSTIC_OPTIONS` are all read from those fields. The same conventions serve
@@ -35,12 +40,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from common import workloads
 from common.errors import OneLineParser, UsageError
 from common.output import output_path_problem
 
@@ -51,36 +58,6 @@ SGD_IMPL_CHOICES = ("auto", "foreach", "fused", "for-loop")
 DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
 MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
-# What each torchvision architecture's forward pass takes while training (tests/test_hostile.py
-# checks these against every model's forward pass on the meta device):
-# - the smallest image (five stride-2 stages; AlexNet's pools need 63);
-MIN_IMAGE_SIZE = 32
-MIN_IMAGE_SIZE_BY_ARCH = {"alexnet": 63}
-# - one size only: the model is built by name, with torchvision's default input size, which a
-#   ViT's position embedding and MaxViT's window partition are made for;
-FIXED_IMAGE_SIZE = 224
-FIXED_SIZE_ARCH_PREFIXES = ("vit_", "maxvit_")
-# - with one image per device, more pixels where a BatchNorm layer follows the last stride-2
-#   stage: below 64 it may see one value per channel, which BatchNorm refuses while training
-#   (a bound that holds for every such family; some start working a little lower);
-ONE_IMAGE_MIN_SIZE = 64
-LATE_BATCHNORM_ARCH_PREFIXES = (
-    "densenet",
-    "efficientnet",
-    "mnasnet",
-    "mobilenet",
-    "regnet",
-    "resnet",
-    "resnext",
-    "wide_resnet",
-    "shufflenet",
-)
-# - none: these return auxiliary classifier outputs while training, which the loss cannot take.
-AUX_OUTPUT_ARCHS = ("googlenet", "inception_v3")
-# Largest --image-size: one 4096x4096 image is 200 MB in fp32, and no model here trains on a
-# batch of such images in a GPU's memory; larger sizes only fail later, inside every rank.
-MAX_IMAGE_SIZE = 4096
-
 
 # Largest value of a count or size option: beyond it torch's C++ sizes overflow (and no run
 # could finish); a mistake caught here instead of a traceback in every rank.
@@ -258,18 +235,19 @@ class BenchConfig:
     batch_size_per_device: int | None = option(
         None,
         BATCH,
-        f"images per device per step, weak scaling (default: {DEFAULT_BATCH_SIZE_PER_DEVICE}"
+        f"samples (images, sequences) per device per step, weak scaling (default:"
+        f" {DEFAULT_BATCH_SIZE_PER_DEVICE}"
         " unless --global-batch-size is given)",
-        metavar="IMAGES",
+        metavar="SAMPLES",
         at_least="positive",
         at_most=MAX_COUNT,
     )
     global_batch_size: int | None = option(  # set when batch_mode is fixed_global
         None,
         BATCH,
-        "images per step over all devices, strong scaling; must divide by the world size"
+        "samples per step over all devices, strong scaling; must divide by the world size"
         " (default: none)",
-        metavar="IMAGES",
+        metavar="SAMPLES",
         at_least="positive",
         at_most=MAX_COUNT,
     )
@@ -291,7 +269,6 @@ class BenchConfig:
         "fp32 = TF32 off; tf32 = fp32 storage, TF32 math; bf16/fp16 = autocast",
         choices=PRECISIONS,
     )
-    channels_last: bool = option(False, SPEED, "NHWC memory format for model and images")
     compile: bool = option(False, SPEED, "torch.compile the model before wrapping it in DDP")
     compile_mode: str = option(
         "default", SPEED, "torch.compile mode (with --compile)", choices=COMPILE_MODES
@@ -305,16 +282,14 @@ class BenchConfig:
         "SGD kernel: auto (torch's choice), foreach, fused or for-loop",
         choices=SGD_IMPL_CHOICES,
     )
-    arch: str = option("resnet50", WORKLOAD, "torchvision classification model name (weights=None)")
-    image_size: int = option(
-        224,
+    workload: str = option(
+        "image",
         WORKLOAD,
-        "synthetic image height and width",
-        metavar="PIXELS",
-        at_most=MAX_IMAGE_SIZE,  # the smallest size is the architecture's (validate)
-    )
-    num_classes: int = option(
-        1000, WORKLOAD, "classifier outputs and label range", at_least="positive", at_most=MAX_COUNT
+        "what is trained: image (a torchvision classifier: --arch, the default), gpt (a"
+        " GPT-style decoder: --gpt-preset) or MODULE:NAME, a common.workloads.Workload in an"
+        " importable module (e.g. examples.custom_workload:workload); each takes its own"
+        " options below",
+        metavar="NAME",
     )
     seed: int = option(  # the bound with the world size is validate's
         1234, WORKLOAD, "seed for model init; rank r's data uses seed + r", at_least="not negative"
@@ -425,6 +400,15 @@ class BenchConfig:
         " (the ranks then share CPUs, which distorts per-step times)",
         switch=True,
     )
+    # Not an option: the options of the workload --workload names (common.workloads), each its
+    # own flag; `parse` fills them in, checked, and `as_dict` records them beside these fields.
+    workload_options: Any = dataclasses.field(default=None)
+
+    def __post_init__(self) -> None:
+        """A configuration made in code (not by `parse`) gets its workload's default options."""
+        if self.workload_options is None:
+            defaults = workloads.resolve(self.workload).options()
+            object.__setattr__(self, "workload_options", defaults)
 
     @property
     def world_size(self) -> int:
@@ -456,10 +440,12 @@ class BenchConfig:
         return self.per_device_batch(world) * world
 
     def as_dict(self) -> dict[str, object]:
-        """Plain JSON-ready dict of every option (paths as strings)."""
+        """Plain JSON-ready dict of every option, the workload's beside the others (paths as
+        strings): an image run's keys are those of the results before workloads had options."""
+        own = {f.name: getattr(self, f.name) for f, _ in option_fields(BenchConfig)}
+        every = {**own, **dataclasses.asdict(self.workload_options)}
         return {
-            name: str(value) if isinstance(value, Path) else value
-            for name, value in dataclasses.asdict(self).items()
+            name: str(value) if isinstance(value, Path) else value for name, value in every.items()
         }
 
     def diagnostics(self) -> dict[str, str]:
@@ -478,33 +464,84 @@ DIAGNOSTIC_OPTIONS = {
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BenchConfig)}
 
 
-def build_parser(prog: str) -> argparse.ArgumentParser:
-    """The command line shared by `python -m native` and `python -m lightning_impl`."""
+def build_parser(prog: str, wl: workloads.Workload | None = None) -> argparse.ArgumentParser:
+    """The command line shared by `python -m native` and `python -m lightning_impl`: every
+    option of `BenchConfig`, then each built-in workload's, then those of `wl` (a workload of
+    one's own, --workload MODULE:NAME) when it is not built in."""
     p = OneLineParser(
         prog=prog,
         # the same help text for both runners, whatever the name's length
         usage="%(prog)s [options]",
         description=(
-            "Synthetic-data DDP training benchmark (torchvision model, random init, GPU-resident"
-            " batch). Prints a summary; writes a JSON result with --output."
+            "Synthetic-data DDP training benchmark (a workload: a torchvision classifier by"
+            " default, a GPT-style decoder, or your own; random init, GPU-resident batch)."
+            " Prints a summary; writes a JSON result with --output."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,
     )
     add_options(p, BenchConfig)
+    for name in workloads.BUILTIN:
+        add_options(p, workloads.resolve(name).options)
+    if wl is not None and wl not in map(workloads.resolve, workloads.BUILTIN):
+        add_options(p, wl.options)
     return p
 
 
+def _chosen_workload(argv: list[str], prog: str) -> tuple[str, workloads.Workload]:
+    """--workload's value and its declaration, read before the whole command line (its options
+    join the parser); UsageError when it names none or its options clash with others."""
+    early = OneLineParser(prog=prog, add_help=False, allow_abbrev=False)
+    early.add_argument("--workload", default=workloads.DEFAULT)
+    spec = early.parse_known_args(argv)[0].workload
+    wl = workloads.resolve(spec)
+    taken = {f.name for f, _ in option_fields(BenchConfig)}
+    for name in workloads.BUILTIN:
+        other = workloads.resolve(name)
+        if other is not wl:
+            taken |= set(workloads.option_names(other))
+    clash = [flag(n) for n in workloads.option_names(wl) if n in taken]
+    if clash:
+        raise UsageError(
+            f"--workload {spec}: its option {clash[0]} is already an option of this command;"
+            " rename that field of its options"
+        )
+    return spec, wl
+
+
 def parse(argv: list[str] | None, prog: str) -> BenchConfig:
-    """Parse and validate the command line; exits 2 with one line on any user mistake."""
-    args = build_parser(prog).parse_args(argv)
-    default_batch = args.batch_size_per_device is None and args.global_batch_size is None
-    extra = {"batch_size_per_device": DEFAULT_BATCH_SIZE_PER_DEVICE} if default_batch else {}
-    cfg = from_args(BenchConfig, args, **extra)
+    """Parse and validate the command line; exits 2 with one line on any user mistake.
+
+    An option of a workload other than --workload's is refused: it would change nothing."""
     from common.errors import exit_on_usage_error
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with exit_on_usage_error(prog, "--verbose" in argv):
+        spec, wl = _chosen_workload(argv, prog)
+    parser = build_parser(prog, wl)
+    others = {
+        n: name
+        for name in workloads.BUILTIN
+        if workloads.resolve(name) is not wl
+        for n in workloads.option_names(workloads.resolve(name))
+    }
+    if not {"-h", "--help"} & set(argv):  # the help shows every default
+        for action in parser._actions:  # absent from the namespace unless given
+            if action.dest in others:
+                action.default = argparse.SUPPRESS
+    args = parser.parse_args(argv)
+    default_batch = args.batch_size_per_device is None and args.global_batch_size is None
+    extra = {"batch_size_per_device": DEFAULT_BATCH_SIZE_PER_DEVICE} if default_batch else {}
+    options = from_args(wl.options, args)
+    cfg = from_args(BenchConfig, args, **extra, workload_options=options)
     with exit_on_usage_error(prog, cfg.verbose):
-        validate(cfg)
+        given = [n for n in others if hasattr(args, n)]
+        if given:
+            raise UsageError(
+                f"{flag(given[0])} is an option of --workload {others[given[0]]}, which means"
+                f" nothing to --workload {spec}; leave it out"
+            )
+        cfg = validate(cfg)
     return cfg
 
 
@@ -536,13 +573,15 @@ def _at_most(name: str, value: float, limit: float) -> None:
         raise UsageError(f"{name} {_show(value)} is too large; use at most {_show(limit)}")
 
 
-def validate(cfg: BenchConfig) -> None:
-    """Checks that need only the options and the file system; raises UsageError.
+def validate(cfg: BenchConfig) -> BenchConfig:
+    """Checks that need only the options and the file system; raises UsageError. Returns the
+    configuration to run with: the workload's check may complete its options (a preset's sizes).
 
     Every number is checked for kind (finite), sign and an upper bound (each field's
-    `option()`, by `check_bounds`), so that no value that parses can fail later inside a
-    rank; then what depends on several options. The resources of the machine (GPUs, CPUs)
-    and the launcher variables are checked by `common.launcher.validate`.
+    `option()`, by `check_bounds`; the workload's options too), so that no value that parses
+    can fail later inside a rank; then what depends on several options, and the workload's own
+    check. The resources of the machine (GPUs, CPUs) and the launcher variables are checked by
+    `common.launcher.validate`.
     """
     check_bounds(cfg)
     if cfg.global_batch_size is not None:
@@ -565,10 +604,12 @@ def validate(cfg: BenchConfig) -> None:
         raise UsageError(
             f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile"
         )
-    _validate_arch(cfg.arch)
-    _validate_arch_input(cfg)
+    wl = workloads.resolve(cfg.workload)
+    check_bounds(cfg.workload_options)
+    cfg = dataclasses.replace(cfg, workload_options=wl.check(cfg.workload_options, cfg))
     _validate_output(cfg.output, cfg.overwrite_output, cfg.pyprofile or cfg.trace)
     validate_diagnostics(cfg)
+    return cfg
 
 
 def validate_diagnostics(cfg: BenchConfig) -> None:
@@ -601,50 +642,6 @@ def validate_diagnostics(cfg: BenchConfig) -> None:
                 f"{flag} {path} is the same file as {seen[where]}; give each its own path"
             )
         seen[where] = flag
-
-
-def _validate_arch(arch: str) -> None:
-    """The architecture must be a torchvision classification model."""
-    from common.models import classification_models  # read from torchvision's sources: no torch
-
-    names = sorted(classification_models())
-    if arch not in names:
-        close = [n for n in names if n.startswith(arch[:4])][:5]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise UsageError(f"--arch {arch!r} is not a torchvision classification model{hint}")
-
-
-def _validate_arch_input(cfg: BenchConfig) -> None:
-    """The architecture can train on the images: their size, and an output the loss takes.
-
-    Each of these failed inside every rank before (exit 1, so an experiment ran every repeat).
-    """
-    arch, size = cfg.arch, cfg.image_size
-    if arch in AUX_OUTPUT_ARCHS:
-        raise UsageError(
-            f"--arch {arch} returns auxiliary classifier outputs while training,"
-            " which the benchmark's loss cannot take; choose another --arch"
-        )
-    if arch.startswith(FIXED_SIZE_ARCH_PREFIXES) and size != FIXED_IMAGE_SIZE:
-        raise UsageError(
-            f"--arch {arch} takes {FIXED_IMAGE_SIZE}x{FIXED_IMAGE_SIZE} images only"
-            " (torchvision builds it for that size); use --image-size"
-            f" {FIXED_IMAGE_SIZE}"
-        )
-    min_size = MIN_IMAGE_SIZE_BY_ARCH.get(arch, MIN_IMAGE_SIZE)
-    if size < min_size:
-        raise UsageError(f"--image-size {size} is too small for {arch}; use {min_size} or more")
-    if (
-        arch.startswith(LATE_BATCHNORM_ARCH_PREFIXES)
-        and size < ONE_IMAGE_MIN_SIZE
-        and cfg.per_device_batch() == 1
-    ):
-        raise UsageError(
-            f"--image-size {size} with one image per device is too small for {arch}:"
-            " its last BatchNorm layer would see one value per channel; use"
-            f" --image-size {ONE_IMAGE_MIN_SIZE} or more, or 2 or more images per"
-            " device"
-        )
 
 
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from common import checks, environment
+from common import checks, environment, workload, workloads
 from common.config import BenchConfig
 from common.forkserver import process_facts
 from common.output import OutputError
@@ -34,7 +34,7 @@ from common.result import (
 )
 from common.telemetry import NOT_THROTTLES
 from common.timing import Timing, seconds_since_phase
-from common.workload import DATA_DESCRIPTION
+from common.workloads.peak import mfu, peak_flops
 
 GIB = 2**30
 
@@ -106,9 +106,12 @@ def rank_energy(telemetry: dict | None, steps: int, images_per_step: int) -> dic
     }
 
 
-def energy_summary(ranks: list[dict | None], steps: int, global_batch: int) -> EnergySummary:
-    """All ranks' GPU energy per timed step and per image of the global batch, or why not (the
-    first rank without a counter's reason): a sum over some GPUs only would not be the run's."""
+def energy_summary(
+    ranks: list[dict | None], steps: int, global_batch: int, units_per_sample: int = 1
+) -> EnergySummary:
+    """All ranks' GPU energy per timed step, per sample (image) and per unit of work (token) of
+    the global batch, or why not (the first rank without a counter's reason): a sum over some
+    GPUs only would not be the run's."""
     for r in ranks:
         if r is None or r.get("energy_joules") is None:
             reason = "no telemetry recorded" if r is None else r.get("energy_unavailable")
@@ -117,7 +120,10 @@ def energy_summary(ranks: list[dict | None], steps: int, global_batch: int) -> E
     per_step = joules / steps
     watts = sum(r["energy_joules"] / r["window_seconds"] for r in ranks if r["window_seconds"] > 0)  # type: ignore[index]
     return EnergySummary(
-        joules_per_step=per_step, joules_per_image=per_step / global_batch, watts=watts
+        joules_per_step=per_step,
+        joules_per_image=per_step / global_batch,
+        watts=watts,
+        joules_per_unit=per_step / (global_batch * units_per_sample),
     )
 
 
@@ -139,6 +145,9 @@ def build_result(
     cfg, world = run.cfg, run.world_size
     per_device = cfg.per_device_batch(world)
     global_batch = per_device * world
+    wl, options = workload.declared(cfg), cfg.workload_options
+    trained = workloads.info(wl, cfg.workload, options)
+    units = trained["units_per_sample"]
     for r in records:
         r["telemetry"] = rank_energy(r["telemetry"], cfg.steps, per_device)
     ranks = [
@@ -163,13 +172,14 @@ def build_result(
     lightning = run.lightning
     host = [r["host_ms_per_step"] for r in records]
     phases = {**records[0]["phase_seconds"], "report": seconds_since_phase("steps")}
+    samples_per_second = global_batch / stats.median * 1e3
+    names = [r["device_name"] for r in records]
+    peak = peak_flops(names[0]) if len(set(names)) == 1 else None
     return Result(
         schema_version=SCHEMA_VERSION,
         implementation=run.implementation,
-        model=f"torchvision.models.{cfg.arch}",
-        data=DATA_DESCRIPTION.format(
-            where="GPU" if run.device.type == "cuda" else "CPU", size=cfg.image_size
-        ),
+        model=wl.describe(options),
+        data=wl.data(options, "GPU" if run.device.type == "cuda" else "CPU"),
         batch_mode=cfg.batch_mode,
         batch_size_per_device=per_device,
         global_batch_size=global_batch,
@@ -200,7 +210,7 @@ def build_result(
         config=cfg.as_dict(),
         precision=run.precision.as_dict(),
         step_time_ms=stats,
-        images_per_second_median=global_batch / stats.median * 1e3,
+        images_per_second_median=samples_per_second,
         images_per_second_per_device=per_device / stats.median * 1e3,
         warmup_seconds=max(r["warmup_seconds"] for r in records),
         first_step_seconds=max(r["first_step_seconds"] for r in records),
@@ -212,8 +222,13 @@ def build_result(
         environment=env,
         host_ms_per_step=sum(host) / len(host),
         phase_seconds=phases,
-        energy=energy_summary([r["telemetry"] for r in records], cfg.steps, global_batch),
+        energy=energy_summary([r["telemetry"] for r in records], cfg.steps, global_batch, units),
         process=process_facts(),
+        workload=trained,
+        units_per_second=samples_per_second * units,
+        units_per_second_per_device=samples_per_second * units / world,
+        peak_flops_per_device=peak,
+        mfu=mfu(trained["flops_per_sample"], samples_per_second, names),
     )
 
 
@@ -247,13 +262,41 @@ def _phases(phases: PhaseSeconds) -> str:
 
 
 def _energy(result: Result) -> str:
-    """'35.10 J/step, 0.1371 J/image (645 W, 1 GPU)' or 'n/a (why)'."""
+    """'35.10 J/step, 0.1371 J/image (645 W, 1 GPU)' (J/token for gpt) or 'n/a (why)'."""
     e = result.energy
     if e is None or e.joules_per_step is None or e.joules_per_image is None:
         return f"n/a ({e.unavailable if e else 'not recorded'})"
     gpus = f"{result.world_size} GPU{'s' if result.world_size > 1 else ''}"
     watts = f"{e.watts:,.0f} W, " if e.watts is not None else ""
-    return f"{e.joules_per_step:.2f} J/step, {e.joules_per_image:.4f} J/image ({watts}{gpus})"
+    per_unit, unit = e.joules_per_image, "image"
+    if result.workload is not None and e.joules_per_unit is not None:
+        per_unit, unit = e.joules_per_unit, result.workload.unit.removesuffix("s")
+    digits = ".4f" if unit == "image" else ".4g"  # a token takes thousandths of a joule
+    return f"{e.joules_per_step:.2f} J/step, {per_unit:{digits}} J/{unit} ({watts}{gpus})"
+
+
+def _throughput(result: Result) -> str:
+    """'2,345.6 images/s (1,172.8 per device); 2,301.2 wall' in the workload's unit."""
+    unit, per_sample = "images", 1
+    if result.workload is not None:
+        unit, per_sample = result.workload.unit, result.workload.units_per_sample
+    return (
+        f"{result.images_per_second_median * per_sample:,.1f} {unit}/s "
+        f"({result.images_per_second_per_device * per_sample:,.1f} per device); "
+        f"{result.images_per_second * per_sample:,.1f} wall"
+    )
+
+
+def _mfu(result: Result) -> str:
+    """'41.3% of 989 TFLOP/s dense bf16 per GPU (878 GFLOP a sequence)' or '- (why)'."""
+    w = result.workload
+    if w is None or w.flops_per_sample is None:
+        return "- (the workload's model FLOPs are not known)"
+    flops = f"{w.flops_per_sample / 1e9:,.4g} GFLOP a {w.sample}"
+    if result.mfu is None or result.peak_flops_per_device is None:
+        return f"- (no peak FLOP/s known for {result.gpu_name_rank_zero}; {flops})"
+    peak = result.peak_flops_per_device / 1e12
+    return f"{result.mfu:.1%} of {peak:,.0f} TFLOP/s dense bf16 per GPU ({flops})"
 
 
 def _machine(t: RankTelemetry) -> str:
@@ -289,10 +332,15 @@ def _machine(t: RankTelemetry) -> str:
 def print_summary(result: Result, output: str | None, title: str) -> None:
     """The compact, aligned summary for a Slurm log (rank 0 only)."""
     s = result.step_time_ms
+    w = result.workload
+    batch = f"{result.batch_size_per_device}"
+    if w is not None and w.units_per_sample > 1:
+        batch += f" {w.sample}s of {w.units_per_sample:,} {w.unit}"
     rows = [
+        ("workload", result.model if w is None else f"{w.name}: {result.model}"),
         ("devices", f"{result.world_size} x {result.gpu_name_rank_zero}"),
         ("precision", f"{result.precision_resolved} (requested {result.precision_requested})"),
-        ("batch/device", f"{result.batch_size_per_device}"),
+        ("batch/device", batch),
         ("global batch", f"{result.global_batch_size} ({result.batch_mode})"),
         (
             "steps",
@@ -304,12 +352,8 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
             f"{s.median:.2f} ms median (p5 {s.p5:.2f}, p95 {s.p95:.2f}); "
             f"{result.milliseconds_per_step:.2f} ms wall mean",
         ),
-        (
-            "throughput",
-            f"{result.images_per_second_median:,.1f} images/s "
-            f"({result.images_per_second_per_device:,.1f} per device); "
-            f"{result.images_per_second:,.1f} wall",
-        ),
+        ("throughput", _throughput(result)),
+        ("MFU", _mfu(result)),
         ("peak allocated/GPU", _peak_allocated(result)),
         ("peak reserved/GPU", _gib(result.peak_reserved_gib)),
     ]

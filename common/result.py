@@ -247,6 +247,20 @@ class Environment(_Strict):
     source_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+class WorkloadInfo(_Strict):
+    """What a run trained (common.workloads): the workload and what its throughput counts."""
+
+    name: str  # --workload: image, gpt, or MODULE:NAME
+    title: str  # how a report's first line names it: resnet50, gpt (gpt2-small)
+    unit: str  # what throughput counts, plural: images, tokens
+    sample: str  # one sample of a batch (what a batch size counts): image, sequence
+    units_per_sample: int = Field(ge=1)  # a gpt sequence is --gpt-seq-len tokens
+    options: dict[str, Any]  # the workload's options as run (config has them too)
+    # model FLOPs of one sample's forward and backward (the workload's formula), for MFU; None
+    # where the workload does not know them
+    flops_per_sample: float | None = Field(default=None, ge=0)
+
+
 class EnergySummary(_Strict):
     """The GPUs' energy over the timed window, all ranks together: J per timed step, and J per
     image (per step over the global batch). None values with `unavailable` saying why when any
@@ -254,8 +268,12 @@ class EnergySummary(_Strict):
 
     joules_per_step: float | None = Field(default=None, ge=0)  # sum over ranks / timed steps
     joules_per_image: float | None = Field(default=None, ge=0)  # joules_per_step / global batch
+    # (per sample, as images_per_second: see joules_per_unit)
     watts: float | None = Field(default=None, ge=0)  # sum over ranks of energy / window seconds
     unavailable: str | None = None
+    # joules_per_step / the global batch's units of work (a token, an image); absent in older
+    # results, whose unit is an image: joules_per_image
+    joules_per_unit: float | None = Field(default=None, ge=0)
 
 
 class Result(_Strict):
@@ -277,6 +295,8 @@ class Result(_Strict):
     seed: int = Field(ge=0)
     elapsed_seconds: float = Field(gt=0)  # wall clock of the timed region, max over ranks
     milliseconds_per_step: float = Field(gt=0)  # elapsed_seconds / measured_steps
+    # In samples: images, or the workload's sample (a gpt sequence; units_per_second counts
+    # its unit, tokens). The names stay the original scripts'.
     images_per_second: float = Field(gt=0)  # global batch x steps / elapsed_seconds
     final_loss_mean: float
     peak_allocated_gib: float | None = Field(ge=0)  # max over ranks, timed region
@@ -297,7 +317,7 @@ class Result(_Strict):
     config: dict[str, Any]
     precision: PrecisionInfo
     step_time_ms: StepStats  # over the steps of all ranks
-    images_per_second_median: float = Field(gt=0)  # global batch / median step time
+    images_per_second_median: float = Field(gt=0)  # global batch / median step (samples)
     images_per_second_per_device: float = Field(gt=0)  # the same, per device
     warmup_seconds: float = Field(ge=0)  # max over ranks
     first_step_seconds: float = Field(ge=0)
@@ -315,6 +335,15 @@ class Result(_Strict):
     # its own share and what else the machine did)
     energy: EnergySummary | None = None
     process: ProcessInfo | None = None  # absent in older results (all fresh)
+    # Absent in older results, which all trained the image workload (an image a unit): what was
+    # trained, the throughput in its unit from the median step (global, per device), and MFU:
+    # model FLOPs per second over the GPUs' peak dense bf16 FLOP/s (common/workloads/peak.py),
+    # None where the workload's FLOPs or a GPU's peak is unknown (a CPU run)
+    workload: WorkloadInfo | None = None
+    units_per_second: float | None = Field(default=None, gt=0)
+    units_per_second_per_device: float | None = Field(default=None, gt=0)
+    peak_flops_per_device: float | None = Field(default=None, gt=0)
+    mfu: float | None = Field(default=None, ge=0)
 
 
 def silent_counter(result: Result) -> int | None:
@@ -377,6 +406,7 @@ class InterleavedResult(_Strict):
     runs: list[InterleavedRun] = Field(min_length=1)
     lightning: LightningInfo | None = None
     environment: Environment
+    workload: WorkloadInfo | None = None  # absent in older results (the image workload)
 
 
 INTERLEAVED = "interleaved"

@@ -1,6 +1,12 @@
-"""The one workload: torchvision model (random init), per-rank synthetic batch, loss, SGD.
+"""What every runner builds from the workload's declaration (common.workloads), and the DDP
+settings they share: the seeded model, each rank's batch, SGD, DDP's keyword arguments.
 
-Both runners build everything here, so the model, the data of each rank, the loss and the
+    wl = declared(cfg)                                # the Workload --workload names
+    model = build_model(cfg)                          # seeded from --seed, on the CPU
+    batch = make_batch(cfg, batch_size, rank, device) # from --seed + global rank, on the device
+    loss = wl.loss(model(batch.inputs), batch.targets)
+
+All runners build everything here, so the model, the data of each rank, the loss and the
 optimizer are the same objects with the same numbers; only who calls what differs.
 """
 
@@ -12,13 +18,15 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-import torchvision
+import torchvision  # noqa: F401  (BUILT_IN below: the image workload builds its models)
 
+from common import workloads
 from common.config import BenchConfig
+from common.workloads import Batch, Workload, gpt, gpt_model, image
 
-# The original scripts' `data` string; "CPU-resident" on CPU runs.
-DATA_DESCRIPTION = "synthetic {where}-resident 3x{size}x{size} images with random labels"
+# The built-in workloads and their torch side, imported with every runner: a fork server
+# imports the runners (common/forkserver.py), so a forked run of any of them imports nothing.
+BUILT_IN = (image, gpt, gpt_model)
 
 
 def configure_threads(threads: int) -> None:
@@ -33,30 +41,22 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def declared(cfg: BenchConfig) -> Workload:
+    """The workload `--workload` names (common.workloads.resolve; the parser checked it)."""
+    return workloads.resolve(cfg.workload)
+
+
 def build_model(cfg: BenchConfig) -> torch.nn.Module:
-    """The torchvision model with weights=None, initialised from cfg.seed, on the CPU."""
+    """The workload's model, initialised from cfg.seed, on the CPU."""
     seed_everything(cfg.seed)
-    model = torchvision.models.get_model(cfg.arch, weights=None, num_classes=cfg.num_classes)
-    if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    return model
+    return declared(cfg).build_model(cfg.workload_options)
 
 
-def make_batch(cfg: BenchConfig, batch_size: int, global_rank: int, device: torch.device):
-    """This rank's synthetic images and labels, made on `device` from seed + global rank."""
+def make_batch(cfg: BenchConfig, batch_size: int, global_rank: int, device: torch.device) -> Batch:
+    """This rank's synthetic batch, made on `device` from seed + global rank."""
     generator = torch.Generator(device=device)
     generator.manual_seed(cfg.seed + global_rank)
-    shape = (batch_size, 3, cfg.image_size, cfg.image_size)
-    images = torch.randn(shape, generator=generator, device=device)
-    labels = torch.randint(0, cfg.num_classes, (batch_size,), generator=generator, device=device)
-    if cfg.channels_last:
-        images = images.contiguous(memory_format=torch.channels_last)
-    return images, labels
-
-
-def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy, the original scripts' loss."""
-    return F.cross_entropy(logits, labels)
+    return declared(cfg).make_batch(cfg.workload_options, batch_size, generator, device)
 
 
 def build_optimizer(cfg: BenchConfig, params) -> torch.optim.Optimizer:

@@ -37,13 +37,14 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import Run
+from compare.model import IMAGES, Run, Unit
 from compare.numerics import numerics_notes
 from compare.overheads import energy_comparisons, per_run_ms, stated_comparisons, time_comparisons
 from compare.pairing import (
     Cells,
     environment_differences,
     grouping,
+    one_workload,
     scaling_mode,
     unpaired,
     version_differences,
@@ -81,6 +82,7 @@ class Report:
     energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
     energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
     noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
+    work: Unit = IMAGES  # what throughput and energy count: the runs' workload's unit
 
     @property
     def units(self) -> str:
@@ -94,6 +96,7 @@ class Report:
             "baseline": self.baseline,
             "labels": self.labels,
             "unit": self.unit,
+            "work_unit": self.work.plural,
             "header": [dataclasses.asdict(row) for row in self.header],
             "runs": [dataclasses.asdict(row) for row in self.run_table],
             "table": [dataclasses.asdict(row) for row in self.table],
@@ -306,6 +309,7 @@ def analyse(
 ) -> Report:
     """Check, group and compare the runs; WorkloadMismatch lists every differing field."""
     groups = grouping(runs, baseline)  # computed once: every part below reads it
+    work = one_workload(runs)  # refused even with --allow-mismatch: units would differ
     base, cells, unit = groups.baseline, groups.cells, world_unit(runs)
     warnings = workload_flags(runs, allow_mismatch)
     warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
@@ -344,4 +348,5 @@ def analyse(
         energy=energy_rows(groups),
         energy_differences=energy_comparisons(groups, stated),
         noise=noise_attributions(groups),
+        work=work,
     )

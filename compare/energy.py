@@ -30,7 +30,7 @@ from compare.rows import EnergyDifference
 from compare.verdicts import energy_sentence
 from stats import comparison, distributions, intervals
 
-UNIT = "J/image"
+UNIT = "J/image"  # the image workload's (every older result's); J/token for gpt: Run.unit
 WARMING_MIN_C = 2.0  # a narrower range of whole-degree readings is rounding, not warming
 WARMING_RULE = (
     f"J/image rose with the GPU's temperature: {attribution.MIN_RUNS} or more runs whose"
@@ -40,10 +40,10 @@ WARMING_RULE = (
 
 
 def joules_per_image(run: Run) -> float | None:
-    """The run's GPU energy per image over the timed window, or None (no counter, or a result
-    older than energy, or an original script's)."""
-    energy = getattr(run.result, "energy", None)
-    return None if energy is None else energy.joules_per_image
+    """The run's GPU energy per image (per unit of its workload: a token for gpt) over the
+    timed window, or None (no counter, or a result older than energy, or an original
+    script's)."""
+    return run.values.joules_per_image
 
 
 def unavailable(run: Run) -> str:
@@ -151,12 +151,13 @@ def energy_difference(
     the method time uses. `iv`: that interval already computed (analysis Holm-adjusts the
     report's energy comparisons)."""
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
+    per = next((run.unit.singular for run in (*arm_runs, *base_runs)), "image")
     if not all(counts):
         side = _counted(arm_runs if counts[0] == 0 else base_runs)
         why = unavailable(side[0]) if side else "no counted runs"
         return EnergyDifference(
             world, arm, baseline, None, None, None, None, None, *counts, why, (),
-            f"{arm} vs {baseline} energy per image: not measured ({why})",
+            f"{arm} vs {baseline} energy per {per}: not measured ({why})", per=per,
         )  # fmt: skip
     if iv is None:
         iv = comparison.compare_arms(points, arm, baseline, first_stage_blocks)
@@ -172,16 +173,18 @@ def energy_difference(
         arm_runs=iv.arm_runs,
         baseline_runs=iv.baseline_runs,
         no_verdict_reason=iv.no_verdict_reason,
-        warnings=tuple(f"energy per image: {w}" for w in iv.warnings),
-        sentence=energy_sentence(arm, baseline, iv),
+        warnings=tuple(f"energy per {per}: {w}" for w in iv.warnings),
+        sentence=energy_sentence(arm, baseline, iv, per),
         confidence=iv.confidence,
         family=iv.family,
+        per=per,
     )
 
 
-def energy_cell(row: EnergyRow) -> str:
-    """A table cell: '0.1371 J/image ±0.42%', or '-' where unavailable."""
+def energy_cell(row: EnergyRow, per: str = "image") -> str:
+    """A table cell: '0.1371 ±0.42%' (J per image; J per token, `per`, with 4 significant
+    digits: a token takes thousandths of a joule), or '-' where unavailable."""
     if row.joules_per_image is None:
         return "-"
     spread = "" if row.half_width_percent is None else f" ±{row.half_width_percent:.2f}%"
-    return f"{row.joules_per_image:.4f}{spread}"
+    return f"{row.joules_per_image:{'.4f' if per == 'image' else '.4g'}}{spread}"

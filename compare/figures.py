@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 
 from compare.analysis import Report
 from compare.model import Run
+from compare.rows import for_unit
 from compare.verdicts import NO_OVERHEAD
 
 PALETTE = (
@@ -76,7 +77,7 @@ def _throughput(ax: Axes, report: Report) -> None:
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
     ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
     ax.set_xlabel(report.units)
-    ax.set_ylabel("throughput (images/s, global; higher is better)")
+    ax.set_ylabel(f"throughput ({report.work.plural}/s, global; higher is better)")
     ax.set_title("Throughput (median step)")
     ax.legend(fontsize=8)
 
@@ -172,7 +173,7 @@ def _scaling(ax: Axes, report: Report) -> None:
         )
     ax.set_xticks(sorted({s.world_size for s in report.scaling}))
     ax.set_xlabel(report.units)
-    ax.set_ylabel("throughput (images/s, global; higher is better)")
+    ax.set_ylabel(f"throughput ({report.work.plural}/s, global; higher is better)")
     right.set_ylabel("scaling efficiency (%)")
     right.set_ylim(0, 110)
     ax.set_title(f"Scaling ({report.scaling_mode})")
@@ -358,8 +359,8 @@ def drift_panel(
     if warm:
         ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="warm-up (not counted)")
     ax.set_xlabel("minutes since the first run started")
-    ax.set_ylabel(value.ylabel)
-    ax.set_title(value.title, pad=14)
+    ax.set_ylabel(for_unit(value.ylabel, report.work))  # J per token for gpt
+    ax.set_title(for_unit(value.title, report.work), pad=14)
     hot = [p for p in points if p.gpu_temperature_c is not None] if value is ENERGY else []
     if hot:
         hot.sort(key=lambda p: p.started)

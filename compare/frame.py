@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from compare.api import ReportOptions, analyse_paths, load
 from compare.model import RUN_COLUMNS, run_record
+from compare.pairing import one_workload
+from compare.rows import field_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,13 +34,15 @@ def _paths(paths: tuple[str | Path, ...]) -> list[Path]:
 
 
 def runs_frame(*paths: str | Path, include_warmup: bool = True) -> pd.DataFrame:
-    """One row per run of the files and folders (warm-up runs of a folder too, marked)."""
+    """One row per run of the files and folders (warm-up runs of a folder too, marked), of one
+    workload (WorkloadMismatch otherwise): its throughput and energy columns name its unit."""
     import pandas as pd
 
     runs, _ = load(_paths(paths), include_warmup=include_warmup)
+    unit = one_workload(runs)  # the columns name its unit: tokens_per_second for gpt
     frame = pd.DataFrame([run_record(run) for run in runs], columns=list(RUN_COLUMNS))
     frame["started_utc"] = pd.to_datetime(frame["started_utc"], utc=True)
-    return frame
+    return frame.rename(columns=lambda name: field_name(name, unit))
 
 
 def overhead_frame(

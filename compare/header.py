@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compare.display import cell, span, world_unit
-from compare.model import ENVIRONMENT_FIELDS, WORKLOAD_FIELDS, Run
+from compare.model import ENVIRONMENT_FIELDS, Run
 
 # Header facts that differ between any two runs by nature: marking them would hide the real
 # differences.
@@ -37,15 +37,17 @@ def header_rows(runs: Sequence[Run], labels: Sequence[str]) -> list[HeaderRow]:
     """Configuration and environment rows: each arm's distinct values, a column per label in
     the order given (compare.pairing.Grouping.labels)."""
     facts = []
+    # WORKLOAD_FIELDS, then any workload's own options (gpt's sizes), in the order runs have them
+    workload = list(dict.fromkeys(name for run in runs for name in run.workload))
     for run in runs:
-        config = {name: cell(run.workload[name]) for name in WORKLOAD_FIELDS}
+        config = {name: cell(run.workload.get(name)) for name in workload}
         config["precision_requested"] = run.precision_requested
         config["warmup_steps"] = str(run.warmup_steps)
         config["seed"] = str(run.seed)
         facts.append({"file": run.file, **config, **run.fact_texts})
     names = [
         "file",
-        *WORKLOAD_FIELDS,
+        *workload,
         "precision_requested",
         "warmup_steps",
         "seed",
@@ -102,18 +104,24 @@ def title_of(runs: Sequence[Run]) -> str:
 
 
 def heading_of(runs: Sequence[Run]) -> str:
-    """Run facts for a plot title: GPU, precision, batch, channels_last and compile."""
+    """Run facts for a plot title: the workload, GPU, precision, batch, channels_last (an image
+    workload's) and compile."""
     first = runs[0].workload
     gpus = ", ".join(dict.fromkeys(run.fact_texts["gpu"] for run in runs))
     per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
     batch = (
-        f"{first['batch_size_per_device']} images/{per}"
+        f"{first['batch_size_per_device']} {runs[0].unit.sample}s/{per}"
         if first["batch_mode"] == "fixed_per_device"
         else f"global batch {first['global_batch_size']}"
     )
+    layout = (
+        ""
+        if first.get("channels_last") is None
+        else f"channels_last {cell(first['channels_last'])} · "
+    )
     return (
-        f"{first['arch']} on {gpus} · {first['precision_resolved']} · {batch} · "
-        f"channels_last {cell(first['channels_last'])} · compile {cell(first['compile'])}"
+        f"{runs[0].workload_title} on {gpus} · {first['precision_resolved']} · {batch} · "
+        f"{layout}compile {cell(first['compile'])}"
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.errors import one_line
 from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, gpu_share
 from stats import distributions
@@ -31,7 +32,9 @@ ORIGINAL_LABEL = "(original script)"
 # and diagnostic options (barebones, ddp_stream, host_delay_us, pyprofile, trace): they are
 # what an experiment varies or diagnoses, not the work (diagnostic runs are warned about from
 # environment.diagnostics). A CPU run or a different classifier head is a different workload.
+# A workload's own options (common.workloads: gpt's sizes, say) follow these in a run's key.
 WORKLOAD_FIELDS = (
+    "workload",
     "arch",
     "image_size",
     "accelerator",
@@ -65,6 +68,7 @@ TOP_LEVEL_FIELDS = frozenset(
 )
 # The original scripts had none of these options: they always ran like this (their README).
 ORIGINAL_FIXED: dict[str, Any] = {
+    "workload": "image",
     "accelerator": "gpu",
     "num_classes": 1000,
     "compile": False,
@@ -77,6 +81,40 @@ ORIGINAL_FIXED: dict[str, Any] = {
     "static_graph": False,
     "broadcast_buffers": True,
 }
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What a run's throughput and energy count (its workload's unit): images for the image
+    workload and every result written before workloads, tokens for gpt."""
+
+    plural: str  # images, tokens
+    sample: str  # what a batch size counts: image, sequence
+
+    @property
+    def singular(self) -> str:
+        """One of it, as in J/token: image, token."""
+        return self.plural.removesuffix("s")
+
+    @property
+    def short(self) -> str:
+        """As a column header has room for it, as in tok/s: img, tok."""
+        return {"images": "img", "tokens": "tok"}.get(self.plural, self.plural)
+
+
+IMAGES = Unit("images", "image")
+
+
+def unit_of(result: Result | OriginalResult) -> Unit:
+    """The unit the result's workload counts (older and original results: images)."""
+    w = getattr(result, "workload", None)
+    return IMAGES if w is None else Unit(one_line(w.unit), one_line(w.sample))  # text from a file
+
+
+def _per_sample(result: Result | OriginalResult) -> int:
+    """Units of work in one sample: a gpt sequence's tokens; 1 for an image."""
+    w = getattr(result, "workload", None)
+    return 1 if w is None else w.units_per_sample
 
 
 def _unique(values: Sequence[str], limit: int = 3) -> str:
@@ -169,7 +207,9 @@ class Placement:
 @dataclass(frozen=True)
 class Measures:
     """A run's own measurements as the tables aggregate them (None where the result has
-    none: the original scripts recorded no step percentiles, warm-up or phases)."""
+    none: the original scripts recorded no step percentiles, warm-up or phases). Throughput and
+    energy count the workload's unit (`Run.unit`): images, or tokens for gpt; the names stay
+    the image workload's, and the outputs name them by the unit (compare.rows.for_unit)."""
 
     images_per_second_median: float  # global batch / median step (originals: wall clock)
     images_per_second_per_device: float
@@ -191,6 +231,8 @@ class Measures:
     joules_per_image: float | None = None
     # the hottest GPU's temperature at the timed window's end, degrees C (None: not read)
     gpu_temperature_c: float | None = None
+    # model FLOPs utilisation (None: the workload's FLOPs or the GPU's peak unknown, or older)
+    mfu: float | None = None
 
 
 def text_of(value: Any) -> str:
@@ -236,6 +278,7 @@ class Run:
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     placement: Placement = field(default_factory=Placement)
     duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
+    unit: Unit = IMAGES  # what its throughput and energy count (its workload's unit)
 
     @property
     def fact_texts(self) -> dict[str, str]:
@@ -282,8 +325,16 @@ class Run:
         return self.values.step_median_ms
 
     @property
+    def workload_title(self) -> str:
+        """How the report's first line names the workload: the architecture (older and original
+        results: the image workload), else the workload's title, e.g. 'gpt (gpt2-small)'."""
+        trained = getattr(self.result, "workload", None)
+        return one_line(str(self.workload["arch"]) if trained is None else trained.title)
+
+    @property
     def throughput(self) -> float:
-        """Global images/s from the median step (original results: wall clock, all they have)."""
+        """Global units (images, tokens) per second from the median step (original results: wall
+        clock, all they have)."""
         return self.values.images_per_second_median
 
 
@@ -317,6 +368,7 @@ def run_from(
         final_loss_mean=result.final_loss_mean,
         result=result,
         placement=placement or Placement(),
+        unit=unit_of(result),
         **kind,
     )
 
@@ -339,6 +391,11 @@ def _suite_fields(r: Result) -> dict[str, Any]:
     )
     facts = {name: read(r) for name, read in _FACTS}
     services = r.lightning is not None and not r.lightning.barebones
+    units = _per_sample(r)  # throughput and energy in the workload's unit
+    energy = r.energy
+    joules = None if energy is None else energy.joules_per_unit
+    if joules is None and energy is not None:
+        joules = energy.joules_per_image  # older results: an image is the unit
     return {
         "label": f"{r.implementation}-services" if services else r.implementation,
         "workload": _workload(r, r.config),
@@ -346,20 +403,21 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         "ranks": ranks,
         "facts": facts,
         "values": Measures(
-            images_per_second_median=r.images_per_second_median,
-            images_per_second_per_device=r.images_per_second_per_device,
+            images_per_second_median=r.images_per_second_median * units,
+            images_per_second_per_device=r.images_per_second_per_device * units,
             step_median_ms=r.step_time_ms.median,
             step_p5_ms=r.step_time_ms.p5,
             step_p95_ms=r.step_time_ms.p95,
-            images_per_second=r.images_per_second,
+            images_per_second=r.images_per_second * units,
             warmup_seconds=r.warmup_seconds,
             first_step_seconds=r.first_step_seconds,
             **_time_split(r),
             peak_allocated_gib=r.peak_allocated_gib,
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
-            joules_per_image=None if r.energy is None else r.energy.joules_per_image,
+            joules_per_image=joules,
             gpu_temperature_c=of_ranks(r, lambda t: t.gpu_temperature_c_end, max),
+            mfu=r.mfu,
         ),
         "diagnostics": dict(r.environment.diagnostics or {}),
         # The GPU's busy time per step over the median timed step (older results: from their
@@ -456,6 +514,10 @@ def _workload(result: Result | OriginalResult, source: dict[str, Any]) -> dict[s
         name: getattr(result, name) if name in TOP_LEVEL_FIELDS else source.get(name)
         for name in WORKLOAD_FIELDS
     }
+    trained = getattr(result, "workload", None)
+    key["workload"] = "image" if trained is None else trained.name  # older results: image
+    if trained is not None:  # its own options (gpt's sizes); the image workload's are above
+        key.update({k: v for k, v in trained.options.items() if k not in key})
     if not key["compile"]:
         key["compile_mode"] = None  # the mode means nothing without compile; not a mismatch
     if isinstance(key["bucket_cap_mb"], int):

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compare.errors import CompareError
-from compare.model import ORIGINAL_LABEL, Run, text_of
+from compare.errors import CompareError, WorkloadMismatch
+from compare.model import IMAGES, ORIGINAL_LABEL, Run, Unit, text_of
 
 # (arm label, world size) -> the cell's runs, in run order
 Cells = Mapping[tuple[str, int], Sequence[Run]]
@@ -89,6 +89,23 @@ def workload_differences(runs: Sequence[Run]) -> list[Difference]:
     fields = list(dict.fromkeys(name for key in keys for name in key))
     facts = [{name: text_of(key.get(name)) for name in fields} for key in keys]
     return _differences(runs, facts, fields, skip_missing=False)
+
+
+def one_workload(runs: Sequence[Run]) -> Unit:
+    """The unit every run's workload counts; WorkloadMismatch (one line, even with
+    --allow-mismatch) when the runs trained different workloads: their throughput and energy
+    count different things, so no number would compare them."""
+    names = {
+        label: sorted({str(run.workload["workload"]) for run in runs if run.label == label})
+        for label in labels(runs)
+    }
+    if len({name for found in names.values() for name in found}) > 1:
+        which = "; ".join(f"{label} {', '.join(found)}" for label, found in names.items())
+        raise WorkloadMismatch(
+            f"the runs train different workloads ({which}), whose units differ: compare each"
+            " workload's runs on their own"
+        )
+    return runs[0].unit if runs else IMAGES
 
 
 def environment_differences(runs: Sequence[Run]) -> list[Difference]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from compare import interleaved
 from compare import render as layout
 from compare.analysis import Report
+from compare.rows import named_for
 from compare.sections import document
 
 if TYPE_CHECKING:
@@ -28,12 +29,16 @@ FORMATS = ("text", "markdown", "csv", "json", "html")
 
 def render_csv(report: Report) -> str:
     """One row per run (compare.rows.RunRow: its field names are the header, units in the
-    names), through pandas, as `compare.runs_frame` gives them to a notebook; every text cell
-    made safe for a spreadsheet (compare.render.csv_cell)."""
+    names: the workload's, tokens_per_second for gpt), through pandas, as `compare.runs_frame`
+    gives them to a notebook; every text cell made safe for a spreadsheet
+    (compare.render.csv_cell)."""
     import pandas as pd  # deferred: only csv needs it, and it is slow to import
 
     rows = [
-        {name: layout.csv_cell(value) for name, value in dataclasses.asdict(row).items()}
+        {
+            name: layout.csv_cell(value)
+            for name, value in named_for(dataclasses.asdict(row), report.work).items()
+        }
         for row in report.run_table
     ]
     return pd.DataFrame(rows).to_csv(index=False)
@@ -41,8 +46,8 @@ def render_csv(report: Report) -> str:
 
 def render_json(report: Report) -> str:
     """The whole report as strict JSON (compare.render.json_text: no NaN, no raw control
-    character)."""
-    return layout.json_text(report.to_json()) + "\n"
+    character), its fields named in the workload's unit (tokens_per_second for gpt)."""
+    return layout.json_text(named_for(report.to_json(), report.work)) + "\n"
 
 
 def render(

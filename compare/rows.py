@@ -17,9 +17,45 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from compare.model import Run
+from compare.model import IMAGES, Run, Unit
 from stats import distributions
 from stats.intervals import CONFIDENCE
+
+
+def for_unit(text: str, unit: Unit) -> str:
+    """A header or field name in the runs' unit: 'img/s ↑' -> 'tok/s ↑', 'J/image ↓' ->
+    'J/token ↓', 'images_per_second' -> 'tokens_per_second' (the image workload's unchanged).
+    The fields keep the image workload's names (compare.model.Measures); outputs name them so."""
+    if unit == IMAGES:
+        return text
+    text = text.replace("img/", f"{unit.short}/").replace("images", unit.plural)
+    return text.replace("image", unit.singular)
+
+
+# The fields named for the image workload's unit, as the csv, json and DataFrames name them
+UNIT_FIELDS = frozenset(
+    {
+        "images_per_second",
+        "images_per_second_median",
+        "images_per_second_per_device",
+        "joules_per_image",
+    }
+)
+
+
+def field_name(name: str, unit: Unit) -> str:
+    """A field's name in an output: those of UNIT_FIELDS `for_unit`, the others as they are."""
+    return for_unit(name, unit) if name in UNIT_FIELDS else name
+
+
+def named_for(data: Any, unit: Unit) -> Any:
+    """`data` (the json's dicts and lists, a csv row) with every key a `field_name` (arm labels
+    and other keys as they are)."""
+    if isinstance(data, dict):
+        return {field_name(k, unit): named_for(v, unit) for k, v in data.items()}
+    if isinstance(data, list):
+        return [named_for(v, unit) for v in data]
+    return data
 
 
 def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
@@ -43,6 +79,7 @@ class ArmRow:
     step_p95_ms: float | None = column("p95 ms ↓", ".2f", "median", "speed")
     images_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
     joules_per_image: float | None = column("J/image ↓", ".4f", "median", "speed")
+    mfu: float | None = column("MFU ↑", ".1%", "median", "speed")  # shown where a run has one
     run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
     imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
     process: str | None = column("process", "", "distinct", "cost")
@@ -237,3 +274,4 @@ class EnergyDifference:
     sentence: str  # the verdict, for a report line
     confidence: float = CONFIDENCE  # the interval's (Holm-adjusted in a report)
     family: int = 1  # the energy comparisons it is adjusted over
+    per: str = "image"  # what the energy counts, one of the runs' unit: image, token

@@ -20,8 +20,9 @@ from compare.analysis import Report
 from compare.display import cell
 from compare.energy import energy_cell
 from compare.flags import grouped_warnings
+from compare.model import IMAGES
 from compare.render import Column, Document, Section, Table
-from compare.rows import ArmRow
+from compare.rows import ArmRow, for_unit
 from compare.verdicts import energy_oneliner
 from stats import distributions, intervals, run_level
 
@@ -78,7 +79,8 @@ def energy_levels(report: Report) -> tuple[str, ...]:
         if e.temperature_c_low is not None and e.temperature_c_high is not None:
             facts.append(f"GPU {e.temperature_c_low:.0f}-{e.temperature_c_high:.0f} C")
         where = verdicts.where(e.world_size, report.unit)
-        lines.append(f"J/image, {e.arm}, {where}: {energy_cell(e)} ({'; '.join(facts)})")
+        per = report.work.singular
+        lines.append(f"J/{per}, {e.arm}, {where}: {energy_cell(e, per)} ({'; '.join(facts)})")
         if e.warming is not None:
             lines.append(f"warning: {e.warming}")
     return tuple(lines)
@@ -117,7 +119,14 @@ def arm_table(report: Report, which: str) -> Table:
     """The per-arm table of one group of ArmRow's fields (compare.rows)."""
     cpu = report.unit != "GPU(s)"
     names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
-    columns = ArmRow.columns(which)
+    names = {h: for_unit(names.get(h, h), report.work) for _, h, _ in ArmRow.columns(which)}
+    # J per token is thousandths of a joule: significant digits, not four decimals
+    columns = [
+        (name, h, ".4g" if name == "joules_per_image" and report.work != IMAGES else f)
+        for name, h, f in ArmRow.columns(which)
+        # MFU only where a run knows it (a workload's FLOPs on a GPU of the peak table)
+        if name != "mfu" or any(row.mfu is not None for row in report.table)
+    ]
     head = [
         (key if name in ("arm", "world_size") else Column)(names.get(h, h), numeric=bool(f))
         for name, h, f in columns
@@ -281,7 +290,9 @@ def scaling(report: Report) -> Section:
     mode, rule = {
         "weak": (
             "weak scaling recognised",
-            "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)",
+            for_unit(
+                "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)", report.work
+            ),
         ),
         "strong": (
             "strong scaling recognised",
@@ -304,7 +315,7 @@ def scaling(report: Report) -> Section:
     columns = [
         key("arm"),
         key(report.units, numeric=True),
-        num("img/s ↑"),
+        num(for_unit("img/s ↑", report.work)),
         num("speed-up ↑"),
         num("efficiency ↑"),
         num(f"overhead vs {report.baseline} % ↓"),

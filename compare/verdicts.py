@@ -163,12 +163,13 @@ def interval_line(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
 
 
-def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
-    """One sentence: more/less energy per image only when the interval excludes zero."""
+def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, per: str = "image") -> str:
+    """One sentence: more/less energy per image (per `per`: a token) only when the interval
+    excludes zero."""
     sides = runs_a_side(iv.arm_runs, iv.baseline_runs, arm, baseline)
     if not iv.verdict_possible:
         return (
-            f"{arm} vs {baseline} energy per image: {estimate(iv.percent, '+.2f', '%')} ({sides});"
+            f"{arm} vs {baseline} energy per {per}: {estimate(iv.percent, '+.2f', '%')} ({sides});"
             f" no verdict: {iv.no_verdict_reason}"
         )
     facts = (
@@ -179,11 +180,11 @@ def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     if iv.significant:
         words = "more" if iv.ci_low > 0 else "less"  # type: ignore[operator]
         return (
-            f"{arm} uses {abs(iv.percent):.2f}% {words} GPU energy per image than {baseline}"
+            f"{arm} uses {abs(iv.percent):.2f}% {words} GPU energy per {per} than {baseline}"
             f" ({facts})"
         )
     return (
-        f"No difference detectable in GPU energy per image between {arm} and {baseline}"
+        f"No difference detectable in GPU energy per {per} between {arm} and {baseline}"
         f" ({iv.percent:+.2f}%; {facts})"
     )
 
@@ -193,7 +194,7 @@ def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
     (None: not measured, so the answer says nothing of it)."""
     if e.percent is None:
         return None
-    head = f"energy per image, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
+    head = f"energy per {e.per}, {e.arm} vs {e.baseline}, {where(e.world_size, unit)}:"
     runs = runs_a_side(e.arm_runs, e.baseline_runs, e.arm, e.baseline)
     if e.ci_low is None or e.ci_high is None:
         return (

@@ -1,7 +1,7 @@
 """native's benchmark with Lightning Fabric: launch, device, wrapper, precision, backward handed
 over; the loop stays ours.
 
-    python -m lightning_impl.fabric --devices 2 --accelerator cpu --image-size 64 --steps 3
+    python -m lightning_impl.fabric --devices 2 --accelerator cpu --workload gpt --gpt-preset tiny
     torchrun --nproc-per-node 4 -m lightning_impl.fabric --devices 4 --output fabric.json
     srun python -m lightning_impl.fabric --devices 4 --output fabric.json   # inside sbatch
 
@@ -95,11 +95,11 @@ def build(cfg: config.BenchConfig, fabric):
     return model, optimizer  # native: model, optimizer, scaler
 
 
-def train_step(fabric, model, optimizer, images, labels) -> torch.Tensor:
+def train_step(fabric, model, optimizer, wl, batch) -> torch.Tensor:
     """One optimizer step in Lightning's automatic-optimisation order."""
     # DDP: mixed precision -- autocast covers forward and loss only
     with fabric.autocast():  # native: with autocast(), its own torch.autocast
-        loss = workload.loss_fn(model(images), labels)
+        loss = wl.loss(model(batch.inputs), batch.targets)
     # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
     # DDP all-reduces gradient buckets during backward
     optimizer.zero_grad(set_to_none=True)
@@ -134,10 +134,11 @@ def run(
         )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
+        wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
         model, optimizer = build(cfg, fabric)  # native: build(cfg, device, prec) + scaler
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = cfg.per_device_batch(world_size)
-        images, labels = workload.make_batch(cfg, batch_size, rank, device)
+        batch = workload.make_batch(cfg, batch_size, rank, device)
         # native: autocast = torch.autocast(device.type, dtype, cache_enabled=False) or nullcontext
         #         here: fabric.autocast() in train_step, the same settings (workarounds)
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
@@ -145,7 +146,7 @@ def run(
         loss = torch.zeros((), device=device)
         for step in range(hooks.total_steps):
             hooks.before_step(step)
-            loss = train_step(fabric, model, optimizer, images, labels)  # native: scaler, autocast
+            loss = train_step(fabric, model, optimizer, wl, batch)  # native: scaler, autocast
             hooks.after_step(step)
         facts = RunFacts(
             cfg=cfg,

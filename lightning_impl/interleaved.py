@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common import config, launcher, precision, preflight, workload
+from common import config, launcher, precision, preflight, workload, workloads
 from common.checks import all_gather, check_ranks_agree, parameter_digest
 from common.environment import environment, utc_now
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
@@ -229,10 +229,11 @@ class Loop:
     loss: torch.Tensor | None = None
 
 
-def native_loop(label: str, cfg, fabric, prec, images, labels) -> Loop:
+def native_loop(label: str, cfg, fabric, prec, batch) -> Loop:
     """native's loop: native/benchmark.py's build and train_step, on Fabric's device; its DDP
     wrapper joins the default process group Fabric made."""
     model, optimizer, scaler = native_runner.build(cfg, fabric.device, prec)
+    wl = workload.declared(cfg)
     dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
     device_type = fabric.device.type
     autocast = (  # as native's run() makes it: forward and loss only
@@ -242,30 +243,31 @@ def native_loop(label: str, cfg, fabric, prec, images, labels) -> Loop:
     )
 
     def step() -> torch.Tensor:
-        return native_runner.train_step(model, optimizer, scaler, images, labels, autocast)
+        return native_runner.train_step(model, optimizer, scaler, wl, batch, autocast)
 
     return Loop(label, "native", cfg.ddp_stream, step, model.module)
 
 
-def fabric_loop(label: str, cfg, fabric, prec, images, labels) -> Loop:
+def fabric_loop(label: str, cfg, fabric, prec, batch) -> Loop:
     """Fabric's loop: lightning_impl/fabric.py's build and train_step (the wrapper, autocast
     and fp16 scaler are Fabric's)."""
     model, optimizer = fabric_runner.build(cfg, fabric)
+    wl = workload.declared(cfg)
 
     def step() -> torch.Tensor:
-        return fabric_runner.train_step(fabric, model, optimizer, images, labels)
+        return fabric_runner.train_step(fabric, model, optimizer, wl, batch)
 
     return Loop(label, "fabric", cfg.ddp_stream, step, model.module)
 
 
-def build_loop(label: str, name: str, cfg, fabric, prec, images, labels) -> Loop:
+def build_loop(label: str, name: str, cfg, fabric, prec, batch) -> Loop:
     """The loop `name` (LOOPS) built as its runner builds it, sharing this rank's batch."""
     loop, stream = LOOPS[name]
     # native's build reads the stream from cfg (workload.ddp_construction_stream); Fabric's
     # strategy was given its stream when the process group was made (run)
     cfg = dataclasses.replace(cfg, ddp_stream=stream)
     build = native_loop if loop == "native" else fabric_loop
-    return build(label, cfg, fabric, prec, images, labels)
+    return build(label, cfg, fabric, prec, batch)
 
 
 def chunk_order(pairing: str, pairs: int, rng: random.Random) -> list[int]:
@@ -364,10 +366,10 @@ def run(
         )
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         batch_size = cfg.per_device_batch(world_size)
-        images, labels = workload.make_batch(cfg, batch_size, rank, device)
+        batch = workload.make_batch(cfg, batch_size, rank, device)
         names = (options.baseline, options.arm)
         loops = [
-            build_loop(label, name, cfg, fabric, prec, images, labels)
+            build_loop(label, name, cfg, fabric, prec, batch)
             for label, name in zip(options.labels(), names)
         ]
         k = options.chunk_steps
@@ -465,7 +467,8 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
         pairs=options.pairs,
         warmup_pairs=options.resolved_warmup_pairs(cfg),
         timer="cuda-events" if fabric.device.type == "cuda" else "wall-clock",
-        model=f"torchvision.models.{cfg.arch}",
+        model=workload.declared(cfg).describe(cfg.workload_options),
+        workload=workloads.info(workload.declared(cfg), cfg.workload, cfg.workload_options),
         world_size=world,
         batch_size_per_device=per_device,
         global_batch_size=per_device * world,

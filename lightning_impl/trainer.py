@@ -1,6 +1,6 @@
 """The same benchmark as a LightningModule run by a Trainer with DDPStrategy (barebones).
 
-    python -m lightning_impl --devices 2 --accelerator cpu --image-size 64 --steps 3
+    python -m lightning_impl --devices 2 --accelerator cpu --workload gpt --gpt-preset tiny
     torchrun --nproc-per-node 4 -m lightning_impl --devices 4 --output lightning.json
     srun python -m lightning_impl --devices 4 --output lightning.json   # inside sbatch
 
@@ -103,6 +103,7 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         super().__init__()
         self.cfg, self.prec, self.launch, self.threads, self.argv = cfg, prec, launch, threads, argv
         self.started = utc_now()
+        self.wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
         # native: .to(device) and DistributedDataParallel(...): the Trainer does both in fit()
         self.model = workload.compile_model(cfg, workload.build_model(cfg))
         self.result = None
@@ -114,7 +115,7 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
     def training_step(self, batch: int, batch_idx: int) -> torch.Tensor:
         """native's train_step(): here forward and loss; the Trainer does the rest."""
         # DDP: mixed precision -- handed to the Trainer: autocast around this method only
-        loss = workload.loss_fn(self.model(self.images), self.labels)
+        loss = self.wl.loss(self.model(self.batch.inputs), self.batch.targets)
         # DDP: backward and optimizer step -- handed to the Trainer's automatic optimisation, in
         # native's order: zero_grad after forward, backward (scaled), (unscale,) step, update
         if not self.cfg.barebones:
@@ -145,9 +146,7 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         """native's run() before its loop: this rank's batch and the step hooks."""
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = self.cfg.per_device_batch(self.trainer.world_size)
-        self.images, self.labels = workload.make_batch(
-            self.cfg, batch_size, self.global_rank, self.device
-        )
+        self.batch = workload.make_batch(self.cfg, batch_size, self.global_rank, self.device)
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)

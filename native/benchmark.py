@@ -1,6 +1,6 @@
 """Hand-written torch.distributed DDP benchmark: every DDP responsibility is explicit here.
 
-    python -m native --devices 2 --accelerator cpu --image-size 64 --steps 3
+    python -m native --devices 2 --accelerator cpu --workload gpt --gpt-preset tiny
     torchrun --nproc-per-node 4 -m native --devices 4 --output native.json
     srun python -m native --devices 4 --output native.json        # inside sbatch
 
@@ -78,11 +78,11 @@ def build(cfg: config.BenchConfig, device: torch.device, prec: precision.Precisi
     return model, optimizer, scaler
 
 
-def train_step(model, optimizer, scaler, images, labels, autocast) -> torch.Tensor:
+def train_step(model, optimizer, scaler, wl, batch, autocast) -> torch.Tensor:
     """One optimizer step in Lightning's automatic-optimisation order."""
     # DDP: mixed precision -- autocast covers forward and loss only
     with autocast():
-        loss = workload.loss_fn(model(images), labels)
+        loss = wl.loss(model(batch.inputs), batch.targets)
     # DDP: backward and optimizer step -- zero_grad after forward, as Lightning's closure does;
     # DDP all-reduces gradient buckets during backward
     optimizer.zero_grad(set_to_none=True)
@@ -119,10 +119,11 @@ def run(
         )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
+        wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
         model, optimizer, scaler = build(cfg, device, prec)
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = cfg.per_device_batch(world_size)
-        images, labels = workload.make_batch(cfg, batch_size, rank, device)
+        batch = workload.make_batch(cfg, batch_size, rank, device)
         dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
         autocast = (
             (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache))
@@ -134,7 +135,7 @@ def run(
         loss = torch.zeros((), device=device)
         for step in range(hooks.total_steps):
             hooks.before_step(step)
-            loss = train_step(model, optimizer, scaler, images, labels, autocast)
+            loss = train_step(model, optimizer, scaler, wl, batch, autocast)
             hooks.after_step(step)
         facts = RunFacts(
             cfg=cfg,

@@ -14,6 +14,8 @@ from conftest import clean_env, run_module
 from common import config
 from common.config import BenchConfig
 from common.errors import OneLineParser, UsageError
+from common.workloads.gpt import GptOptions
+from common.workloads.image import ImageOptions
 
 
 def parse(argv: list[str]) -> BenchConfig:
@@ -26,8 +28,10 @@ def test_defaults_are_the_original_scripts():
     assert (cfg.warmup_steps, cfg.steps, cfg.precision, cfg.seed) == (10, 50, "auto", 1234)
     assert (cfg.lr, cfg.momentum, cfg.weight_decay) == (0.1, 0.9, 0.0)
     assert cfg.timeout == 300 and cfg.gradient_as_bucket_view and cfg.cudnn_benchmark
-    assert not cfg.channels_last and not cfg.compile
-    assert (cfg.arch, cfg.image_size, cfg.num_classes) == ("resnet50", 224, 1000)
+    assert cfg.workload == "image" and not cfg.compile
+    image = cfg.workload_options
+    assert (image.arch, image.image_size, image.num_classes) == ("resnet50", 224, 1000)
+    assert not image.channels_last
     assert cfg.batch_mode == "fixed_per_device"
 
 
@@ -249,10 +253,15 @@ def test_every_field_is_one_option_in_its_group_in_the_helps_order():
         "Lightning Trainer",
         "diagnostics",
         "output",
+        "workload: image",
+        "workload: gpt",
     ]
     assert groups["batch (give at most one)"] == ["batch_size_per_device", "global_batch_size"]
     assert groups["processes"][-1] == "oversubscribe_cpus"
-    names = [f.name for f in dataclasses.fields(BenchConfig)]
+    # every field but the workload's options (an object: its fields are the workload groups')
+    names = [f.name for f in dataclasses.fields(BenchConfig) if f.name != "workload_options"]
+    names += [f.name for f in dataclasses.fields(ImageOptions)]
+    names += [f.name for f in dataclasses.fields(GptOptions)]
     assert sorted(d for dests in groups.values() for d in dests) == sorted(names)
     assert [a.dest for a in parser._mutually_exclusive_groups[0]._group_actions] == [
         "batch_size_per_device",

@@ -10,11 +10,16 @@ from pathlib import Path
 import pytest
 from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
-from common.result import Result, load_result
+from common.result import Result, load_interleaved, load_result
 from common.source import source_digest
 
 pytestmark = pytest.mark.slow
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+# The gpt workload's CPU configuration: the tiny preset, a few steps
+GPT_TINY = [
+    *("--accelerator", "cpu", "--workload", "gpt", "--gpt-preset", "tiny"),
+    *("--batch-size-per-device", "2", "--warmup-steps", "2", "--steps", "3"),
+]
 
 
 def run_to_result(module: str, out: Path, *extra: str, launcher: list[str] | None = None) -> Result:
@@ -214,12 +219,14 @@ def imported(stderr: str) -> set[str]:
     return set(re.findall(r"^import time:.*\|\s*([\w.]+)$", stderr, re.M))
 
 
-def test_a_self_launched_native_parent_imports_no_torch(tmp_path):
-    """The launching process decides and starts the ranks without torch: one import per rank."""
+@pytest.mark.parametrize("options", [TINY, GPT_TINY], ids=["image", "gpt"])
+def test_a_self_launched_native_parent_imports_no_torch(options, tmp_path):
+    """The launching process decides and starts the ranks without torch: one import per rank
+    (a built-in workload's declaration imports no torch; its model is imported in the ranks)."""
     out = tmp_path / "r.json"
     proc = run_module(
         "native",
-        [*TINY, "--devices", "2", "--output", str(out)],
+        [*options, "--devices", "2", "--output", str(out)],
         launcher=[sys.executable, "-X", "importtime"],
     )  # the parent's flag only
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -323,5 +330,140 @@ def test_summary_is_printed_even_without_output(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (
         "Native PyTorch DDP benchmark" in proc.stdout and "not written (no --output)" in proc.stdout
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- workloads: the image workload as before, gpt and your own in every arm -------------------
+
+# tests/test_workload.py BEFORE, trained: a run of main at a763650 (before common/workloads)
+# ended with this digest and loss on this suite's CPU test machine (torch 2.14.1).
+BEFORE_RUN = [
+    *("--accelerator", "cpu", "--arch", "resnet18", "--image-size", "64", "--num-classes", "10"),
+    *("--lr", "0.01", "--batch-size-per-device", "4", "--warmup-steps", "1", "--steps", "2"),
+]
+BEFORE_DIGEST = "3290a0642de2e5c58bc3cf3548767a7e92361ec84bf85d6128e4f0fa3de5c337"
+BEFORE_LOSS = 0.0681525245308876
+CUSTOM = "examples.custom_workload:workload"
+
+
+def test_an_image_run_ends_with_the_parameters_and_loss_of_before(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module("native", [*BEFORE_RUN, "--output", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = load_result(out)
+    assert (result.parameter_digest, result.ranks[0].final_loss) == (BEFORE_DIGEST, BEFORE_LOSS)
+    assert result.model == "torchvision.models.resnet18" and result.workload.name == "image"
+    assert result.data == "synthetic CPU-resident 3x64x64 images with random labels"
+    assert result.units_per_second == result.images_per_second_median  # an image is the unit
+
+
+@pytest.fixture(scope="module")
+def gpt_runs(tmp_path_factory) -> dict[str, Result]:
+    """gpt (tiny) in every arm, 2 gloo ranks each."""
+    folder = tmp_path_factory.mktemp("gpt")
+    arms = {"native": ("native",)}
+    if lightning_installed():
+        arms |= {
+            "fabric": ("lightning_impl.fabric",),
+            "lightning": ("lightning_impl",),
+            "lightning-services": ("lightning_impl", "--no-barebones"),
+        }
+    runs = {}
+    for arm, (module, *extra) in arms.items():
+        out = folder / f"{arm}.json"
+        proc = run_module(module, [*GPT_TINY, "--devices", "2", "--output", str(out), *extra])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs[arm] = load_result(out)
+    return runs
+
+
+def test_a_gpt_run_records_its_workload_tokens_and_no_mfu_on_cpu(gpt_runs):
+    r = gpt_runs["native"]
+    check_valid_two_rank_run(r, "native", "self")
+    assert (r.workload.name, r.workload.unit, r.workload.units_per_sample) == ("gpt", "tokens", 64)
+    assert r.workload.options["gpt_layers"] == 2 and r.config["gpt_vocab"] == 512
+    assert r.units_per_second == pytest.approx(r.images_per_second_median * 64)
+    assert r.workload.flops_per_sample > 0 and r.mfu is None and r.peak_flops_per_device is None
+    assert r.model.startswith("GPT-style decoder") and "arch" not in r.config
+
+
+@needs_lightning
+def test_every_arm_is_bit_identical_to_native_on_cpu_for_gpt(gpt_runs):
+    native = gpt_runs["native"]
+    for arm, other in gpt_runs.items():
+        assert other.parameter_digest == native.parameter_digest, arm
+        assert [r.final_loss for r in other.ranks] == [r.final_loss for r in native.ranks], arm
+        assert {**other.config, "output": None, "barebones": True} == {
+            **native.config,
+            "output": None,
+        }, arm
+
+
+@pytest.mark.parametrize(
+    "module,extra",
+    [
+        ("native", ()),
+        pytest.param("lightning_impl.fabric", (), marks=needs_lightning),
+        pytest.param("lightning_impl", (), marks=needs_lightning),
+        pytest.param("lightning_impl", ("--no-barebones",), marks=needs_lightning),
+    ],
+)
+def test_your_own_workload_runs_in_every_arm(module, extra, tmp_path):
+    out = tmp_path / "r.json"
+    args = ["--accelerator", "cpu", "--workload", CUSTOM, "--mlp-width", "16", "--steps", "2"]
+    proc = run_module(module, [*args, *extra, "--warmup-steps", "1", "--output", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = load_result(out)
+    assert result.workload.name == CUSTOM and result.workload.unit == "samples"
+    assert result.model.startswith("MLP 64-16-16-10") and result.config["mlp_width"] == 16
+
+
+@needs_lightning
+def test_your_own_workload_and_gpt_run_in_the_interleaved_mode(tmp_path):
+    mode = ["--accelerator", "cpu", "--chunk-steps", "1", "--pairs", "2", "--runs", "2"]
+    for name, workload in (("custom", [CUSTOM, "--mlp-width", "16"]), ("gpt", ["gpt"])):
+        out = tmp_path / f"{name}.json"
+        extra = ["--gpt-preset", "tiny", "--batch-size-per-device", "2"] if name == "gpt" else []
+        proc = run_module(
+            "lightning_impl.interleaved",
+            [*mode, "--workload", *workload, *extra, "--output", str(out)],
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        result = load_interleaved(out)
+        assert result.workload.name == (CUSTOM if name == "custom" else "gpt")
+        assert result.model.startswith("MLP 64-16" if name == "custom" else "GPT-style decoder")
+        assert result.arms[0].parameter_digest == result.arms[1].parameter_digest
+
+
+@pytest.mark.parametrize(
+    "module,extra",
+    [
+        ("native", ("--devices", "2")),  # the self-launching parent
+        ("native", ("--check",)),
+        pytest.param("lightning_impl.fabric", (), marks=needs_lightning),
+        pytest.param("lightning_impl", (), marks=needs_lightning),
+        pytest.param("lightning_impl", ("--check",), marks=needs_lightning),
+        pytest.param("lightning_impl.interleaved", (), marks=needs_lightning),
+    ],
+)
+def test_a_missing_workload_is_refused_in_one_line_by_every_arm(module, extra, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_module(
+        module,
+        [
+            "--accelerator",
+            "cpu",
+            "--workload",
+            "examples.nope:workload",
+            *extra,
+            "--output",
+            str(out),
+        ],
+    )
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr == (
+        f"{module}: error: --workload examples.nope:workload: no module 'examples.nope' can be"
+        " imported from here; run from the folder that holds it or add it to PYTHONPATH\n"
     )
     assert list(tmp_path.iterdir()) == []

@@ -581,6 +581,36 @@ def test_real_runners_on_cpu_two_repeats(tmp_path):
     assert "lightning" in (out / "report.txt").read_text()
 
 
+@pytest.mark.slow
+@needs_lightning
+def test_the_gpt_plan_asks_native_fabric_and_the_trainer_on_cpu(tmp_path):
+    """The plan's question in one command (here the tiny preset on CPU, one repeat): three
+    arms, and a report that counts tokens."""
+    out = tmp_path / "exp"
+    tiny = ["--accelerator", "cpu", "--gpt-preset", "tiny", "--precision", "fp32"]
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "experiment", "--plan", "gpt", "--variant", "gpu-bound"),
+            *("--repeats", "1", "--warmup-runs", "0", "--out", str(out), "--", *tiny),
+            *("--batch-size-per-device", "2", "--warmup-steps", "1", "--steps", "3"),
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in (out / "gpu-bound" / "results").iterdir()) == [
+        "fabric-r1.json",
+        "lightning-r1.json",
+        "native-r1.json",
+    ]
+    report = (out / "gpu-bound" / "report.txt").read_text()
+    assert report.startswith("gpt (tiny) on ") and "2 sequences/rank" in report.splitlines()[0]
+    assert "tok/s ↑" in report and "img/s" not in report
+
+
 def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_path):
     from common.manifest import ManifestRun
     from experiment.arms import label_arms

@@ -114,3 +114,38 @@ def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
     natural = "current" if module == "native" else "side"
     streams = {e["args"]["stream"] for e in events if e.get("cat") == "kernel"}
     assert len(streams) == (2 if (stream or natural) == "side" else 1), streams
+
+
+GPT = [
+    *("--devices", "1", "--workload", "gpt", "--gpt-preset", "tiny", "--gpt-seq-len", "256"),
+    *("--batch-size-per-device", "8", "--precision", "bf16"),
+    *("--warmup-steps", "3", "--steps", "5", "--profile-steps", "2"),
+]
+
+
+@pytest.mark.parametrize(
+    "module", ["native", pytest.param("lightning_impl.fabric", marks=needs_lightning)]
+)
+def test_a_gpt_run_counts_tokens_and_its_mfu_against_the_gpus_peak(module, tmp_path):
+    from common.workloads.peak import peak_flops
+
+    out = tmp_path / "r.json"
+    proc = run_module(module, [*GPT, "--output", str(out)], env=clean_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = load_result(out)
+    assert r.precision_resolved == "bf16" and r.parameters_synchronized
+    w = r.workload
+    assert (w.name, w.unit, w.sample, w.units_per_sample) == ("gpt", "tokens", "sequence", 256)
+    assert r.units_per_second == pytest.approx(r.images_per_second_median * 256)
+    assert r.units_per_second_per_device == pytest.approx(r.units_per_second)  # one GPU
+    peak = peak_flops(r.gpu_name_rank_zero)
+    assert r.peak_flops_per_device == peak
+    if peak is None:  # a GPU the table does not know: no MFU, never a guess
+        assert r.mfu is None
+    else:
+        expected = w.flops_per_sample * r.images_per_second_median / peak
+        assert r.mfu == pytest.approx(expected) and 0 < r.mfu < 1
+    e = r.energy
+    if e is not None and e.joules_per_step is not None:
+        assert e.joules_per_unit == pytest.approx(e.joules_per_step / (8 * 256))
+    assert "tokens/s" in proc.stdout and "MFU" in proc.stdout

@@ -25,6 +25,7 @@ from common import config, launcher
 from common.models import classification_models
 from common.output import OutputError
 from common.result import load_result, write_result
+from common.workloads import image
 from compare.cli import main as compare_main
 
 REAL = ROOT / "results" / "h200" / "precisions" / "native-bf16-r1.json"
@@ -595,7 +596,7 @@ def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_res
                 assert verdict, argv  # never a size that fails inside the ranks
             elif verdict:  # refused though it trains: only where a rule is conservative
                 conservative = (
-                    size < config.MIN_IMAGE_SIZE
+                    size < image.MIN_IMAGE_SIZE
                     or (batch == 1 and ONE_IMAGE in err.getvalue())
                     or (arch == "maxvit_t" and size == 223)
                 )  # stem rounds to 112

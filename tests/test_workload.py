@@ -1,13 +1,17 @@
-"""The workload both runners build: same model, same per-rank data, ranks differ."""
+"""The workload every runner builds: same model, same per-rank data, ranks differ; workloads
+declared once (common/workloads), named by --workload, their options refused elsewhere."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
+from conftest import ROOT, clean_env
 
-from common import config, workload
+from common import config, workload, workloads
 from common.checks import parameter_digest
 
 
@@ -21,14 +25,14 @@ def test_same_seed_and_rank_give_the_same_batch():
     cfg = small()
     a = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
     b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
-    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
 
 
 def test_different_ranks_get_different_data():
     cfg = small()
     a = workload.make_batch(cfg, 4, global_rank=0, device=torch.device("cpu"))
     b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
-    assert not torch.equal(a[0], b[0])
+    assert not torch.equal(a.inputs, b.inputs)
 
 
 def test_labels_lie_in_the_class_range_and_images_have_the_configured_shape():
@@ -135,3 +139,182 @@ def test_omp_num_threads_is_decided_without_torch_and_set_for_the_ranks():
     assert omp_threads(4, {"OMP_NUM_THREADS": given}) == int(given)
     with pytest.raises(UsageError, match="OMP_NUM_THREADS='0' must be a whole number"):
         omp_threads(1, {"OMP_NUM_THREADS": "0"})
+
+
+# --- the image workload is the one of before workloads had a declaration ---------------------
+
+# Recorded from main at a763650 (before common/workloads existed) with
+#   config.parse(BEFORE, "t"); parameter_digest(workload.build_model(cfg));
+#   sha256 of images.numpy().tobytes() + labels.numpy().tobytes() of make_batch(cfg, 4, rank)
+# The trained run of the same options is pinned in tests/test_end_to_end.py.
+BEFORE = ["--accelerator", "cpu", "--arch", "resnet18", "--image-size", "64", "--num-classes", "10"]
+BEFORE_INIT = "36adcd1fd9430165caeb7d25b54e1f970b10f5b44f53ab88ec564b85ff2699a1"
+BEFORE_BATCH = {
+    0: "902cf87e3c0b9fad8be97055128c3fab77c8777b0f0ef567f9e5fd2e49c75155",
+    1: "a98adb81e5c80406e5dc7b601be52f5a7b4cafbc11eb614b187773f35291068d",
+}
+
+
+def test_the_image_workload_builds_the_model_and_batches_of_before_bit_for_bit():
+    import hashlib
+
+    cfg = config.parse(BEFORE, "test")
+    assert parameter_digest(workload.build_model(cfg)).sha256 == BEFORE_INIT
+    for rank, recorded in BEFORE_BATCH.items():
+        batch = workload.make_batch(cfg, 4, rank, torch.device("cpu"))
+        data = batch.inputs.numpy().tobytes() + batch.targets.numpy().tobytes()
+        assert hashlib.sha256(data).hexdigest() == recorded, rank
+
+
+def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
+    """A result's `config` keeps every key older results have (compare reads arch, image_size,
+    num_classes and channels_last there), and adds the workload's name."""
+    before = {
+        "accelerator", "arch", "barebones", "batch_size_per_device", "broadcast_buffers",
+        "bucket_cap_mb", "channels_last", "check", "compile", "compile_mode", "cudnn_benchmark",
+        "ddp_stream", "devices", "global_batch_size", "gradient_as_bucket_view", "host_delay_us",
+        "image_size", "lr", "momentum", "num_classes", "num_nodes", "output", "oversubscribe_cpus",
+        "overwrite_output", "precision", "profile_steps", "pyprofile", "seed", "sgd_impl",
+        "static_graph", "steps", "timeout", "trace", "verbose", "warmup_steps", "weight_decay",
+    }  # fmt: skip
+    assert set(config.parse(BEFORE, "test").as_dict()) == before | {"workload"}
+
+
+# --- declarations, resolved by name or MODULE:NAME ---------------------------------------
+
+
+def test_each_workload_is_one_declaration_with_its_unit():
+    image, gpt = workloads.resolve("image"), workloads.resolve("gpt")
+    assert (image.unit, image.sample, gpt.unit, gpt.sample) == (
+        "images",
+        "image",
+        "tokens",
+        "sequence",
+    )
+    example = workloads.resolve(workloads.EXAMPLE)
+    assert isinstance(example, workloads.Workload) and example.unit == "samples"
+    assert config.parse([], "test").workload == workloads.DEFAULT == "image"
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("resnet", "--workload 'resnet' is not a workload; use image, gpt or MODULE:NAME"),
+        ("examples.nope:workload", "no module 'examples.nope' can be imported from here"),
+        ("examples.custom_workload:nope", "module examples.custom_workload has no 'nope'"),
+        ("examples.custom_workload:MlpOptions", "is a type, not a common.workloads.Workload"),
+        ("examples.custom_workload:INPUTS", "is a int, not a common.workloads.Workload"),
+        (":x", "importing  failed: ValueError"),
+        ("examples.custom_workload:", "has no ''"),
+    ],
+)
+def test_a_workload_that_is_not_there_is_refused_in_one_line_naming_the_option(
+    spec, message, capsys
+):
+    with pytest.raises(SystemExit) as stop:
+        config.parse(["--workload", spec], "test")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"test: error: --workload {spec!r}" if ":" not in spec else "test: error:"
+    )
+    assert "--workload" in err and message in err, err
+
+
+def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path, monkeypatch, capsys):
+    (tmp_path / "broken_workload.py").write_text("import no_such_package_here\n")
+    (tmp_path / "clashing_workload.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from common.config import Group, option\n"
+        "from examples import custom_workload as c\n"
+        "@dataclass(frozen=True)\n"
+        "class O:\n"
+        "    arch: int = option(1, Group('x'), 'clashes with the image workload')\n"
+        "workload = __import__('dataclasses').replace(c.workload, options=O)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec, message in (
+        ("broken_workload:w", "importing broken_workload failed: No module named 'no_such"),
+        ("clashing_workload:workload", "its option --arch is already an option of this command"),
+    ):
+        with pytest.raises(SystemExit):
+            config.parse(["--workload", spec], "test")
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize(
+    "argv,flag,other",
+    [
+        (["--workload", "gpt", "--arch", "resnet50"], "--arch", "image"),
+        (["--workload", "gpt", "--image-size", "224"], "--image-size", "image"),
+        (["--workload", "gpt", "--channels-last"], "--channels-last", "image"),
+        (["--workload", "gpt", "--num-classes", "10"], "--num-classes", "image"),
+        (["--gpt-preset", "gpt2-small"], "--gpt-preset", "gpt"),
+        (["--gpt-layers", "2"], "--gpt-layers", "gpt"),
+        (["--workload", workloads.EXAMPLE, "--gpt-vocab", "9"], "--gpt-vocab", "gpt"),
+    ],
+)
+def test_an_option_of_another_workload_is_refused_even_at_its_default(argv, flag, other, capsys):
+    """Given, it would change nothing: the run would not be what its command line says."""
+    with pytest.raises(SystemExit):
+        config.parse(argv, "test")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: {flag} is an option of --workload {other}" in err
+
+
+def test_a_custom_workloads_options_are_flags_with_their_bounds():
+    cfg = config.parse(["--workload", workloads.EXAMPLE, "--mlp-width", "12"], "test")
+    assert cfg.workload_options.mlp_width == 12 and cfg.as_dict()["mlp_width"] == 12
+    with pytest.raises(SystemExit):
+        config.parse(["--workload", workloads.EXAMPLE, "--mlp-width", "0"], "test")
+    with pytest.raises(SystemExit):  # not an option of the image workload
+        config.parse(["--mlp-width", "12"], "test")
+
+
+def test_the_help_shows_every_built_in_workloads_options_with_their_defaults(capsys):
+    with pytest.raises(SystemExit):
+        config.parse(["--workload", "gpt", "--help"], "test")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "workload: image:" in out and "workload: gpt:" in out
+    assert "(default: resnet50)" in out and "(default: gpt2-small)" in out
+
+
+def test_the_runner_files_name_no_model():
+    """The lesson is a diff of DDP responsibilities: what is trained is the declaration's."""
+    for path in ("native/benchmark.py", "lightning_impl/fabric.py", "lightning_impl/trainer.py"):
+        text = (ROOT / path).read_text().lower()
+        assert not [word for word in ("resnet", "torchvision", "image") if word in text], path
+
+
+def test_a_fork_server_imports_every_built_in_workload_before_forking():
+    """A forked run pays no import: the server imports the runners, which import the workloads'
+    torch side (torchvision, the GPT model) with common.workload."""
+    code = (
+        "import sys\n"
+        "from common import forkserver\n"
+        "forkserver.warm_imports(['native'])\n"
+        "names = ('torchvision', 'common.workloads.image', 'common.workloads.gpt',"
+        " 'common.workloads.gpt_model')\n"
+        "print(all(n in sys.modules for n in names))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean_env(), capture_output=True, text=True
+    )
+    assert proc.stdout == "True\n", proc.stderr
+
+
+# --- MFU: the peak table ---------------------------------------------------------------------
+
+
+def test_mfu_is_model_flops_over_the_summed_peak_and_unknown_where_a_peak_is():
+    from common.workloads.peak import mfu, peak_flops
+
+    assert peak_flops("NVIDIA H100 80GB HBM3") == peak_flops("NVIDIA H200") == 989e12
+    assert (
+        peak_flops("NVIDIA H100 PCIe") == 756e12 and peak_flops("NVIDIA A100-SXM4-80GB") == 312e12
+    )
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert mfu(1e12, 400.0, [h100, h100]) == pytest.approx(4e14 / 1.978e15)
+    assert mfu(1e12, 400.0, [h100, "AMD EPYC"]) is None  # a device without a peak: unknown
+    assert mfu(None, 400.0, [h100]) is None  # a workload without FLOPs: unknown

@@ -1,0 +1,1 @@
+"""Examples of what the suite takes from you: a workload of your own (custom_workload.py)."""
