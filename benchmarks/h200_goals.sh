@@ -19,14 +19,23 @@
 #   fork-check         GPU-bound, native fresh vs native forked (the A/A of forking), 5 blocks
 #   energy             GPU-bound, 200 timed steps: J/image of native, Fabric, Trainer, after
 #                      settling (host and GPU temperature), up to 7 blocks in 9 minutes
-#   gpu-tests          the GPU-marked tests of telemetry and the interleaved mode
+#   gpu-tests          the GPU-marked tests: telemetry, the interleaved mode, both workloads
+#   gpt-tests          the GPU-marked tests of the gpt workload alone (tests/test_gpu.py -k gpt)
+#   gpt                the gpt workload (GPT-2 small, bf16, 8 sequences): native, Fabric, the
+#                      Trainer by Stein's rule to +-0.5 pp within 5 minutes (plan gpt)
 # Each step is bounded (its own budget flags, then `timeout`); a step that fails is logged and
 # the next one runs. With OUT set (the device tool), the folders this call wrote and the step log
 # are packed into $OUT/h200.tgz after every step, so what finished comes back even if the call
-# is cut.
+# is cut. MACHINE (h200 or h100) names the folder; unset, it is read from the GPU's name.
 set -uo pipefail
 PY=${PY:-python3}
-d=results/${MACHINE:-h200}  # MACHINE=h100 on an H100: its folders apart from the H200's
+if [ -z "${MACHINE:-}" ]; then
+  case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) in
+    *H100*) MACHINE=h100 ;;
+    *) MACHINE=h200 ;;
+  esac
+fi
+d=results/$MACHINE  # an H100's folders apart from an H200's
 day=${DAY:-$(date -u +%F)}
 log=${OUT:-/tmp}/steps.log
 since=$(mktemp)  # what this call wrote is newer than this file
@@ -76,8 +85,13 @@ for s in "$@"; do
     energy) step "$s" 570 "$PY" -m experiment --arms native,fabric,lightning --repeats 7 \
       --settle-minutes 3 --budget-minutes 9 --out "$d"/energy/gpu-bound-"$day" -- "${gpu[@]}" \
       --warmup-steps 20 --steps 200 ;;
-    gpu-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_telemetry.py \
-      tests/test_interleaved.py --junit-xml "$d/test-gpu-$day.xml" ;;
+    gpu-tests) step "$s" 240 "$PY" -m pytest -q -m gpu tests/test_telemetry.py \
+      tests/test_interleaved.py tests/test_gpu.py --junit-xml "$d/test-gpu-$day.xml" ;;
+    gpt-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_gpu.py -k gpt \
+      --junit-xml "$d/test-gpu-gpt-$day.xml" ;;
+    gpt) step "$s" 330 "$PY" -m experiment --plan gpt --variant gpu-bound \
+      --target-half-width 0.5 --budget-minutes 5 --settle-minutes 1 \
+      --out "$d/gpt-$day" -- --devices 1 ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
 done
