@@ -115,7 +115,8 @@ REGIMES = (
 
 def stream_arms() -> tuple[Arm, ...]:
     """Each runner with its own DDP stream and with the other's: native, lightning,
-    native-side-stream, lightning-current-stream (then reversed, ABBA)."""
+    native-side-stream, lightning-current-stream (in stats.orders' carry-over-balanced
+    orders)."""
     return (
         NATIVE,
         TRAINER,
