@@ -26,9 +26,11 @@ from stats.intervals import (
     DETECTABLE_POWER,
     METHOD_BLOCKS,
     METHOD_STEIN,
+    MIN_DETECTABLE_UNITS,
     ArmInterval,
     RunPoint,
     interval_from,
+    outliers,
     percent_of,
     refusal,
 )
@@ -128,6 +130,16 @@ def _lone_order(gaps: Sequence[int] | None, n: int) -> bool:
     return gaps is not None and n >= 3 and min(gaps) < 0 < max(gaps) and not _both_orders(gaps)
 
 
+def _within_order(log_ratios: Sequence[float], gaps: Sequence[int]) -> list[float]:
+    """Each block's log ratio less the median of its order's (the arm first, or second)."""
+    medians = {}
+    for sign in (-1, 1):
+        xs = sorted(d for d, g in zip(log_ratios, gaps) if (g > 0) == (sign > 0))
+        half = len(xs) // 2
+        medians[sign] = xs[half] if len(xs) % 2 else (xs[half - 1] + xs[half]) / 2
+    return [d - medians[1 if g > 0 else -1] for d, g in zip(log_ratios, gaps)]
+
+
 def _position_fit(
     log_ratios: Sequence[float], gaps: Sequence[int]
 ) -> tuple[float, float, float] | None:
@@ -154,10 +166,13 @@ def blocks_log_interval(
     power: float = DETECTABLE_POWER,
     arm: str = "the arm",
     baseline: str = "the baseline",
+    names: Sequence[str] | None = None,
 ) -> ArmInterval:
     """The interval from complete blocks in block order: log ratio arm / baseline per block and
     the arm's position minus the baseline's (gaps; None: assumed balanced). The core of
     block_paired_interval and stein_interval, without RunPoints (the simulations call it).
+    `names` name the blocks where an outlier withholds the smallest detectable size
+    (stats.intervals.OUTLIER_MADS; default "complete block i").
 
     Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
     the log ratios; from TIME_TERM_BLOCKS complete blocks with MIN_BLOCKS_PER_ORDER or more of
@@ -224,8 +239,22 @@ def blocks_log_interval(
         df = stage[1]
     # Stein's rule included: stopped early (few blocks: the first stage saw no spike) its
     # reported size was detected in 27-36% of experiments under rare spikes, from 8 in >= 93%
+    labels = names if names is not None else [f"complete block {i}" for i in range(1, n + 1)]
+    # an outlier among all the blocks, or within its order (a drift moves the orders apart)
+    found = outliers(log_ratios, labels) if n >= MIN_DETECTABLE_UNITS else ()
+    if found == () and n >= MIN_DETECTABLE_UNITS and gaps is not None and _both_orders(gaps):
+        found = outliers(_within_order(log_ratios, gaps), labels)
     iv = interval_from(
-        method, estimate, sd * scale, df, n, n, confidence, power, (n, "complete blocks")
+        method,
+        estimate,
+        sd * scale,
+        df,
+        n,
+        n,
+        confidence,
+        power,
+        (n, "complete blocks"),
+        found,
     )
     return dataclasses.replace(iv, blocks=n, warnings=warnings)
 
@@ -251,7 +280,14 @@ def block_paired_interval(
     warnings = _dropped_warning(blocks, arm, baseline)
     used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
     iv = blocks_log_interval(
-        blocks.log_ratios, blocks.gaps, first_stage_blocks, confidence, power, arm, baseline
+        blocks.log_ratios,
+        blocks.gaps,
+        first_stage_blocks,
+        confidence,
+        power,
+        arm,
+        baseline,
+        [f"block {b}" for b in blocks.blocks],
     )
     refuse = refusal(used)
     if refuse is not None:
