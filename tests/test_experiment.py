@@ -397,7 +397,7 @@ def test_settling_adds_baseline_warmup_runs_until_the_medians_agree(tmp_path):
 
 def test_settling_waits_for_a_gpu_that_is_still_warming(tmp_path):
     # the host is steady from w1; the GPU's window ends at 25, 55, 61, 62, 63, 64, 64, 64,
-    # 65 C...: over 1 C per lookback (4 runs' time here) until about w13
+    # 65 C...: over 1 C a minute (the fake's runs are short) until the window is flat
     # (stats.settling; tests/test_stats_settling.py simulates the rule)
     out = tmp_path / "exp"
     proc = experiment(["--repeats", "1", "--out", str(out)], tmp_path, FAKE_WARMUP_HEAT="40")
