@@ -37,7 +37,7 @@ from pathlib import Path
 from common.errors import OneLineParser, UsageError, exit_on_usage_error, one_line
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
 from compare.render import Column, Document, Section, Table
-from compare.verdicts import interleaved_verdict
+from compare.verdicts import families_line, interleaved_verdict
 from stats.intervals import CONFIDENCE, Interval, mean_interval, percent_of
 from stats.processes import ProcessInterval, build_order_interval
 
@@ -339,7 +339,9 @@ def answer_lines(answer: InterleavedAnswer) -> tuple[str, ...]:
         f"{len(answer.runs)} run(s) in {answer.files} process(es), {answer.seconds:.1f} s timed;"
         f" chunks of {answer.chunk_steps} step(s), {answer.pairing} order, {answer.timer}"
     )
-    return tuple(lines)
+    tested = [n for n, i in (("step time", iv), ("host CPU", host)) if i.half is not None]
+    together = families_line(tested)
+    return (*lines, *([together] if together is not None else []))
 
 
 def _runs_interval(iv: Interval) -> str:

@@ -59,6 +59,18 @@ def answer(report: Report) -> Section:
     # energy per image, where the runs measured it (CPU runs and older results say nothing here)
     energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
     lines += [line for line in energy if line is not None]
+    # each kind of verdict is a Holm family of its own: say what they mean together
+    families = [
+        name
+        for name, tested in (
+            ("step time", any(o.ci_low is not None for o in report.overhead)),
+            ("host CPU", any(o.host_ci_low_ms is not None for o in report.overhead)),
+            ("energy", any(e.ci_low is not None for e in report.energy_differences)),
+        )
+        if tested
+    ]
+    together = verdicts.families_line(families)
+    lines += [together] if together is not None else []
     return Section("", lines=tuple(lines), kind="answer")
 
 

@@ -207,6 +207,23 @@ def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
     return f"{head} no difference detectable, {e.percent:+.2f}% ({runs}; {ci})"
 
 
+def families_line(families: list[str], confidence: float = intervals.CONFIDENCE) -> str | None:
+    """What a report's separate families of verdicts (step time, host CPU, energy: each
+    Holm-adjusted on its own) mean together, or None for one family: each keeps a false
+    verdict to 1 - confidence, so at least one false line among k has a chance up to
+    1 - confidence^k (three at 95%: about 14%)."""
+    if len(families) < 2:
+        return None
+    alpha = 1.0 - confidence
+    together = 1.0 - confidence ** len(families)
+    return (
+        f"{len(families)} families of verdicts here ({', '.join(families)}), each"
+        f" Holm-adjusted on its own to a {alpha:.0%} chance of a false verdict: the chance that"
+        f" at least one line above is false is up to {together:.0%} (1 - {confidence:g}^"
+        f"{len(families)})"
+    )
+
+
 def interleaved_verdict(iv: ProcessInterval, arm: str, baseline: str) -> str:
     """'no verdict: WHY' without an interval over processes, else slower / faster / no
     difference detectable."""

@@ -122,3 +122,38 @@ def test_a_report_of_three_arms_adjusts_step_and_host_verdicts(tmp_path) -> None
     for o in report.overhead:
         assert "Holm-adjusted over 3 comparisons" in o.verdict, o.verdict
         assert "Holm-adjusted over 3 comparisons" in (o.host_verdict or ""), o.host_verdict
+
+
+def test_a_report_says_what_its_families_of_verdicts_mean_together(tmp_path) -> None:
+    """Step time, host CPU and energy are each a Holm family of their own (issue 45): at 5%
+    each, three can hold a false line with a chance up to 14%, and the report says so under its
+    answer; one family alone needs no such line."""
+    import dataclasses
+
+    from compare.analysis import analyse
+    from compare.api import load
+    from compare.report import render
+    from compare_factory import make_result, write
+
+    assert verdicts.families_line(["step time"]) is None
+    three = verdicts.families_line(["step time", "host CPU", "energy"])
+    assert three is not None and "3 families of verdicts here (step time, host CPU, energy)" in (
+        three
+    )
+    assert "up to 14% (1 - 0.95^3)" in three
+    paths = [
+        write(
+            tmp_path / f"{impl}-r{k}.json",
+            make_result(impl, median_ms=(100.0 if impl == "native" else 101.0) + 0.1 * k, seed=k),
+        )
+        for impl in ("native", "fabric")
+        for k in range(3)
+    ]
+    runs, _ = load(paths)
+    text = " ".join(render(analyse(runs), "text").split())
+    assert "families of verdicts" not in text  # step time only
+    host = {"native": [5.0, 5.1, 4.9], "fabric": [6.0, 6.2, 5.9]}
+    runs = [dataclasses.replace(r, host_ms_per_step=host[r.label][int(r.file[-6])]) for r in runs]
+    text = " ".join(render(analyse(runs), "text").split())
+    assert "2 families of verdicts here (step time, host CPU)" in text
+    assert "is up to 10% (1 - 0.95^2)" in text
