@@ -102,6 +102,9 @@ def test_the_loops_call_the_runners_modules():
         (["--ddp-stream", "side"], "--ddp-stream does not apply to the interleaved mode"),
         (["--arm", "lightning"], "argument --arm: invalid choice: 'lightning'"),
         (["--chunk-steps", "two"], "argument --chunk-steps: invalid int value: 'two'"),
+        (["--order-seed", "-1"], "--order-seed must be 0 or more, got -1"),
+        (["--order-seed", str(2**63)], f"--order-seed {2**63} is too large"),
+        (["--build-first", "fabric"], "argument --build-first: invalid choice: 'fabric'"),
     ],
 )
 def test_bad_options_are_one_line_exit_2_before_any_work(args, message, tmp_path, capsys):
