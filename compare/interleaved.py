@@ -1,20 +1,26 @@
-"""Per-step cost in one process, interleaved: the estimate, its t-interval over runs, a section.
+"""Per-step cost in one process, interleaved: the estimate over processes, its interval, a report.
 
-    python -m compare.interleaved out/in-process/*.json
+    python -m compare.interleaved out/in-process/fabric-vs-native/results/*.json
     answer = analyse(load_interleaved_files(paths))   # InterleavedAnswer, frozen
     print(render_section(answer))
 
-A result of lightning_impl/interleaved.py holds runs; each run is chunks of K steps of two
-loops (baseline 0, arm 1) in a balanced random order, cut into adjacent pairs (chunks 2i and
-2i+1, one of each loop). The estimate of one run is the mean over its pairs of
-log(arm chunk / baseline chunk); the run is the unit of evidence, so the interval is Student's
-t over the runs' estimates (the pairs within a run are not independent: the host's speed
-swings on a scale of about a second). The host CPU difference per step is estimated the same
-way, in milliseconds: per run the mean over pairs of (arm chunk - baseline chunk) / K.
+A result of lightning_impl/interleaved.py is one process; it holds runs, each of chunks of K
+steps of two loops (baseline 0, arm 1) in a balanced random order, cut into adjacent pairs
+(chunks 2i and 2i+1, one of each loop). A run's number is the mean over its pairs of
+log(arm chunk / baseline chunk); a process's is the mean over its runs. The process is the unit
+of evidence (issue 45): what a process fixes at its start, above all which loop's model was
+built first, is shared by all its runs, so a t over one process's runs cannot see it (it stays
+in the report as a descriptive line per process, never the verdict). The verdict comes from the
+processes' numbers with a build-order term (stats.processes: d_p = e + gamma x o_p, the estimate
+the mean of the two build-order groups' means, df = processes - 2); one process, or fewer than
+2 of either build order, gives an estimate and no verdict, saying why. The host CPU difference
+per step is estimated the same way, in milliseconds: per run the mean over pairs of
+(arm chunk - baseline chunk) / K.
 
 This question is never mixed with results of separate processes: common.result.load_result
-refuses these files, and this module reads nothing else. tests/test_stats_interleaved.py
-checks the method by simulation (drift, one-second swings, heavy tails, A/A).
+refuses these files, and this module reads nothing else. tests/test_stats_processes.py checks
+the rule by simulation (slot and process effects, heavy tails, one-second swings, A/A);
+tests/test_stats_interleaved.py the per-run estimate.
 """
 
 from __future__ import annotations
@@ -24,15 +30,16 @@ import html
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import OneLineParser, UsageError, exit_on_usage_error
+from common.errors import OneLineParser, UsageError, exit_on_usage_error, one_line
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
 from compare.render import Column, Document, Section, Table
-from compare.verdicts import interleaved_verdict
-from stats.intervals import CONFIDENCE, Interval, mean_interval
+from compare.verdicts import families_line, interleaved_verdict
+from stats.intervals import CONFIDENCE, Interval, mean_interval, percent_of
+from stats.processes import ProcessInterval, build_order_interval
 
 QUESTION = "per-step cost in one process, interleaved"
 FORMATS = ("text", "markdown", "json", "html")  # python -m compare's, less csv (one row a run)
@@ -41,15 +48,26 @@ SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device"
         "precision_resolved", "timer")  # fmt: skip
 NOTE = (
     "native's and Fabric's loops in one process, chunks of K steps in a balanced random order;"
-    " the run is the unit of evidence. Never mixed with results of separate processes. The"
-    " Trainer's loop cannot be interleaved: Trainer vs Fabric stays a separate-process question."
+    " the process is the unit of evidence, its build order alternated. Never mixed with results"
+    " of separate processes. The Trainer's loop cannot be interleaved: Trainer vs Fabric stays a"
+    " separate-process question."
 )
 LEGEND = (
     "per run: the mean over its adjacent pairs of chunks of log(arm / baseline) as a percent;"
     " pair SD: the spread of those pairs' log ratios (descriptive: pairs are not independent);"
     " host ms/step: the arm's main-thread CPU time per step minus the baseline's"
 )
+PROCESS_LEGEND = (
+    "per process: the mean of its runs and a t over them, descriptive only: its runs share"
+    " what the process fixed at its start (the build order, where the models were placed), so"
+    " the verdict is the processes' (the answer's first line)"
+)
 WORKLOAD_CONFIG = ("arch", "image_size", "channels_last", "compile", "accelerator", "sgd_impl")
+# An older result records no build order: the mode built the baseline first until issue 45.
+OLDER = (
+    "record no build order (built_first): results written before the field always built the"
+    " baseline first"
+)
 
 
 @dataclass(frozen=True)
@@ -61,41 +79,59 @@ class RunEstimate:
     pairs: int
     pair_sd: float  # SD of the pairs' log ratios (descriptive: pairs are not independent)
     baseline_ms_per_step: float  # median chunk of the baseline / K
+    process: int = 1  # which process (result file) it ran in, from 1
+
+
+@dataclass(frozen=True)
+class ProcessEstimate:
+    """One process (one result file): its runs' mean and their t (descriptive), its build
+    order and the seed of its chunk orders."""
+
+    name: str  # the file's name
+    built_first: str  # the label of the loop built first
+    recorded: bool  # False: an older result without built_first (it built the baseline first)
+    order_seed: int | None
+    log_ratio: Interval  # over its runs, descriptive
+    host_ms: Interval  # over its runs, descriptive
 
 
 @dataclass(frozen=True)
 class InterleavedAnswer:
-    """The answer to QUESTION: arm against baseline in percent and host ms per step."""
+    """The answer to QUESTION: arm against baseline in percent and host ms per step, over
+    processes with a build-order term (stats.processes)."""
 
+    title: str  # the workload, as the other reports' first line names it
     arm: str
     baseline: str
     a_a: bool  # the same loop on both sides (native vs native, Fabric vs Fabric)
     chunk_steps: int
     pairing: str
     timer: str
-    files: int
+    processes: tuple[ProcessEstimate, ...]
     runs: tuple[RunEstimate, ...]
-    log_ratio: Interval  # over runs
-    host_ms: Interval  # over runs, arm - baseline per step
-    per_process: Interval | None  # over the files' (processes') mean estimates, 2+ files
+    log_ratio: ProcessInterval  # over processes, the build-order term
+    host_ms: ProcessInterval  # over processes, arm - baseline per step
     seconds: float  # timed wall clock, all runs
     verdict: str
     warnings: tuple[str, ...]
 
     @property
+    def files(self) -> int:
+        """Processes (result files) pooled."""
+        return len(self.processes)
+
+    @property
     def percent(self) -> float:
         """The estimate in percent (arm slower when positive)."""
-        return math.expm1(self.log_ratio.mean) * 100
+        return percent_of(self.log_ratio.estimate)
 
     @property
     def percent_interval(self) -> tuple[float, float] | None:
-        """The interval in percent, or None below MIN_RUNS."""
-        if self.log_ratio.half is None:
+        """The interval in percent, or None without a verdict."""
+        low, high = self.log_ratio.low, self.log_ratio.high
+        if low is None or high is None:
             return None
-        return (
-            math.expm1(self.log_ratio.mean - self.log_ratio.half) * 100,
-            math.expm1(self.log_ratio.mean + self.log_ratio.half) * 100,
-        )
+        return percent_of(low), percent_of(high)
 
     @property
     def half_width_pp(self) -> float | None:
@@ -172,43 +208,84 @@ def _check_same(results: Sequence[tuple[Path, InterleavedResult]]) -> None:
             )
 
 
+def heading(result: InterleavedResult) -> str:
+    """The report's first line, as the other reports' (compare.header): the workload, the
+    GPU, precision, batch per GPU and an image workload's layout."""
+    w = result.workload
+    name = one_line(w.title if w is not None else str(result.config.get("arch", result.model)))
+    sample = one_line(w.sample) if w is not None else "image"
+    gpus = ", ".join(dict.fromkeys(one_line(g) for g in result.environment.gpu_names)) or "CPU"
+    per = "GPU" if result.timer == "cuda-events" else "rank"
+    layout = result.config.get("channels_last")
+    tail = "" if layout is None else f" · channels_last {'yes' if layout else 'no'}"
+    return (
+        f"{name} on {gpus} · {result.precision_resolved} ·"
+        f" {result.batch_size_per_device} {sample}s/{per}{tail}"
+    )
+
+
+def _process(path: Path, r: InterleavedResult, index: int) -> tuple[ProcessEstimate, list]:
+    """One file's process and its runs' estimates; UsageError naming a run that is none."""
+    mine = []
+    for i, run in enumerate(r.runs):
+        try:
+            mine.append(dataclasses.replace(run_estimate(run, r.chunk_steps), process=index))
+        except ValueError as error:
+            raise UsageError(f"{path}: run {i}: {error}; not an interleaved run") from None
+    process = ProcessEstimate(
+        name=path.name,
+        built_first=r.built_first or r.arms[0].label,
+        recorded=r.built_first is not None,
+        order_seed=r.order_seed,
+        log_ratio=t_interval([e.log_ratio for e in mine]),
+        host_ms=t_interval([e.host_ms_per_step for e in mine]),
+    )
+    return process, mine
+
+
 def analyse(results: Sequence[tuple[Path, InterleavedResult]]) -> InterleavedAnswer:
-    """The answer over every run of every file (all from one experiment; UsageError if not)."""
+    """The answer over every process (file) of one experiment (UsageError if they are not one
+    experiment): the verdict from the processes' means with the build-order term."""
     if not results:
         raise UsageError("no interleaved results given")
     _check_same(results)
     first = results[0][1]
-    k = first.chunk_steps
-    estimates, process_means = [], []
-    for path, r in results:
-        mine = []
-        for i, run in enumerate(r.runs):
-            try:
-                mine.append(run_estimate(run, k))
-            except ValueError as error:
-                raise UsageError(f"{path}: run {i}: {error}; not an interleaved run") from None
-        estimates += mine
-        process_means.append(math.fsum(e.log_ratio for e in mine) / len(mine))
+    base, arm = first.arms
+    processes, runs = [], []
+    for index, (path, r) in enumerate(results, 1):
+        process, mine = _process(path, r, index)
+        processes.append(process)
+        runs += mine
     warnings = []
     for path, r in results:
         if not all(a.parameters_synchronized for a in r.arms):
             warnings.append(f"{path}: parameters differ between ranks in a loop")
         if r.environment.diagnostics:
             warnings.append(f"{path}: diagnostic options set: {r.environment.diagnostics}")
-    log_iv = t_interval([e.log_ratio for e in estimates])
-    base, arm = first.arms
+    older = [p.name for p in processes if not p.recorded]
+    if older:
+        warnings.append(f"{len(older)} process(es) (* under built first) {OLDER}")
+    seeds = [p.order_seed for p in processes if p.order_seed is not None]
+    if len(set(seeds)) < len(seeds):
+        warnings.append(
+            "processes with the same order seed ran the same chunk orders: each should draw"
+            " its own (python -m experiment --plan in-process does)"
+        )
+    arm_first = [p.built_first == arm.label for p in processes]
+    log_iv = build_order_interval([p.log_ratio.mean for p in processes], arm_first)
+    host_iv = build_order_interval([p.host_ms.mean for p in processes], arm_first)
     return InterleavedAnswer(
+        title=heading(first),
         arm=arm.label,
         baseline=base.label,
         a_a=arm.loop == base.loop and arm.ddp_stream == base.ddp_stream,
-        chunk_steps=k,
+        chunk_steps=first.chunk_steps,
         pairing=first.pairing,
         timer=first.timer,
-        files=len(results),
-        runs=tuple(estimates),
+        processes=tuple(processes),
+        runs=tuple(runs),
         log_ratio=log_iv,
-        host_ms=t_interval([e.host_ms_per_step for e in estimates]),
-        per_process=t_interval(process_means) if len(process_means) > 1 else None,
+        host_ms=host_iv,
         seconds=math.fsum(run.seconds for _, r in results for run in r.runs),
         verdict=interleaved_verdict(log_iv, arm.label, base.label),
         warnings=tuple(warnings),
@@ -220,44 +297,100 @@ def load_interleaved_files(paths: Sequence[Path]) -> list[tuple[Path, Interleave
     return [(Path(p), load_interleaved(Path(p))) for p in paths]
 
 
+def _units(answer: InterleavedAnswer) -> str:
+    """'6 processes: 3 built native first, 3 fabric first'."""
+    iv = answer.log_ratio
+    return (
+        f"{iv.processes} process(es): {iv.baseline_first} built {answer.baseline} first,"
+        f" {iv.arm_first} {answer.arm} first"
+    )
+
+
+def _interval(iv: ProcessInterval, show: Callable[[float], str]) -> str:
+    """'95% CI a..b, t with df N' in the caller's units, or 'no interval: WHY'."""
+    if iv.low is None or iv.high is None:
+        return f"no interval: {iv.no_verdict_reason}"
+    return f"{iv.confidence:.0%} CI {show(iv.low)}..{show(iv.high)}, t with df {iv.df}"
+
+
 def answer_lines(answer: InterleavedAnswer) -> tuple[str, ...]:
-    """The answer as prose lines: estimate and interval, verdict, host difference, how."""
-    iv = answer.percent_interval
-    ci = "no interval" if iv is None else f"CI {iv[0]:+.2f}..{iv[1]:+.2f}%"
-    host = answer.host_ms
-    host_ci = "" if host.half is None else f" (+/- {host.half:.3f} ms)"
+    """The answer as prose lines: the estimate, its interval over processes and verdict; the
+    host difference; the build order's effect; what was pooled."""
+    iv, host = answer.log_ratio, answer.host_ms
+    head = f"{answer.arm} vs {answer.baseline}: {answer.percent:+.2f}% ({_units(answer)}"
+    if iv.half is None:
+        first = f"{head}): {answer.verdict}"
+    else:
+        shown = _interval(iv, lambda x: f"{percent_of(x):+.2f}%")
+        first = f"{head}; {shown}): {answer.verdict}"
     lines = [
-        f"{answer.arm} vs {answer.baseline}: {answer.percent:+.2f}%"
-        f" ({ci}, {CONFIDENCE:.0%} t over runs): {answer.verdict}",
-        f"host CPU per step, {answer.arm} - {answer.baseline}: {host.mean:+.3f} ms{host_ci}",
-        f"{answer.log_ratio.runs} run(s) in {answer.files} file(s), {answer.seconds:.1f} s timed;"
-        f" chunks of {answer.chunk_steps} step(s), {answer.pairing} order, {answer.timer}",
+        first,
+        f"host CPU per step, {answer.arm} - {answer.baseline}: {host.estimate:+.3f} ms"
+        f" ({_interval(host, lambda x: f'{x:+.3f} ms')})",
     ]
-    p = answer.per_process
-    if p is not None and p.half is not None:
-        low, high = (math.expm1(p.mean + d) * 100 for d in (-p.half, p.half))
+    if iv.build_effect is not None:
+        slot = percent_of(iv.build_effect / 2)
         lines.append(
-            f"check across processes (t over {p.runs} files' means):"
-            f" {math.expm1(p.mean) * 100:+.2f}% (CI {low:+.2f}..{high:+.2f}%)"
+            f"build order: the loop built second ran {abs(slot):.2f}%"
+            f" {'faster' if slot >= 0 else 'slower'} (half the difference between the build"
+            " orders' means; the estimate is the mean of those means, so it cancels)"
         )
-    return tuple(lines)
+    lines.append(
+        f"{len(answer.runs)} run(s) in {answer.files} process(es), {answer.seconds:.1f} s timed;"
+        f" chunks of {answer.chunk_steps} step(s), {answer.pairing} order, {answer.timer}"
+    )
+    tested = [n for n, i in (("step time", iv), ("host CPU", host)) if i.half is not None]
+    together = families_line(tested)
+    return (*lines, *([together] if together is not None else []))
+
+
+def _runs_interval(iv: Interval) -> str:
+    """A process's t over its runs in percent, or '-' with one run."""
+    if iv.half is None:
+        return "-"
+    return f"{percent_of(iv.mean - iv.half):+.2f}..{percent_of(iv.mean + iv.half):+.2f}"
 
 
 def sections(answer: InterleavedAnswer) -> tuple[Section, ...]:
-    """The answer as compare.render sections: the answer first (A/A said so), warnings, then
-    one row per run."""
-    rows = tuple(
+    """The answer as compare.render sections: the answer first (A/A said so), warnings, one
+    row per process (descriptive), then one row per run."""
+    processes = tuple(
         (
-            str(i + 1),
-            f"{math.expm1(e.log_ratio) * 100:+.2f}",
-            f"{e.pair_sd * 100:.2f}",
-            str(e.pairs),
-            f"{e.host_ms_per_step:+.3f}",
-            f"{e.baseline_ms_per_step:.2f}",
+            p.name.removesuffix(".json"),
+            p.built_first if p.recorded else f"{p.built_first}*",
+            str(p.log_ratio.runs),
+            f"{percent_of(p.log_ratio.mean):+.2f}",
+            _runs_interval(p.log_ratio),
+            f"{p.host_ms.mean:+.3f}",
         )
-        for i, e in enumerate(answer.runs)
+        for p in answer.processes
     )
+    process_columns = (
+        Column("process", key=True),
+        Column("built first"),
+        Column("runs", numeric=True),
+        Column(f"{answer.arm} vs {answer.baseline} %", numeric=True),
+        Column("t over its runs %", numeric=True),
+        Column("host ms/step", numeric=True),
+    )
+    names = [p.name.removesuffix(".json") for p in answer.processes]
+    counted: dict[int, int] = {}
+    rows = []
+    for e in answer.runs:
+        counted[e.process] = counted.get(e.process, 0) + 1
+        rows.append(
+            (
+                names[e.process - 1],
+                str(counted[e.process]),
+                f"{percent_of(e.log_ratio):+.2f}",
+                f"{e.pair_sd * 100:.2f}",
+                str(e.pairs),
+                f"{e.host_ms_per_step:+.3f}",
+                f"{e.baseline_ms_per_step:.2f}",
+            )
+        )
     columns = (
+        Column("process", key=True),
         Column("run", numeric=True, key=True),
         Column(f"{answer.arm} vs {answer.baseline} %", numeric=True),
         Column("pair SD %", numeric=True),
@@ -269,13 +402,14 @@ def sections(answer: InterleavedAnswer) -> tuple[Section, ...]:
     out = [Section("", lines=(*answer_lines(answer), *a_a), kind="answer")]
     if answer.warnings:
         out.append(Section("Warnings", lines=answer.warnings, kind="warnings"))
-    out.append(Section("Runs", Table(columns, rows), legend=(LEGEND,)))
+    out.append(Section("Processes", Table(process_columns, processes), legend=(PROCESS_LEGEND,)))
+    out.append(Section("Runs", Table(columns, tuple(rows)), legend=(LEGEND,)))
     return tuple(out)
 
 
 def document(answer: InterleavedAnswer) -> Document:
     """The report of this question alone (compare never puts it beside separate runs)."""
-    return Document(QUESTION.capitalize(), sections(answer), subtitle=NOTE)
+    return Document(answer.title, sections(answer), subtitle=f"{QUESTION.capitalize()}: {NOTE}")
 
 
 def answer_json(answer: InterleavedAnswer) -> dict:
@@ -284,6 +418,7 @@ def answer_json(answer: InterleavedAnswer) -> dict:
     return {
         "question": QUESTION,
         **dataclasses.asdict(answer),
+        "files": answer.files,
         "percent": answer.percent,
         "percent_interval": None if iv is None else list(iv),
         "half_width_pp": answer.half_width_pp,
@@ -296,7 +431,7 @@ def html_page(answer: InterleavedAnswer) -> str:
     from compare import render as layout
 
     doc = document(answer)
-    body = [f"<h1>{html.escape(doc.title)}</h1>", f"<p>{html.escape(doc.subtitle)}</p>"]
+    body = [f"<h1>{html.escape(one_line(doc.title))}</h1>", f"<p>{html.escape(doc.subtitle)}</p>"]
     return layout.page(doc.title, [*body, *layout.html(doc)])
 
 

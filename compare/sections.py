@@ -59,6 +59,18 @@ def answer(report: Report) -> Section:
     # energy per image, where the runs measured it (CPU runs and older results say nothing here)
     energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
     lines += [line for line in energy if line is not None]
+    # each kind of verdict is a Holm family of its own: say what they mean together
+    families = [
+        name
+        for name, tested in (
+            ("step time", any(o.ci_low is not None for o in report.overhead)),
+            ("host CPU", any(o.host_ci_low_ms is not None for o in report.overhead)),
+            ("energy", any(e.ci_low is not None for e in report.energy_differences)),
+        )
+        if tested
+    ]
+    together = verdicts.families_line(families)
+    lines += [together] if together is not None else []
     return Section("", lines=tuple(lines), kind="answer")
 
 
@@ -148,11 +160,14 @@ def overhead(report: Report) -> Section:
         "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
-            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size (calibrated for heavy"
-            f" tails); '-' without an interval or below {intervals.MIN_DETECTABLE_UNITS} complete"
-            " blocks (runs a side for file lists): with fewer, rare large spikes (10% of runs"
-            " +30%) leave the promise unmet, so smallest detectable: needs >="
-            f" {intervals.MIN_DETECTABLE_UNITS} blocks"
+            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size whose runs show no"
+            f" outlier (calibrated for heavy tails); '-' without an interval, below"
+            f" {intervals.MIN_DETECTABLE_UNITS} complete blocks (runs a side for file lists): with"
+            " fewer, rare large spikes (10% of runs +30%) leave the promise unmet, so smallest"
+            f" detectable: needs >= {intervals.MIN_DETECTABLE_UNITS} blocks; or where a block"
+            f" (run) lies {intervals.OUTLIER_MADS:g}+ robust SDs from the others: one such run"
+            " would hide an overhead of the size the clean runs support, so smallest detectable:"
+            " withheld"
         ),
         f"fastest-run % = {run_level.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",

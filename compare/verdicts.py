@@ -16,7 +16,7 @@ import math
 from common.result import HOST_BOUND_BELOW
 from compare.rows import EnergyDifference, Overhead
 from stats import intervals
-from stats.intervals import MIN_RUNS, Interval
+from stats.processes import ProcessInterval
 
 # What the report and the overhead figure say where there is no comparison to make
 NO_OVERHEAD = "no overhead computed: no world size has runs of two arms"
@@ -207,12 +207,30 @@ def energy_oneliner(e: EnergyDifference, unit: str) -> str | None:
     return f"{head} no difference detectable, {e.percent:+.2f}% ({runs}; {ci})"
 
 
-def interleaved_verdict(log_ratio: Interval, arm: str, baseline: str) -> str:
-    """'no verdict' below MIN_RUNS, else slower / faster / no difference detectable."""
-    if log_ratio.half is None:
-        return f"no verdict: {log_ratio.runs} run(s); the interval needs {MIN_RUNS} or more"
-    if log_ratio.low is not None and log_ratio.low > 0:
+def families_line(families: list[str], confidence: float = intervals.CONFIDENCE) -> str | None:
+    """What a report's separate families of verdicts (step time, host CPU, energy: each
+    Holm-adjusted on its own) mean together, or None for one family: each keeps a false
+    verdict to 1 - confidence, so at least one false line among k has a chance up to
+    1 - confidence^k (three at 95%: about 14%)."""
+    if len(families) < 2:
+        return None
+    alpha = 1.0 - confidence
+    together = 1.0 - confidence ** len(families)
+    return (
+        f"{len(families)} families of verdicts here ({', '.join(families)}), each"
+        f" Holm-adjusted on its own to a {alpha:.0%} chance of a false verdict: the chance that"
+        f" at least one line above is false is up to {together:.0%} (1 - {confidence:g}^"
+        f"{len(families)})"
+    )
+
+
+def interleaved_verdict(iv: ProcessInterval, arm: str, baseline: str) -> str:
+    """'no verdict: WHY' without an interval over processes, else slower / faster / no
+    difference detectable."""
+    if iv.half is None:
+        return f"no verdict: {iv.no_verdict_reason}"
+    if iv.estimate - iv.half > 0:
         return f"{arm} is slower than {baseline}"
-    if log_ratio.high is not None and log_ratio.high < 0:
+    if iv.estimate + iv.half < 0:
         return f"{arm} is faster than {baseline}"
     return "no difference detectable"

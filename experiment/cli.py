@@ -50,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         usage="python -m experiment [OPTIONS] [-- RUNNER OPTIONS]",
         description="Run a paired experiment: every arm with identical runner options (those after"
-        " --), each run a fresh process, in ABBA blocks (block 1 in the given order, block 2"
-        " reversed, ...). Leaves one folder: results/, logs/, manifest.json, report.txt,"
-        " report.md, comparison.png.",
+        " --), each run a fresh process, in blocks: ABBA for two arms (block 1 in the given"
+        " order, block 2 reversed, ...), for more a cycle of Williams orders in which every arm"
+        " follows every arm equally often (stats/orders.py). Leaves one folder: results/, logs/,"
+        " manifest.json, report.txt, report.md, comparison.png.",
         epilog="Placeholders in runner options, filled in per run: {out} (the folder), {label},"
         " {repeat}, {run} (= {label}-r{repeat}; {label}-w{k} for the k-th warm-up run, whose"
         " {repeat} is k); name per-run files by {run}, e.g. --pyprofile"

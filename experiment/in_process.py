@@ -10,12 +10,18 @@ Each variant gets its own folder, taken atomically as a separate-process experim
     DIR/<variant>/results/interleaved-r<k>.json   each repeat that succeeded (a failed one: none)
     DIR/<variant>/report.txt, report.md     compare's answer over the repeats (compare.api)
 
-Each repeat runs `python -m lightning_impl.interleaved` (both loops in one process) with the
-plan's options. The manifest holds one arm, runner "interleaved" (common.manifest's
+Each repeat is one process of `python -m lightning_impl.interleaved` (both loops in it) with
+the plan's options, and the process is the unit of evidence (issue 45): the plan runs 6 by
+default (--repeats), repeat k building its loops in build_first(k)'s order (baseline, arm, arm,
+baseline, ...: ABBA over processes) with a fresh --order-seed of its own, both given on its
+command line (the manifest's record of the run), so that any one process can be run again
+exactly. compare's verdict comes from the processes' means with a build-order term
+(stats.processes). The manifest holds one arm, runner "interleaved" (common.manifest's
 INTERLEAVED_RUNNER), labelled by the variant; each repeat is a run of it (block k, status ok or
 failed, exit status, start, finish, seconds). `python -m compare DIR/<variant>` reads it as its
 own question. Every variant's options are checked first (`--check`: one line, exit 2, before
-any folder is made).
+any folder is made), and options the plan sets per process (--build-first, --order-seed) are
+refused.
 
 The repeats are a schedule over the experiment's run recorder (experiment.recorder), as the
 separate-process experiment's blocks are: the same process group per run, the same bounded
@@ -29,6 +35,7 @@ Nothing here imports torch or Lightning: the runs are subprocesses.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -54,6 +61,8 @@ from experiment.reporter import compare_error
 
 PROG = "experiment"
 MODULE = "lightning_impl.interleaved"
+# What the plan sets for each process: the loop built first, the chunk orders' seed.
+PER_PROCESS = ("--build-first", "--order-seed")
 
 
 def variant_manifest(
@@ -74,13 +83,48 @@ def variant_manifest(
     )
 
 
+def build_first(k: int) -> str:
+    """Which loop process k (from 1) builds first: baseline, arm, arm, baseline, ... (ABBA over
+    processes: half each over every 4, and a linear drift over the processes falls on both
+    orders alike)."""
+    return "baseline" if (k - 1) % 4 in (0, 3) else "arm"
+
+
+def order_seeds(count: int) -> list[int]:
+    """A fresh seed of the chunk orders for each process, all different (recorded in each
+    run's command, so a process can be run again exactly)."""
+    seeds: list[int] = []
+    while len(seeds) < count:
+        seed = secrets.randbits(63)
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
+def check_not_set(options: list[str]) -> None:
+    """UsageError when the options name what the plan sets per process."""
+    for flag in PER_PROCESS:
+        if any(o == flag or o.startswith(f"{flag}=") for o in options):
+            raise UsageError(
+                f"{flag}: the in-process plan sets it for each process (the build order"
+                " alternated, a fresh order seed each); leave it out, or run one process with"
+                f" python -m {MODULE} {flag} ..."
+            )
+
+
 def run_repeats(recorder: Recorder, argv: list[str], python: str, count: int) -> int:
-    """The variant's schedule: repeat k is run k, block k, in a fresh process; 1 when one
-    failed, else 0 (Stopped, ServerFailed or NotRecorded from the recorder)."""
+    """The variant's schedule: repeat k is process k (run k, block k), a fresh process that
+    builds the loop build_first(k) first and seeds its orders afresh; 1 when one failed, else 0
+    (Stopped, ServerFailed or NotRecorded from the recorder)."""
     head = recorder.head
     status = 0
-    for k in range(1, count + 1):
-        print(f"{head.experiment}: repeat {k}/{count}", flush=True)
+    for k, seed in enumerate(order_seeds(count), 1):
+        first = build_first(k)
+        print(
+            f"{head.experiment}: repeat {k}/{count}: a process building the {first}'s loop"
+            f" first, order seed {seed}",
+            flush=True,
+        )
         recorder.signals.check()
         record = recorder.run(
             RunSpec(
@@ -88,7 +132,7 @@ def run_repeats(recorder: Recorder, argv: list[str], python: str, count: int) ->
                 folder="results",
                 label=head.baseline,
                 runner=INTERLEAVED_RUNNER,
-                argv=argv,
+                argv=[*argv, "--build-first", first, "--order-seed", str(seed)],
                 python=python,
                 mode="fresh",
                 env=dict(os.environ),
@@ -134,6 +178,7 @@ def run_plan(
             f"--variant: plan {plan.name} has no variant '{variant}';"
             f" choose from {', '.join(v.name for v in plan.variants)}"
         )
+    check_not_set(runner)
     check_out(out)
     argvs = {v.name: ["-m", MODULE, *plan.options, *v.options] for v in variants}
     for name, argv in argvs.items():

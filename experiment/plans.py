@@ -115,7 +115,8 @@ REGIMES = (
 
 def stream_arms() -> tuple[Arm, ...]:
     """Each runner with its own DDP stream and with the other's: native, lightning,
-    native-side-stream, lightning-current-stream (then reversed, ABBA)."""
+    native-side-stream, lightning-current-stream (in stats.orders' carry-over-balanced
+    orders)."""
     return (
         NATIVE,
         TRAINER,
@@ -303,16 +304,23 @@ PLANS += (
 )
 
 
-# The interleaved mode at the original workload (32/GPU, NCHW, bf16): one process a repeat,
-# 10 runs of 100 pairs each (at K=2 and ~25 ms a step, about 20 s a run: within 5 minutes with
-# the warm-up). The mode takes no --steps: runs x pairs x 2K steps are timed.
-IN_PROCESS = ("--precision", "bf16", "--warmup-steps", "50")
+# The interleaved mode at the original workload (32/GPU, NCHW, bf16). The process is the unit
+# of evidence (issue 45), so a variant is IN_PROCESS_REPEATS fresh processes, the build order
+# alternated (experiment/in_process.py), each of 2 runs of 40 pairs of 2-step chunks (320 timed
+# steps, about 10 s at 30 ms a step) after 25 warm-up pairs (50 steps of each loop). A fresh
+# process costs about 20 s besides (imports of torch and Lightning 10-15 s, the CUDA context,
+# both models, autotuning, the warm-up), and the variant's --check one more import: about 3.3
+# minutes a variant on an H200's host. The mode takes no --steps: runs x pairs x 2K steps are
+# timed; more processes (--repeats) narrow the interval more than longer ones once the process
+# effect shows (docs/interleaved-2026-12.md).
+IN_PROCESS = ("--precision", "bf16", "--warmup-steps", "50", "--runs", "2", "--pairs", "40")
+IN_PROCESS_REPEATS = 6
 PLANS += (
     Plan(
         "in-process",
         "Per-step cost in one process, interleaved: Fabric's loop against native's, chunk by"
         " chunk, A/A of each loop, native on the side stream, and where the GPU sets the pace?",
-        repeats=1,
+        repeats=IN_PROCESS_REPEATS,
         options=IN_PROCESS,
         in_process=True,
         variants=(

@@ -1,17 +1,20 @@
 """The schedules: which run comes next, over one recorder (experiment.recorder).
 
     WarmUp(s, recorder, reporter, one).run()    # warm-up rounds, then settling
-    Blocks(s, recorder, reporter, one).run()    # ABBA blocks, Stein's rule, the budget
+    Blocks(s, recorder, reporter, one).run()    # ABBA / Williams blocks, Stein's rule, budget
 
-- WarmUp: --warmup-runs rounds of every arm in block 1's order, not counted (a fresh
-  machine's first runs are slower, and block 1 always starts with the baseline); then more
-  uncounted runs of the baseline until stats.settling.host_settled, within
+- WarmUp: --warmup-runs rounds of every arm, not counted (a fresh machine's first runs are
+  slower), each round in an order that ends with the baseline (stats.orders.warmup_order);
+  then more uncounted runs of the baseline until stats.settling.host_settled, within
   --settle-minutes of warm-up in all. The manifest's `settling` says how it ended.
-- Blocks: block k runs the arms in the given order when k is odd, reversed when even (ABBA:
-  a linear drift favours no arm), until --repeats blocks, or Stein's two-stage rule
-  (stats.stopping, with --target-half-width) says every arm has the complete blocks it
-  needs, or --budget-minutes would be exceeded by another block. The manifest's `stopping`
-  says which. The running estimate follows every counted run.
+- Blocks: block k runs the arms in stats.orders.block_order's order: for two arms the given
+  order when k is odd, reversed when even (ABBA: a linear drift favours no arm); for more, a
+  cycle of Williams orders in which every arm follows every arm (itself too, across a block's
+  boundary) equally often, so a run that slows the next one favours no arm. Block 1 starts
+  with the baseline, which the warm-up ended with. Blocks run until --repeats, or Stein's
+  two-stage rule (stats.stopping, with --target-half-width) says every arm has the complete
+  blocks it needs, or --budget-minutes would be exceeded by another block. The manifest's
+  `stopping` says which. The running estimate follows every counted run.
 The in-process plan's processes are a third schedule (experiment.in_process). A schedule
 decides; `one` (experiment.run.Experiment.one) runs, records and reports each run.
 """
@@ -27,7 +30,7 @@ from experiment.arms import Arm
 from experiment.recorder import Recorder
 from experiment.reporter import Reporter, compare_error
 from experiment.settings import PROG, Settings
-from stats import distributions, settling, stopping
+from stats import distributions, orders, settling, stopping
 
 # Runs one run, records and reports it (block, position, arm, progress text, warm-up?);
 # RunRefused when it exited 2.
@@ -55,11 +58,13 @@ class WarmUp:
         return self.recorder.ended_s
 
     def run(self) -> None:
-        """Every arm --warmup-runs times, in block 1's order, then settling (when asked)."""
+        """Every arm --warmup-runs times, each round ending with the baseline, then settling
+        (when asked)."""
         s = self.s
         warm_start = time.monotonic()
+        round_order = [s.arms[i] for i in orders.warmup_order(len(s.arms))]
         for k in range(1, s.warmup_runs + 1):
-            for position, arm in enumerate(s.arms, 1):
+            for position, arm in enumerate(round_order, 1):
                 self.one(k, position, arm, f"w{k}/{s.warmup_runs}", True)
         if s.warmup_runs and s.settle_minutes > 0:
             self.settle(warm_start)
@@ -141,7 +146,8 @@ def initial_stopping(s: Settings) -> tuple[stopping.StoppingRule | None, Manifes
 
 
 class Blocks:
-    """The counted runs: ABBA blocks until --repeats, Stein's rule or the budget stops them."""
+    """The counted runs: ABBA (two arms) or carry-over-balanced blocks (more) until --repeats,
+    Stein's rule or the budget stops them."""
 
     def __init__(self, s: Settings, recorder: Recorder, reporter: Reporter, one: RunOne) -> None:
         self.s, self.recorder, self.reporter, self.one = s, recorder, reporter, one
@@ -170,7 +176,8 @@ class Blocks:
                     )
                     break
             t0 = time.monotonic()
-            order = arms if block % 2 else arms[::-1]  # ABBA: drift favours no arm
+            # ABBA for two arms; Williams orders balanced for carry-over for more
+            order = [arms[i] for i in orders.block_order(len(arms), block)]
             for position, arm in enumerate(order, 1):
                 counted += 1
                 self.one(block, position, arm, f"{counted}/{total}", False)

@@ -11,8 +11,16 @@ chunks of K steps in a balanced random order (AB: each adjacent pair of chunks A
 half each, shuffled; ABBA: each two pairs ABBA or BAAB, which cancels a linear drift inside
 them). A run is one such sequence. The runner prints what it measured (each run's median chunk
 per step of both loops); compare turns each run into one number, the mean over its pairs of
-log(arm chunk / baseline chunk), and forms a t-interval over runs and a verdict
-(`python -m compare FILE`, compare/interleaved.py).
+log(arm chunk / baseline chunk) (`python -m compare FILE`, compare/interleaved.py).
+
+The process is the unit of evidence: what one process fixes at its start (which loop's model
+was built first, where the allocator put each, how its chunk orders fell) is shared by all its
+runs, and a t over them cannot see it (issue 45: the loop built second came out faster in three
+A/A checks out of three). So `--build-first baseline|arm` chooses which model is built first and
+the result names it (`built_first`), and the runs' orders come from `--order-seed`, drawn afresh
+by default and recorded (`order_seed`), so each process has its own and can be repeated exactly.
+`python -m experiment --plan in-process` runs 6 or more processes with the build order
+alternated; compare's verdict comes from the processes' means with a build-order term.
 
 The two loops are the runners' own: native_loop calls native/benchmark.py's build and
 train_step, fabric_loop lightning_impl/fabric.py's, imported, not copied
@@ -37,6 +45,7 @@ import dataclasses
 import math
 import os
 import random
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -82,6 +91,11 @@ LOOPS = {
 }
 MAX_CHUNK_STEPS = 10_000
 MAX_PAIRS = 1_000_000
+# Which loop's model is built first. Issue 45: the loop built second came out faster in three
+# A/A checks out of three (-0.35 to -0.74%), and a process repeats whatever it fixed at the
+# start, so the order is an option, recorded, and alternated over processes by the plan.
+BUILD_FIRST = ("baseline", "arm")
+ORDER_SEED_LIMIT = 2**63  # a drawn seed is below this (secrets.randbits(63))
 
 
 INTERLEAVING = config.Group(
@@ -140,6 +154,22 @@ class Options:
         metavar="N",
         at_least="not negative",
         at_most=MAX_PAIRS,
+    )
+    build_first: str = config.option(
+        "baseline",
+        INTERLEAVING,
+        "the loop whose model is built first (the result names it: built_first); the process"
+        " is the unit of evidence, so python -m experiment --plan in-process alternates it",
+        choices=BUILD_FIRST,
+    )
+    order_seed: int | None = config.option(
+        None,
+        INTERLEAVING,
+        "seeds the runs' random chunk orders (default: drawn afresh, so each process has its"
+        " own; the result records it, and giving it again repeats the orders)",
+        metavar="N",
+        at_least="not negative",
+        at_most=ORDER_SEED_LIMIT - 1,
     )
 
     def resolved_warmup_pairs(self, cfg: config.BenchConfig) -> int:
@@ -270,6 +300,27 @@ def build_loop(label: str, name: str, cfg, fabric, prec, batch) -> Loop:
     return build(label, cfg, fabric, prec, batch)
 
 
+def built_first(options: Options) -> str:
+    """The label of the loop whose model --build-first builds first."""
+    base, arm = options.labels()
+    return base if options.build_first == "baseline" else arm
+
+
+def build_loops(options: Options, cfg, fabric, prec, batch) -> list[Loop]:
+    """Both loops, [baseline, arm], their models built in --build-first's order."""
+    wanted = list(zip(options.labels(), (options.baseline, options.arm)))
+    order = (0, 1) if options.build_first == "baseline" else (1, 0)
+    built = {i: build_loop(*wanted[i], cfg, fabric, prec, batch) for i in order}
+    return [built[0], built[1]]
+
+
+def shared_order_seed(given: int | None) -> int:
+    """--order-seed, or one drawn afresh by global rank 0: every rank runs the same orders
+    (a rank re-executed by Fabric's launcher draws its own, so rank 0's is taken)."""
+    drawn = given if given is not None else secrets.randbits(63)
+    return int(all_gather(drawn)[0])  # type: ignore[call-overload]
+
+
 def chunk_order(pairing: str, pairs: int, rng: random.Random) -> list[int]:
     """A balanced random order of 2 x pairs chunks (0: baseline, 1: arm).
 
@@ -367,25 +418,23 @@ def run(
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         batch_size = cfg.per_device_batch(world_size)
         batch = workload.make_batch(cfg, batch_size, rank, device)
-        names = (options.baseline, options.arm)
-        loops = [
-            build_loop(label, name, cfg, fabric, prec, batch)
-            for label, name in zip(options.labels(), names)
-        ]
+        loops = build_loops(options, cfg, fabric, prec, batch)
+        seed = shared_order_seed(options.order_seed)
         k = options.chunk_steps
         warmup = options.resolved_warmup_pairs(cfg)
         say(
             f"{world_size} rank(s), {device.type}, {prec.resolved}: {loops[0].label} and"
-            f" {loops[1].label}, chunks of {k} step(s), {options.pairing}, {warmup} warm-up"
-            f" pair(s), {options.runs} run(s) of {options.pairs} pairs"
+            f" {loops[1].label} ({built_first(options)} built first), chunks of {k} step(s),"
+            f" {options.pairing} (order seed {seed}), {warmup} warm-up pair(s),"
+            f" {options.runs} run(s) of {options.pairs} pairs"
         )
         warm_up(loops, warmup, k)
         runs = []
         for r in range(options.runs):
-            order = chunk_order(options.pairing, options.pairs, random.Random(f"{cfg.seed}:{r}"))
+            order = chunk_order(options.pairing, options.pairs, random.Random(f"{seed}:{r}"))
             wall, host, seconds = run_chunks(loops, order, k, device)
             runs.append((order, wall, host, seconds))
-        facts = (launch, started, ["python", "-m", PROG, *argv])
+        facts = (launch, started, ["python", "-m", PROG, *argv], seed)
         result = build_result(cfg, options, fabric, prec, loops, runs, facts)
         if result is not None:
             publish(result, cfg)
@@ -445,7 +494,7 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
                 "seconds": seconds,
             }
         )
-    launch, started, command = facts
+    launch, started, command, seed = facts
     world = fabric.world_size
     per_device = cfg.per_device_batch(world)
     env = environment(
@@ -466,6 +515,8 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
         pairing=options.pairing,
         pairs=options.pairs,
         warmup_pairs=options.resolved_warmup_pairs(cfg),
+        built_first=built_first(options),
+        order_seed=seed,
         timer="cuda-events" if fabric.device.type == "cuda" else "wall-clock",
         model=workload.declared(cfg).describe(cfg.workload_options),
         workload=workloads.info(workload.declared(cfg), cfg.workload, cfg.workload_options),
@@ -489,7 +540,8 @@ def summary(result: InterleavedResult, output: Path | None) -> str:
     seconds = sum(run.seconds for run in result.runs)
     lines = [
         f"{PROG}: {len(result.runs)} run(s) of {result.pairs} pairs of {k}-step chunks"
-        f" ({result.pairing}, {result.timer}), {seconds:.1f} s timed"
+        f" ({result.pairing}, {result.timer}), {seconds:.1f} s timed; {result.built_first}"
+        f" built first, order seed {result.order_seed}"
     ]
     for i, run in enumerate(result.runs, 1):
         own = [

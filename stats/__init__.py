@@ -13,6 +13,8 @@ The modules, from the floor up:
     comparison     compare_arms: the strongest method the records allow
     holm           many comparisons: Holm's step-down adjustment
     settling       whether the host has settled (drift or noise) from the warm-up runs
+    orders         the arms' order in each block: ABBA, Williams orders balanced for carry-over
+    processes      the interleaved mode's processes as the unit, with a build-order term
 
 compare and experiment import it; it imports numpy and common.errors only: no torch, no
 compare, no experiment, no Lightning (tests/test_layers.py holds it to that).

@@ -26,9 +26,11 @@ from stats.intervals import (
     DETECTABLE_POWER,
     METHOD_BLOCKS,
     METHOD_STEIN,
+    MIN_DETECTABLE_UNITS,
     ArmInterval,
     RunPoint,
     interval_from,
+    outliers,
     percent_of,
     refusal,
 )
@@ -39,6 +41,12 @@ from stats.intervals import (
 # widening the interval (issue 32 item 6: 3%/block drift, 5 blocks, power at +2% 0.57 -> 0.97).
 # With an even count of ABBA blocks the estimate is the plain mean; odd counts shift it slightly.
 TIME_TERM_BLOCKS = 5
+# ... and needs this many complete blocks of each order (the arm before the baseline, and
+# after it). With one block of an order, the fit gives that block leverage 1: its residual is
+# 0 whatever it holds, so a spike there never enters the spread (issue 45: 4:1 blocks by order,
+# A/A 0.062-0.068 under t(3) noise and 0.10-0.11 under spikes; a Stein experiment reported
+# +22.3..+22.9% at a true 0). Below it the estimate is the plain mean, and says so.
+MIN_BLOCKS_PER_ORDER = 2
 
 
 def _one_sample_balance_t(values: Sequence[float]) -> float:
@@ -98,11 +106,38 @@ def _dropped_warning(blocks: Blocks, arm: str, baseline: str) -> tuple[str, ...]
     )
 
 
+def order_counts(gaps: Sequence[int]) -> tuple[int, int]:
+    """(complete blocks with the arm before the baseline, with the arm after it)."""
+    return sum(g < 0 for g in gaps), sum(g > 0 for g in gaps)
+
+
+def _both_orders(gaps: Sequence[int]) -> bool:
+    """MIN_BLOCKS_PER_ORDER or more complete blocks of each order."""
+    return min(order_counts(gaps)) >= MIN_BLOCKS_PER_ORDER
+
+
 def time_term_applies(gaps: Sequence[int] | None, n: int) -> bool:
     """Whether the block estimate carries a time term: from TIME_TERM_BLOCKS complete blocks,
-    with both orders present (ABBA: the arm's position minus the baseline's is +1 in one block,
-    -1 in the next). Decided by the design alone, never by a pretest on the data."""
-    return gaps is not None and n >= TIME_TERM_BLOCKS and min(gaps) < 0 < max(gaps)
+    with MIN_BLOCKS_PER_ORDER or more of each order (ABBA: the arm's position minus the
+    baseline's is +1 in one block, -1 in the next). Decided by the design alone (the orders of
+    the blocks that completed), never by a pretest on the data."""
+    return gaps is not None and n >= TIME_TERM_BLOCKS and _both_orders(gaps)
+
+
+def _lone_order(gaps: Sequence[int] | None, n: int) -> bool:
+    """Both orders present but one in fewer than MIN_BLOCKS_PER_ORDER blocks, where the time
+    term (from TIME_TERM_BLOCKS) or a position adjustment would be fitted."""
+    return gaps is not None and n >= 3 and min(gaps) < 0 < max(gaps) and not _both_orders(gaps)
+
+
+def _within_order(log_ratios: Sequence[float], gaps: Sequence[int]) -> list[float]:
+    """Each block's log ratio less the median of its order's (the arm first, or second)."""
+    medians = {}
+    for sign in (-1, 1):
+        xs = sorted(d for d, g in zip(log_ratios, gaps) if (g > 0) == (sign > 0))
+        half = len(xs) // 2
+        medians[sign] = xs[half] if len(xs) % 2 else (xs[half - 1] + xs[half]) / 2
+    return [d - medians[1 if g > 0 else -1] for d, g in zip(log_ratios, gaps)]
 
 
 def _position_fit(
@@ -110,9 +145,10 @@ def _position_fit(
 ) -> tuple[float, float, float] | None:
     """Least squares d = e + gamma x gap: (e, residual sd, sqrt(1/n + mean gap^2 / Sxx)), the
     estimate at gap 0 (the arms in balanced positions) and its standard error per unit sd.
-    None when gap 0 is not inside the gaps' range (one order only) or too few blocks."""
+    None with fewer than MIN_BLOCKS_PER_ORDER blocks of either order (one order only, or a lone
+    block whose residual the fit would set to 0) or too few blocks."""
     n = len(log_ratios)
-    if n < 3 or not min(gaps) < 0 < max(gaps):
+    if n < 3 or not _both_orders(gaps):
         return None
     gm, dm = sum(gaps) / n, math.fsum(log_ratios) / n
     sxx = sum((g - gm) ** 2 for g in gaps)
@@ -130,17 +166,22 @@ def blocks_log_interval(
     power: float = DETECTABLE_POWER,
     arm: str = "the arm",
     baseline: str = "the baseline",
+    names: Sequence[str] | None = None,
 ) -> ArmInterval:
     """The interval from complete blocks in block order: log ratio arm / baseline per block and
     the arm's position minus the baseline's (gaps; None: assumed balanced). The core of
     block_paired_interval and stein_interval, without RunPoints (the simulations call it).
+    `names` name the blocks where an outlier withholds the smallest detectable size
+    (stats.intervals.OUTLIER_MADS; default "complete block i").
 
     Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
-    the log ratios; from TIME_TERM_BLOCKS complete blocks with both orders, the estimate at gap
-    0 from d = e + gamma x gap (the time term: a drift between a block's runs, df one less).
-    Unbalanced but both orders present (failed runs dropped blocks of one
-    order): the estimate at gap 0 from d = e + gamma x gap, df one less. One order only: no
-    verdict, the position is confounded with the arm. With `first_stage_blocks` (an experiment
+    the log ratios; from TIME_TERM_BLOCKS complete blocks with MIN_BLOCKS_PER_ORDER or more of
+    each order, the estimate at gap 0 from d = e + gamma x gap (the time term: a drift between
+    a block's runs, df one less). Unbalanced with MIN_BLOCKS_PER_ORDER of each order (failed
+    runs dropped blocks of one order): the estimate at gap 0 from d = e + gamma x gap, df one
+    less. One block of an order against several of the other: the plain mean, with a warning
+    (the fit would give the lone block leverage 1). One order only: no verdict, the position is
+    confounded with the arm. With `first_stage_blocks` (an experiment
     stopped by Stein's two-stage rule, stats.stopping): Stein's interval, mean +- t x
     max(s0, s) / sqrt(N), s0 the first stage's sd by the same estimator (first_stage: df =
     first_stage_blocks - 2 with the time term, else - 1)."""
@@ -154,12 +195,13 @@ def blocks_log_interval(
     timed = time_term_applies(gaps, n)
     unbalanced = gaps is not None and balance > BALANCE_MAX_T
     fit = _position_fit(log_ratios, gaps) if gaps is not None and (timed or unbalanced) else None
+    lone = (unbalanced or n >= TIME_TERM_BLOCKS) and _lone_order(gaps, n)
 
     def no_verdict(reason: str) -> ArmInterval:
         return ArmInterval(method, percent_of(m), None, None, None, n, n, blocks=n,
                            no_verdict_reason=reason, confidence=confidence)  # fmt: skip
 
-    if unbalanced and fit is None:
+    if unbalanced and fit is None and not lone:
         shown = ", ".join(f"{g:+d}" for g in gaps)
         return no_verdict(
             f"the blocks' orders are unbalanced ({arm}'s position minus {baseline}'s: {shown}):"
@@ -171,6 +213,13 @@ def blocks_log_interval(
     sd = math.sqrt(math.fsum((x - m) ** 2 for x in log_ratios) / (n - 1))
     estimate, scale, df = m, 1.0 / math.sqrt(n), float(n - 1)
     warnings: tuple[str, ...] = ()
+    if lone and gaps is not None:
+        before, after = order_counts(gaps)
+        warnings = (
+            f"{arm} vs {baseline}: {before} complete block(s) ran {arm} first and {after} ran it"
+            f" second; the time term needs {MIN_BLOCKS_PER_ORDER} of each, so the estimate is"
+            " the plain mean of the blocks, a drift within a block not adjusted for",
+        )
     if fit is not None:
         estimate, sd, scale = fit
         df = float(n - 2)
@@ -190,8 +239,22 @@ def blocks_log_interval(
         df = stage[1]
     # Stein's rule included: stopped early (few blocks: the first stage saw no spike) its
     # reported size was detected in 27-36% of experiments under rare spikes, from 8 in >= 93%
+    labels = names if names is not None else [f"complete block {i}" for i in range(1, n + 1)]
+    # an outlier among all the blocks, or within its order (a drift moves the orders apart)
+    found = outliers(log_ratios, labels) if n >= MIN_DETECTABLE_UNITS else ()
+    if found == () and n >= MIN_DETECTABLE_UNITS and gaps is not None and _both_orders(gaps):
+        found = outliers(_within_order(log_ratios, gaps), labels)
     iv = interval_from(
-        method, estimate, sd * scale, df, n, n, confidence, power, (n, "complete blocks")
+        method,
+        estimate,
+        sd * scale,
+        df,
+        n,
+        n,
+        confidence,
+        power,
+        (n, "complete blocks"),
+        found,
     )
     return dataclasses.replace(iv, blocks=n, warnings=warnings)
 
@@ -217,7 +280,14 @@ def block_paired_interval(
     warnings = _dropped_warning(blocks, arm, baseline)
     used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
     iv = blocks_log_interval(
-        blocks.log_ratios, blocks.gaps, first_stage_blocks, confidence, power, arm, baseline
+        blocks.log_ratios,
+        blocks.gaps,
+        first_stage_blocks,
+        confidence,
+        power,
+        arm,
+        baseline,
+        [f"block {b}" for b in blocks.blocks],
     )
     refuse = refusal(used)
     if refuse is not None:
@@ -243,8 +313,9 @@ def first_stage(
 ) -> tuple[float, float] | None:
     """(s0, its df) from the first stage's complete blocks, by the estimator the report uses
     (blocks_log_interval): with the time term where it applies to the first stage (the
-    residual sd, df n0 - 2), else the plain sd (df n0 - 1). None before the first stage is
-    complete. stats.stopping decides N from this, so the rule and the report agree."""
+    residual sd, df n0 - 2; it needs MIN_BLOCKS_PER_ORDER blocks of each order there, or a lone
+    block's spike would never enter s0), else the plain sd (df n0 - 1). None before the first
+    stage is complete. stats.stopping decides N from this, so the rule and the report agree."""
     n0 = first_stage_blocks
     if len(log_ratios) < n0:
         return None

@@ -22,10 +22,12 @@ from stats.intervals import (
     CONFIDENCE,
     DETECTABLE_POWER,
     METHOD_WELCH,
+    MIN_DETECTABLE_UNITS,
     MIN_RUNS,
     ArmInterval,
     RunPoint,
     interval_from,
+    outliers,
     percent_of,
     refusal,
 )
@@ -54,10 +56,13 @@ def welch_hsu_interval(
     arm: Sequence[float],
     confidence: float = CONFIDENCE,
     power: float = DETECTABLE_POWER,
+    names: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> ArmInterval:
     """Welch's interval on mean log per-run numbers with Hsu's conservative df = min(n) - 1: it
     holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
-    where the Welch-Satterthwaite df does not. The core of run_level_arm_interval."""
+    where the Welch-Satterthwaite df does not. The core of run_level_arm_interval. `names`
+    (the baseline's runs, the arm's) name a run that is an outlier of its arm, which withholds
+    the smallest detectable size (stats.intervals.OUTLIER_MADS)."""
     require_positive([*base, *arm], "welch_hsu_interval: per-run numbers")
     nb, na = len(base), len(arm)
     lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]
@@ -75,6 +80,12 @@ def welch_hsu_interval(
         )
     vb = math.fsum((x - mb) ** 2 for x in lb) / (nb - 1)
     va = math.fsum((x - ma) ** 2 for x in la) / (na - 1)
+    base_names, arm_names = names or (
+        [f"baseline run {k}" for k in range(1, nb + 1)],
+        [f"arm run {k}" for k in range(1, na + 1)],
+    )
+    shown = min(nb, na) >= MIN_DETECTABLE_UNITS
+    flagged = (*outliers(lb, base_names), *outliers(la, arm_names)) if shown else ()
     return interval_from(
         METHOD_WELCH,
         ma - mb,
@@ -85,6 +96,7 @@ def welch_hsu_interval(
         confidence,
         power,
         (min(nb, na), "runs a side"),
+        flagged,
     )
 
 
@@ -153,7 +165,8 @@ def run_level_arm_interval(
             no_verdict_reason=refusal([*a, *b]),
             confidence=confidence,
         )
-    iv = welch_hsu_interval([p.ms for p in b], [p.ms for p in a], confidence, power)
+    names = ([p.name or f"{baseline} run" for p in b], [p.name or f"{arm} run" for p in a])
+    iv = welch_hsu_interval([p.ms for p in b], [p.ms for p in a], confidence, power, names)
     order = interleaving([p.started_s for p in b], [p.started_s for p in a], arm, baseline)
     # Unknown start times are worth a warning only where an interval is given (2+ runs a side).
     unknown = order.interleaved is None and min(len(a), len(b)) >= MIN_RUNS

@@ -13,9 +13,13 @@ then exits 1), FAKE_PARENTS (file: append "check|run MODULE fresh|forked PARENT-
 check and run: whose process made it), FAKE_DEAF (run name whose launcher and its one
 "rank", both in the run's process group, ignore SIGTERM and sleep: Fabric's rank 0, a rank
 blocked in a collective), FAKE_SLOW (run name that sleeps 3 s, then goes on: the disk can
-fill meanwhile). For lightning_impl.interleaved it writes tests/data/interleaved.json.
+fill meanwhile). For lightning_impl.interleaved it writes tests/data/interleaved.json with the
+loop built first (--build-first) and the order seed (--order-seed) as the mode records them,
+its arm's chunks slower by FAKE_BUILD_EFFECT (a log ratio) where the arm was built first, and
+by a little process noise drawn from the seed.
 """
 
+import math
 import os
 import signal
 import sys
@@ -68,12 +72,36 @@ if name == os.environ.get("FAKE_ORPHAN") and os.fork() == 0:  # a rank left behi
 elif name == os.environ.get("FAKE_ORPHAN"):
     sys.exit(1)
 if module == "lightning_impl.interleaved":  # the in-process plan's repeats
-    out.write_text((Path(__file__).resolve().parent / "data" / "interleaved.json").read_text())
+    import json
+
+    doc = json.loads((Path(__file__).resolve().parent / "data" / "interleaved.json").read_text())
+    # as the mode records them: the loop built first (--build-first) and the orders' seed
+    flags = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--build-first"]
+    which = flags[-1] if flags else "baseline"
+    doc["built_first"] = doc["arms"][0 if which == "baseline" else 1]["label"]
+    if "--order-seed" in args:
+        doc["order_seed"] = int(args[args.index("--order-seed") + 1])
+    # each process its own numbers: FAKE_BUILD_EFFECT (log ratio) added where the arm was
+    # built first, a little process noise from the seed
+    shift = float(os.environ.get("FAKE_BUILD_EFFECT", "0")) * (which == "arm")
+    shift += (doc.get("order_seed", 0) % 7 - 3) * 0.0005
+    for run in doc["runs"]:
+        run["chunk_ms"] = [
+            ms * math.exp(shift) if c == 1 else ms for c, ms in zip(run["order"], run["chunk_ms"])
+        ]
+        run["chunk_host_ms"] = [
+            ms + 100 * shift if c == 1 else ms for c, ms in zip(run["order"], run["chunk_host_ms"])
+        ]
+        run["seconds"] = max(run["seconds"], math.fsum(run["chunk_ms"]) / 1e3 * 1.001)
+    out.write_text(json.dumps(doc))
     sys.exit(1 if name == os.environ.get("FAKE_LATE_FAIL") else 0)
 impl = {"native": "native", "lightning_impl": "lightning", "lightning_impl.fabric": "fabric"}[
     module
 ]
-seed = abs(hash(name)) % 10000
+# Warm-up runs of a steady fake host are alike: the settling rule holds the trend of the
+# baseline's warm-up medians to 1.5% a minute, and sub-second fake runs' noise would read as
+# drift at that rate (FAKE_WARMUP_DRIFT makes a host that settles).
+seed = 0 if "-w" in name else abs(hash(name)) % 10000
 median = 100.0 * (
     1 + float(os.environ.get("FAKE_OVERHEAD", "2")) / 100 if impl == "lightning" else 1
 )

@@ -7,7 +7,8 @@ Model of a run's number (its median step time, log scale, in units of 1 = 100%):
 noise: "normal" (sd NOISE), "t3" (Student t with 3 df scaled to sd NOISE: heavy tails) or
 "spikes" (normal plus, in SPIKE_P of runs, a positive-only exponential slow-down of mean
 SPIKE_MEAN: a neighbour's job slows runs, never speeds them) or "rare" (normal plus, in RARE_P
-of runs, a slow-down of RARE_SPIKE: 10% of runs +30%). `arm_scale` multiplies the arm's
+of runs, a slow-down of RARE_SPIKE: 10% of runs +30%) or "huge" (normal plus, in HUGE_P of
+runs, a slow-down of HUGE_SPIKE: 5% of runs +50%, issue 45). `arm_scale` multiplies the arm's
 noise (3: one arm 3x noisier). Drift is per block (two runs), so per run it is half of it.
 
 Orders (time slots of the runs, blocks numbered from 1):
@@ -28,6 +29,7 @@ from stats import blocks, distributions, intervals, run_level
 NOISE = 0.005  # run-to-run sd of the log median (0.5%)
 SPIKE_P, SPIKE_MEAN = 0.3, 0.03
 RARE_P, RARE_SPIKE = 0.1, 0.3  # "rare": 10% of runs 30% slower
+HUGE_P, HUGE_SPIKE = 0.05, 0.5  # "huge": 5% of runs 50% slower
 REPS = 4000  # experiments per condition
 # A/A: a true 5% rate measured from REPS experiments stays under this (3 MC standard errors).
 AA_BOUND = 0.05 + 3.0 * math.sqrt(0.05 * 0.95 / REPS)  # 0.0603 at 4000
@@ -54,6 +56,10 @@ def noise(
     if kind == "rare":  # rare large spikes: 10% of runs +30% (issue 32's audit)
         return rng.normal(0.0, NOISE * scale, shape) + math.log(1.0 + RARE_SPIKE) * (
             rng.random(shape) < RARE_P
+        )
+    if kind == "huge":  # rare, larger spikes: 5% of runs +50% (issue 45's audit)
+        return rng.normal(0.0, NOISE * scale, shape) + math.log(1.0 + HUGE_SPIKE) * (
+            rng.random(shape) < HUGE_P
         )
     if kind == "spikes":
         hit = rng.random(shape) < SPIKE_P

@@ -127,9 +127,10 @@ def test_smallest_detectable_effect_is_detected_at_least_75_percent_of_the_time(
     # Power check of min_detectable_percent at a true overhead equal to the median reported
     # detectable effect. The promise changed: it claimed 80% and gave 56-76%;
     # now it is calibrated (90% under normal noise) so that at least 75% get a verdict.
+    # (the size is promised for experiments whose runs show no outlier: stats.intervals)
     probe = simulate(7, runs, 0.005, 0.0, experiments=400)
-    mde = float(np.median([iv.min_detectable_percent for iv in probe]))
-    ivs = simulate(8, runs, 0.005, mde, experiments=1000)
+    mde = float(np.median([iv.min_detectable_percent for iv in probe if not iv.outliers]))
+    ivs = [iv for iv in simulate(8, runs, 0.005, mde, experiments=1000) if not iv.outliers]
     assert float(np.mean([iv.ci_low is not None and iv.ci_low > 0 for iv in ivs])) >= 0.75
 
 

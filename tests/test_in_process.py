@@ -9,6 +9,8 @@ lightning_impl.interleaved), so nothing here starts torch."""
 from __future__ import annotations
 
 import json
+import math
+import re
 import signal
 import subprocess
 import sys
@@ -83,9 +85,61 @@ def test_each_variant_folder_has_its_manifest_logs_results_and_report(folder):
     ]
     assert "injected failure" in (here / failed.log).read_text()
     assert all(r.started_utc <= r.finished_utc and r.seconds >= 0 for r in manifest.runs)
-    assert "fabric vs native" in (here / "report.txt").read_text()
-    assert "2 file(s)" in (here / "report.txt").read_text()
-    assert (here / "report.md").read_text().startswith("# Per-step cost in one process")
+    text = " ".join((here / "report.txt").read_text().split())  # its prose, unwrapped
+    assert text.startswith("resnet18 on ") and "fabric vs native" in text
+    # two processes: repeat 1 built the baseline first, repeat 3 the arm (the plan's order)
+    assert "6 run(s) in 2 process(es)" in text
+    assert "no verdict: 1 process(es) built the baseline first and 1 the arm first" in text
+    assert (here / "report.md").read_text().startswith("# resnet18 on ")
+
+
+def test_six_processes_by_default_the_build_order_alternated_each_with_its_own_seed(tmp_path):
+    """The plan's schedule: 6 processes, built baseline-first, arm-first, arm-first,
+    baseline-first, ...; each with a fresh order seed on its command line (so the process can be
+    run again exactly), which its result records; the verdict comes from the processes with the
+    build-order term, and the report says how much the loop built second gained."""
+    out = tmp_path / "exp"
+    proc = plan(out, FAKE_BUILD_EFFECT="0.02")
+    assert proc.returncode == 0, proc.stderr
+    here = out / VARIANT
+    runs = load_manifest(here / "manifest.json").runs
+    assert len(runs) == 6 and all(r.status == "ok" for r in runs)
+    orders, seeds = [], []
+    for run in runs:
+        cmd = run.command
+        orders.append(cmd[cmd.index("--build-first") + 1])
+        seeds.append(int(cmd[cmd.index("--order-seed") + 1]))
+        doc = json.loads((here / run.result).read_text())
+        assert doc["order_seed"] == seeds[-1]
+        assert doc["built_first"] == ("native" if orders[-1] == "baseline" else "fabric")
+    assert orders == ["baseline", "arm", "arm", "baseline", "baseline", "arm"]
+    assert len(set(seeds)) == 6
+    assert f"repeat 2/6: a process building the arm's loop first, order seed {seeds[1]}" in (
+        proc.stdout
+    )
+    text = " ".join((here / "report.txt").read_text().split())
+    assert "(6 process(es): 3 built native first, 3 fabric first; 95% CI" in text
+    assert "t with df 4)" in text
+    gained = re.search(r"build order: the loop built second ran (\S+)% faster", text)
+    assert gained and abs(float(gained[1]) - 100 * math.expm1(0.01)) < 0.2, text
+    assert compare_main(["--format", "json", str(here)]) == 0
+
+
+def test_options_the_plan_sets_per_process_are_refused_before_any_run(tmp_path):
+    for flag in ("--build-first", "--order-seed"):
+        out = tmp_path / flag.strip("-")
+        cmd = [sys.executable, "-m", "experiment", "--plan", "in-process", "--out", str(out)]
+        proc = subprocess.run(
+            [*cmd, "--", "--devices", "1", flag, "arm" if "build" in flag else "3"],
+            cwd=ROOT,
+            env=clean_env(DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"{flag}: the in-process plan sets it for each process" in proc.stderr
+        assert not out.exists()
 
 
 def test_a_repeat_that_fails_after_writing_keeps_no_result(tmp_path):
@@ -158,8 +212,8 @@ def test_a_manifest_never_mixes_interleaved_and_separate_runners():
 @pytest.mark.parametrize(
     ("fmt", "start", "inside"),
     [
-        ("text", "Per-step cost in one process, interleaved\n", "fabric vs native: "),
-        ("markdown", "# Per-step cost in one process, interleaved", "| run | fabric vs native"),
+        ("text", "resnet18 on ", "\nPer-step cost in one process, interleaved: "),
+        ("markdown", "# resnet18 on ", "| process | run | fabric vs native"),
         ("json", "{", '"question": "per-step cost in one process, interleaved"'),
         ("html", "<!DOCTYPE html>", '<p class="verdict">fabric vs native: '),
     ],
@@ -171,11 +225,14 @@ def test_compare_reports_the_folder_as_its_own_question(folder, fmt, start, insi
     if fmt == "json":
         doc = json.loads(out)
         # the two ok repeats: their files' runs, pooled; the failed one is not read
-        assert doc["files"] == 2 and doc["log_ratio"]["runs"] == 2 * len(
+        assert doc["files"] == 2 and len(doc["runs"]) == 2 * len(
             json.loads(DATA.read_text())["runs"]
         )
         assert doc["arm"] == "fabric" and doc["baseline"] == "native"
-        assert doc["percent_interval"][0] < doc["percent"] < doc["percent_interval"][1]
+        # repeat 1 built the baseline first, repeat 3 the arm (the plan's order): one process
+        # of each build order gives no verdict, and says why
+        assert doc["percent_interval"] is None and doc["log_ratio"]["processes"] == 2
+        assert "confounded with the arm" in doc["verdict"]
 
 
 def test_compare_reads_interleaved_files_as_the_folder_does(folder, tmp_path, capsys):
@@ -186,7 +243,7 @@ def test_compare_reads_interleaved_files_as_the_folder_does(folder, tmp_path, ca
     assert json.loads(capsys.readouterr().out) == from_folder
     report = tmp_path / "report.md"
     assert compare_main(["--format", "markdown", "--output", str(report), *files]) == 0
-    assert report.read_text().startswith("# Per-step cost in one process, interleaved")
+    assert report.read_text().startswith("# resnet18 on ")
     assert compare_main(["--output", files[0], files[0], "--overwrite-output"]) == 2
     assert "one of the inputs" in capsys.readouterr().err
 

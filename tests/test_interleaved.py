@@ -102,6 +102,9 @@ def test_the_loops_call_the_runners_modules():
         (["--ddp-stream", "side"], "--ddp-stream does not apply to the interleaved mode"),
         (["--arm", "lightning"], "argument --arm: invalid choice: 'lightning'"),
         (["--chunk-steps", "two"], "argument --chunk-steps: invalid int value: 'two'"),
+        (["--order-seed", "-1"], "--order-seed must be 0 or more, got -1"),
+        (["--order-seed", str(2**63)], f"--order-seed {2**63} is too large"),
+        (["--build-first", "fabric"], "argument --build-first: invalid choice: 'fabric'"),
     ],
 )
 def test_bad_options_are_one_line_exit_2_before_any_work(args, message, tmp_path, capsys):
@@ -205,16 +208,19 @@ def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, tmp_
     assert all(a.parameters_synchronized for a in r.arms)
     with pytest.raises(ResultError, match="an interleaved result.*python -m compare.interleaved"):
         load_result(out)
+    assert r.built_first == "native" and r.order_seed is not None  # drawn afresh
     answer = analyse(load_interleaved_files([out]))
-    assert answer.log_ratio.runs == 2 and not answer.a_a and answer.half_width_pp is not None
+    # one process: an estimate, and no verdict (its runs share what the process fixed)
+    assert len(answer.runs) == 2 and answer.log_ratio.processes == 1 and not answer.a_a
+    assert answer.half_width_pp is None and answer.verdict.startswith("no verdict: one process")
     assert compare_main([str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("Per-step cost in one process, interleaved\n")
+    assert text.startswith("resnet18 on ") and "\nPer-step cost in one process, interleaved" in text
     assert (
         "fabric vs native: " in text and "Runs" in text and max(map(len, text.splitlines())) <= 100
     )
     assert compare_main(["--format", "markdown", str(out)]) == 0
-    assert "| run | fabric vs native % |" in capsys.readouterr().out
+    assert "| process | run | fabric vs native % |" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -222,10 +228,16 @@ def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, tmp_
 def test_a_a_in_one_process_names_the_second_loop_b(tmp_path):
     out = tmp_path / "r.json"
     args = [*SMALL, "--baseline", "native", "--arm", "native", "--pairing", "AB", "--pairs", "3"]
+    args += ["--build-first", "arm", "--order-seed", "7"]
     proc = run_module(MODULE, [*args, "--runs", "1", "--output", str(out)], timeout=300)
     assert proc.returncode == 0, proc.stderr
     r = load_interleaved(out)
     assert [a.label for a in r.arms] == ["native", "native-b"]
+    from lightning_impl.interleaved import chunk_order
+
+    # the loop built first and the orders' seed, as given: the orders are that seed's
+    assert r.built_first == "native-b" and r.order_seed == 7
+    assert r.runs[0].order == chunk_order("AB", 3, random.Random("7:0"))
     answer = analyse([(out, r)])
     assert answer.a_a and answer.percent_interval is None and "no verdict" in answer.verdict
     assert "A/A" in render_section(answer)
@@ -256,11 +268,13 @@ def test_compare_refuses_to_pool_different_experiments(tmp_path):
     with pytest.raises(UsageError, match="chunk_steps .* differs"):
         analyse(load_interleaved_files([a, b]))
     answer = analyse(load_interleaved_files([a, a]))
-    assert answer.files == 2 and answer.log_ratio.runs == 2 * len(doc["runs"])
-    # two processes: the check across them is a t over their two means (equal here)
-    assert answer.per_process is not None and answer.per_process.runs == 2
-    assert answer.per_process.half == 0.0 and "check across processes" in render_section(answer)
-    assert analyse(load_interleaved_files([a])).per_process is None
+    assert answer.files == 2 and len(answer.runs) == 2 * len(doc["runs"])
+    # two processes, both (older results, no build order recorded) built the baseline first:
+    # the build order would be confounded with the arm
+    assert answer.log_ratio.half is None and answer.log_ratio.baseline_first == 2
+    assert "confounded with the arm" in answer.verdict
+    text = render_section(answer)
+    assert "record no build order (built_first)" in " ".join(text.split())
 
 
 def test_the_in_process_plan_refuses_an_unknown_variant(tmp_path):
@@ -279,15 +293,16 @@ def test_the_in_process_plan_refuses_an_unknown_variant(tmp_path):
 def test_python_m_experiment_runs_the_in_process_plan(tmp_path):
     out = tmp_path / "exp"
     tiny = [*SMALL, "--precision", "fp32", "--pairs", "2", "--runs", "2"]
-    args = ["--plan", "in-process", "--variant", "a-a-native", "--out", str(out), "--", *tiny]
+    args = ["--plan", "in-process", "--variant", "a-a-native", "--out", str(out), "--repeats", "2"]
+    args += ["--", *tiny]
     bad = run_module("experiment", [*args, "--chunk-steps", "0"], timeout=120)
     assert bad.returncode == 2 and "--chunk-steps must be positive, got 0" in bad.stderr
     assert not out.exists()
     proc = run_module("experiment", args, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = (out / "a-a-native" / "report.txt").read_text()
-    assert "A/A" in report and "2 run(s) in 1 file(s)" in report
-    assert (out / "a-a-native" / "report.md").read_text().startswith("# Per-step cost")
+    assert "A/A" in report and "4 run(s) in 2 process(es)" in report
+    assert (out / "a-a-native" / "report.md").read_text().startswith("# resnet18 on ")
     assert load_interleaved(out / "a-a-native" / "results" / "interleaved-r1.json").runs
 
 

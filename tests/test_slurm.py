@@ -152,9 +152,9 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
     runs = json.loads((outdir / "manifest.json").read_text())["runs"]
     assert [
         (r["block"], r["label"], r["exit_status"]) for r in runs
-    ] == [  # one warm-up run each first
-        (0, "native", 0),
+    ] == [  # one warm-up run each first, ending with the baseline (stats.orders)
         (0, "lightning", 0),
+        (0, "native", 0),
         (1, "native", 0),
         (1, "lightning", 0),
         (2, "lightning", 0),

@@ -212,9 +212,24 @@ def test_compare_arms_with_a_recorded_rule_gives_steins_interval() -> None:
 
 
 def test_blocks_left_unbalanced_by_failures_are_adjusted_for_position() -> None:
-    # ABBA over 8 blocks; blocks 2, 4 and 6 lost their fabric run: gaps +1 +1 +1 +1 -1
+    # ABBA over 10 blocks; blocks 2, 4 and 6 lost their fabric run: gaps +1 +1 +1 +1 -1 +1 -1
     lost = ((2, "fabric"), (4, "fabric"), (6, "fabric"))
-    iv = comparison.compare_arms(_abba(8, 7, lost), "fabric", "native")
-    assert iv.verdict_possible and iv.df == 3 and "adjusted" in iv.method
+    iv = comparison.compare_arms(_abba(10, 7, lost), "fabric", "native")
+    assert iv.verdict_possible and iv.df == 5 and "adjusted" in iv.method
     assert any("adjusted for the position" in w for w in iv.warnings)
     assert any("block(s) 2, 4, 6 dropped" in w for w in iv.warnings)
+
+
+def test_a_lone_block_of_one_order_gives_the_plain_mean_and_says_so() -> None:
+    """Over 8 blocks the same losses leave gaps +1 +1 +1 +1 -1: fitted, the lone block's
+    residual would be 0 (leverage 1; issue 45), so the estimate is the plain mean, df 4."""
+    lost = ((2, "fabric"), (4, "fabric"), (6, "fabric"))
+    runs = _abba(8, 7, lost)
+    iv = comparison.compare_arms(runs, "fabric", "native")
+    assert iv.verdict_possible and iv.df == 4 and "adjusted" not in iv.method
+    assert "time term" not in iv.method
+    by_block = {(p.block, p.arm): p.ms for p in runs}
+    ratios = [math.log(by_block[b, "fabric"] / by_block[b, "native"]) for b in (1, 3, 5, 7, 8)]
+    assert iv.percent == pytest.approx(math.expm1(sum(ratios) / 5) * 100)
+    said = "1 complete block(s) ran fabric first and 4 ran it second; the time term needs 2"
+    assert any(said in w and "the plain mean" in w for w in iv.warnings), iv.warnings
