@@ -41,14 +41,10 @@ class Responsibility:
 
 
 RESPONSIBILITIES = (
-    Responsibility("launch", "process launch and group", ("process launch", "process group")),
-    Responsibility(
-        "wrapper", "device and DDP wrapper, its stream", ("device placement", "model wrapper")
-    ),
-    Responsibility("precision", "mixed precision and its casts", ("mixed precision",)),
-    Responsibility(
-        "step", "backward and step: Fabric's wrappers", ("backward and optimizer step",)
-    ),
+    Responsibility("launch", "launch and process group", ("process launch", "process group")),
+    Responsibility("wrapper", "DDP wrapper and its stream", ("device placement", "model wrapper")),
+    Responsibility("precision", "mixed precision", ("mixed precision",)),
+    Responsibility("step", "backward and step wrappers", ("backward and optimizer step",)),
     Responsibility("loop", "the Trainer's loop", ()),
     Responsibility("services", "the Trainer's services", ()),
 )
