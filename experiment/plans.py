@@ -357,13 +357,13 @@ PLANS += (
 # ablations of the arms table (common/arms.py), each handing one responsibility back; compare
 # decomposes the Trainer's total into them ("Where the cost comes from"). With one GPU the launch
 # and SIGTERM ablations isolate nothing (their `one_rank`) and are left out, the report says why;
-# the CPU variants (2 gloo ranks, bf16 autocast on the CPU) run every arm, native-fp32-logits too,
-# and the stream ablation there is a true no-op (a CPU has no CUDA streams): an A/A of an ablation
+# responsibilities-cpu (2 gloo ranks, bf16 autocast on the CPU) runs every arm, native-fp32-logits
+# too, and its stream ablation is a true no-op (a CPU has no CUDA streams): an A/A of an ablation
 # in real runs. The GPU runs are short (ResNet-50 25 timed steps, GPT-2 small 40: about 7-8.5 s
 # forked on an H100), so the imports, one warm-up round and 4-5 blocks of 7 arms (about a minute
-# a block) end within 6 minutes per variant:
-#   python -m experiment --plan responsibilities --variant image --repeats 5 \
-#       --settle-minutes 0 --budget-minutes 6 -- --devices 1
+# a block) end within 6 minutes per variant, both in 12:
+#   python -m experiment --plan responsibilities --repeats 5 --settle-minutes 0 \
+#       --budget-minutes 6 --out results/h100/responsibilities -- --devices 1
 RESPONSIBILITY_ARMS = (
     *("native", "fabric", "lightning", "lightning-services"),
     *("fabric-native-launch", "fabric-current-stream", "fabric-torch-autocast", "fabric-raw-step"),
@@ -399,17 +399,15 @@ PLANS += (
                 "gpt",
                 (*GPT, "--batch-size-per-device", "8", "--warmup-steps", "10", "--steps", "40"),
             ),
-            Variant(
-                "cpu-image",
-                (*CPU_BF16, *CPU_IMAGE),
-                arms=named_arms(*RESPONSIBILITY_ARMS),
-            ),
-            Variant(
-                "cpu-gpt",
-                (*CPU_BF16, *CPU_GPT),
-                arms=named_arms(*RESPONSIBILITY_ARMS),
-            ),
         ),
+    ),
+    Plan(
+        "responsibilities-cpu",
+        "The same on 2 gloo CPU ranks, every arm (the launch and SIGTERM ablations too): where"
+        " does Lightning's cost come from when the host sets the pace?",
+        arms=named_arms(*RESPONSIBILITY_ARMS),
+        repeats=6,
+        variants=(Variant("image", (*CPU_BF16, *CPU_IMAGE)), Variant("gpt", (*CPU_BF16, *CPU_GPT))),
     ),
 )
 
