@@ -46,6 +46,9 @@ NATIVE = "native"
 # A percentage point of native's step as stats.blocks sees it: small numbers, for which its
 # percent conversion (expm1) and as_share's inverse (log1p) are exact to rounding.
 SCALE = 1e-4
+# The residual's interval within this many points of native's step: the parts explain the
+# total (issue 47's goal: the residual within +-1 pp of 0).
+EXPLAINED_PP = 1.0
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,7 @@ class CostRow:
 
     world_size: int
     kind: str  # part | detail | total | residual
+    key: str  # the responsibility's key (common/arms.py), or "total", "residual"
     responsibility: str  # the row's name in the table
     named: str  # the row's name in a sentence (a detail's with its responsibility's)
     measured: str  # "fabric vs fabric-current-stream" (the stated comparison); "" if none
@@ -338,6 +342,7 @@ def _row(
     measured: str,
     given: intervals.ArmInterval | None = None,
     named: str = "",
+    key: str = "",
 ) -> CostRow:
     """One measured row: its share and interval (at its stated comparison's confidence, or
     `given`), its ms, and its host and memory cost signed as a cost (with minus without)."""
@@ -359,6 +364,7 @@ def _row(
     return CostRow(
         world_size=c.layout.world,
         kind=kind,
+        key=key or kind,
         responsibility=title,
         named=named or title,
         measured=measured,
@@ -381,6 +387,7 @@ def _unmeasured(world: int, item: Item) -> CostRow:
     return CostRow(
         world_size=world,
         kind=item.kind,
+        key=item.key,
         responsibility=item.title,
         named=item.named,
         measured="",
@@ -432,6 +439,7 @@ def decompose(
             item.measured,
             None,
             item.named,
+            item.key,
         )
         if item.with_arm is not None
         else _unmeasured(layout.world, item)
@@ -481,15 +489,27 @@ def residual_test(
 
 
 def residual_sentence(rest: CostRow) -> str:
-    """What the residual says, in one sentence."""
+    """What the residual says, in one sentence: the parts explain the total only when its
+    whole interval lies within EXPLAINED_PP of 0; an interval that holds 0 but is wider says
+    nothing either way."""
     if rest.percent is None:
         return "residual: not computed"
     if rest.ci_low is None or rest.ci_high is None:
         return f"residual {rest.percent:+.2f}% of native's step: no interval ({rest.why})"
     shown = f"{rest.percent:+.2f}% of native's step (CI {rest.ci_low:+.2f}..{rest.ci_high:+.2f})"
+    within = -EXPLAINED_PP <= rest.ci_low and rest.ci_high <= EXPLAINED_PP
     if rest.ci_low <= 0 <= rest.ci_high:
-        return f"the parts explain the total: residual {shown}, no difference from 0 detectable"
-    return f"a residual of {shown} remains: interactions between the parts, or work no arm isolates"
+        if within:
+            return f"the parts explain the total: residual {shown}, within ±{EXPLAINED_PP:g} pp"
+        return (
+            f"residual {shown}: no difference from 0 detectable, but the interval is too wide"
+            f" to say the parts explain the total (±{EXPLAINED_PP:g} pp)"
+        )
+    small = f", within ±{EXPLAINED_PP:g} pp" if within else ""
+    return (
+        f"a residual of {shown} remains{small}: interactions between the parts, or work no"
+        " arm isolates"
+    )
 
 
 # --- from a report's grouping ----------------------------------------------------------------

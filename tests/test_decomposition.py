@@ -290,9 +290,25 @@ def test_the_report_states_where_the_cost_comes_from(tmp_path, capsys):
     assert main([str(folder), "--format", "text"]) == 0
     text = capsys.readouterr().out
     assert "\nWhere the cost comes from\n" in text
-    assert "where the cost comes from, 1 GPU: the parts explain the total" in text
+    assert f"where the cost comes from, 1 GPU: {d.residual_sentence[:40]}" in text
     assert "launch and process group: not isolated here: one rank" in text
     assert max(map(len, text.splitlines())) <= 100
     assert main([str(folder), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["decomposition"][0]["rows"]
     assert rows[-1]["responsibility"] == "residual" and rows[-1]["ci_low"] < 0 < rows[-1]["ci_high"]
+
+
+def test_the_residual_explains_the_total_only_within_one_point():
+    import dataclasses
+
+    from compare.decomposition import CostRow, residual_sentence
+
+    base = CostRow(1, "residual", "residual", "residual", "residual", "", 0.2, -0.5, 0.9, 0.95,
+                   None, None, None, None, None, None, 6)  # fmt: skip
+    assert residual_sentence(base).startswith("the parts explain the total: residual +0.20%")
+    wide = dataclasses.replace(base, ci_low=-3.0, ci_high=3.4)
+    assert "too wide to say the parts explain the total" in residual_sentence(wide)
+    small = dataclasses.replace(base, ci_low=0.1, ci_high=0.3)
+    assert residual_sentence(small).startswith("a residual of +0.20%") and "within ±1 pp" in (
+        residual_sentence(small)
+    )
