@@ -45,7 +45,8 @@ RESPONSIBILITIES = (
     Responsibility("wrapper", "DDP wrapper and its stream", ("device placement", "model wrapper")),
     Responsibility("precision", "mixed precision", ("mixed precision",)),
     Responsibility("step", "backward and step wrappers", ("backward and optimizer step",)),
-    Responsibility("loop", "the Trainer's loop", ()),
+    # the Trainer's automatic optimisation: its mark in the lesson is the backward and step's
+    Responsibility("loop", "the Trainer's loop", ("backward and optimizer step",)),
     Responsibility("services", "the Trainer's services", ()),
 )
 RESPONSIBILITY = {r.key: r for r in RESPONSIBILITIES}
