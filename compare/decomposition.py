@@ -30,7 +30,6 @@ torch nor Lightning.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -462,10 +461,6 @@ def decompose(
         "total minus the parts",
         given=residual,
     )
-    host_parts = [r.host_ms for r in rows if r.kind == "part" and r.percent is not None]
-    if total.host_ms is not None and all(h is not None for h in host_parts):
-        spent = math.fsum(h for h in host_parts if h is not None)
-        rest = dataclasses.replace(rest, host_ms=total.host_ms - spent)
     return Decomposition(
         layout.world,
         (*rows, total, rest),

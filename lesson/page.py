@@ -274,10 +274,11 @@ def costs_html(costs: Sequence[Costs]) -> str:
     )
     cpu = any("CPU" in c.where for c in costs)
     caveat = (
-        "<p>These numbers were measured on CPUs (2 gloo ranks, bf16 autocast): a CPU's step"
-        " swings with whatever else its machine runs, so read the host CPU column first; the"
-        " GPU folders of <code>python -m experiment --plan responsibilities</code> answer for"
-        " GPUs.</p>"
+        "<p><b>These numbers were measured on CPUs</b> (2 gloo ranks sharing a small machine,"
+        " bf16 autocast): its steps swing with whatever else the machine runs, so every interval"
+        " is tens of points wide and none says more than that nothing was detected. They show"
+        " the method at work, not what Lightning costs; the GPU folders of"
+        " <code>python -m experiment --plan responsibilities</code> will.</p>"
         if cpu
         else ""
     )

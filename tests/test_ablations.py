@@ -103,7 +103,8 @@ def test_fabric_torch_autocast_leaves_out_the_precision_plugins_casts(runs):
 
 def test_lightning_no_sigterm_leaves_out_the_loops_broadcast(runs):
     trainer, quiet = runs["lightning"][1], runs["lightning-no-sigterm"][1]
-    assert calls(trainer, "broadcast", "distributed_c10d.py") == STEPS
+    # one a step, at its start: the first timed step's comes before the profile starts
+    assert calls(trainer, "broadcast", "distributed_c10d.py") == STEPS - 1
     assert calls(quiet, "broadcast", "distributed_c10d.py") == 0
 
 
