@@ -98,6 +98,7 @@ class Arm:
 
 
 def _ablation(name: str) -> tuple[tuple[str, object], ...]:
+    """The settings of `--ablation name`."""
     return (("ablation", name),)
 
 

@@ -110,7 +110,8 @@ def before_launch(cfg: BenchConfig, launch: launcher.Launch, fabric, prec: Preci
     elif cfg.ablation == "raw-step":
         setup = fabric.setup
 
-        def raw_setup(module, optimizer, **kwargs):
+        def raw_setup(module, optimizer, **kwargs) -> tuple[RawModule, torch.optim.Optimizer]:
+            """fabric.setup, then the wrappers taken off."""
             wrapped, fabric_optimizer = setup(module, optimizer, **kwargs)
             return RawModule(wrapped), fabric_optimizer.optimizer
 
@@ -125,11 +126,13 @@ class RawModule:
     no tensor hook on the output. `module` is the model inside DDP, as _FabricModule's is."""
 
     def __init__(self, wrapped) -> None:
+        """Take DDP's module, the model and the precision from a _FabricModule."""
         self.ddp = wrapped._forward_module  # the DistributedDataParallel wrapper
         self.module = wrapped.module
         self.precision = wrapped._strategy.precision
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs) -> object:
+        """The forward: inputs cast, DDP's module under the precision's context, outputs cast."""
         args, kwargs = self.precision.convert_input((args, kwargs))
         with self.precision.forward_context():
             output = self.ddp(*args, **kwargs)
