@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from common import workloads
+from common import arms, workloads
 from common.errors import OneLineParser, UsageError
 from common.output import output_path_problem
 
@@ -204,6 +204,12 @@ SPEED = Group("numerics and speed")
 WORKLOAD = Group("workload")
 DDP = Group("DistributedDataParallel")
 TRAINER = Group("Lightning Trainer")
+ABLATIONS = Group(
+    "ablations (one at a time)",
+    "each hands one responsibility of Lightning's back to native's way, or across to native,"
+    " keeping the numerics: a run with one is a measurement, and its result names the arm"
+    " (common/arms.py)",
+)
 DIAGNOSTICS = Group(
     "diagnostics",
     "a run with any of these is a diagnosis, not a measurement: the result"
@@ -333,16 +339,24 @@ class BenchConfig:
         " model summary, logger and checkpointing (Trainer only: native and"
         " Fabric refuse it)",
     )
-    # The diagnostics (DIAGNOSTIC_OPTIONS): each changes what a run does, to find out where
-    # time goes; a run with any of these is a diagnosis, not a measurement.
+    ablation: str | None = option(
+        None,
+        ABLATIONS,
+        "hand one responsibility back (or across): " + arms.ablation_help() + " (default: none)",
+        metavar="NAME",
+        choices=tuple(arms.ABLATIONS),
+    )
     ddp_stream: str = option(
         "auto",
-        DIAGNOSTICS,
+        ABLATIONS,
         "CUDA stream the DDP wrapper is built on: auto = the runner's own"
         " (native current; Fabric and Trainer side, as DDPStrategy does);"
-        " current or side swaps one runner's choice for the other's",
+        " current or side swaps one runner's choice for the other's (the arms"
+        " fabric-current-stream, lightning-current-stream, native-side-stream)",
         choices=DDP_STREAMS,
     )
+    # The diagnostics (DIAGNOSTIC_OPTIONS): each changes what a run does, to find out where
+    # time goes; a run with any of these is a diagnosis, not a measurement.
     host_delay_us: int = option(  # its range is validate_diagnostics's
         0,
         DIAGNOSTICS,

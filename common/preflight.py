@@ -16,7 +16,7 @@ import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from common import launcher, precision
+from common import arms, launcher, precision
 from common.config import BenchConfig
 from common.errors import UsageError
 
@@ -47,21 +47,25 @@ def omp_threads(devices: int, env: MutableMapping[str, str] | None = None) -> in
 
 
 def check(
-    cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *, trainer: bool = False
+    cfg: BenchConfig, env: MutableMapping[str, str] | None = None, *, runner: str | None = None
 ) -> Plan:
     """The launcher and its variables, the CPUs or GPUs, the threads and the precision; and
-    --no-barebones, which only the Trainer (`trainer`) takes."""
+    what only some runners take (`runner`, a key of common.arms.RUNNERS; None for a program
+    that runs no arm of its own): --no-barebones the Trainer, each --ablation its runner."""
     env = os.environ if env is None else env
-    if not cfg.barebones and not trainer:
+    if not cfg.barebones and runner != "lightning":
         raise UsageError(
             "--no-barebones applies to the Lightning Trainer only"
             " (python -m lightning_impl); leave it out here"
         )
+    values = {name: getattr(cfg, name) for name in arms.NEUTRAL}
+    arms.check_settings(runner, values)  # before the machine's checks: the options' own
     launch = launcher.detect(env)
     launcher.validate(cfg, launch, env, rendezvous=not cfg.check)  # --check meets no rank 0
     threads = omp_threads(cfg.devices, env)
     bf16 = precision.local_bf16_support(cfg.accelerator, cfg.devices)
     prec = precision.resolve_precision(cfg.precision, cfg.accelerator, bf16)
+    arms.check_settings(runner, values, prec.resolved)
     return Plan(launch=launch, threads=threads, precision=prec)
 
 

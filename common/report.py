@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from common import checks, environment, workload, workloads
+from common import arms, checks, environment, workload, workloads
 from common.config import BenchConfig
 from common.forkserver import process_facts
 from common.output import OutputError
@@ -229,6 +229,7 @@ def build_result(
         units_per_second_per_device=samples_per_second * units / world,
         peak_flops_per_device=peak,
         mfu=mfu(trained["flops_per_sample"], samples_per_second, names),
+        arm=arms.arm_of(run.implementation, {n: getattr(cfg, n) for n in arms.NEUTRAL}),
     )
 
 

@@ -20,11 +20,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from common.arms import RUNNERS
 from common.bounds import out_of_bounds, utc_time
 from common.errors import UsageError, one_line
 from common.output import mode_for, write_text
 
 SCHEMA_VERSION = 1
+# A result's implementation: the runners of the arms table (common/arms.py)
+Implementation = Literal[tuple(RUNNERS)]  # type: ignore[valid-type]
+# An arm's name (common/arms.py): plain file-name text, as experiment labels are
+ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
 
 
 class ResultError(UsageError):
@@ -280,7 +285,7 @@ class Result(_Strict):
     """One run of one implementation: configuration, measurements, checks, provenance."""
 
     schema_version: Literal[1]
-    implementation: Literal["native", "fabric", "lightning"]
+    implementation: Implementation
     # --- the original scripts' fields, same names and meanings ---
     model: str
     data: str
@@ -344,6 +349,10 @@ class Result(_Strict):
     units_per_second_per_device: float | None = Field(default=None, gt=0)
     peak_flops_per_device: float | None = Field(default=None, gt=0)
     mfu: float | None = Field(default=None, ge=0)
+    # Absent in older results: the arm the run is, from its runner and options (the arms table,
+    # common/arms.py; None for a combination no row declares), so that compare labels and pairs
+    # loose files as an experiment's manifest would
+    arm: str | None = Field(default=None, pattern=ARM_NAME)
 
 
 def silent_counter(result: Result) -> int | None:

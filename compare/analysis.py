@@ -3,9 +3,11 @@
     report = analyse(runs, baseline="native")   # WorkloadMismatch when the runs differ
 
 Runs are grouped once by arm label and world size (compare.pairing.Grouping). Each other label
-is compared with the baseline, and lightning with fabric, lightning-services with lightning
-where both exist (compare.overheads: each comparison's interval from one number per run, its
-host cost compared the same way, Holm-adjusted over the report).
+is compared with the baseline, an ablation arm with its parent, and lightning with fabric,
+lightning-services with lightning where both exist (compare.overheads: each comparison's
+interval from one number per run, its host cost compared the same way, Holm-adjusted over the
+report); with ablation arms, Lightning's total is split into what each responsibility costs
+(compare.decomposition), its residual one more member of the Holm family.
 
 Everything the formats and the plot show is computed here once, in typed rows
 (compare.rows); `sections.py` (through `render.py`), `report.py` and `figures.py` only lay it
@@ -21,6 +23,7 @@ from typing import Any
 
 from compare import verdicts
 from compare.attribution import Attribution, noise_attributions
+from compare.decomposition import Decomposition, for_report, planned
 from compare.display import world_unit
 from compare.energy import (
     EnergyRow,
@@ -83,6 +86,8 @@ class Report:
     energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
     noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
     work: Unit = IMAGES  # what throughput and energy count: the runs' workload's unit
+    # where the cost comes from (compare.decomposition): one per world size with ablation arms
+    decomposition: list[Decomposition] = field(default_factory=list)
 
     @property
     def units(self) -> str:
@@ -114,6 +119,7 @@ class Report:
             "energy": [dataclasses.asdict(e) for e in self.energy],
             "energy_differences": [dataclasses.asdict(e) for e in self.energy_differences],
             "noise": [dataclasses.asdict(a) for a in self.noise],
+            "decomposition": [dataclasses.asdict(d) for d in self.decomposition],
         }
 
 
@@ -314,7 +320,9 @@ def analyse(
     warnings = workload_flags(runs, allow_mismatch)
     warnings += [Flag.plain("unpaired", line) for line in unpaired(cells, base, unit)]
     stated = stated_comparisons(groups)
-    overhead, pairs, said = time_comparisons(groups, stated)
+    splits = planned(groups)
+    tests = [p.test for p in splits if p.test is not None]
+    overhead, pairs, said, residuals = time_comparisons(groups, stated, tests)
     vs_base = {(o.arm, o.world_size): o for o in overhead if o.baseline == base}
     numerics = {(o.arm, o.baseline, o.world_size): o.numerics_identical for o in overhead}
     same = {key: o.numerics_identical for key, o in vs_base.items()}
@@ -349,4 +357,5 @@ def analyse(
         energy_differences=energy_comparisons(groups, stated),
         noise=noise_attributions(groups),
         work=work,
+        decomposition=for_report(splits, overhead, residuals),
     )

@@ -347,9 +347,10 @@ def run_from(
 ) -> Run:
     """The one adapter: a `Run` from either kind of result.
 
-    `label` is the arm label, by default the implementation, plus "-services" for Lightning
-    with barebones off ("native (original script)" for the originals); `file` the display
-    name, by default the path's name."""
+    `label` is the arm label, by default the arm the result records (common/arms.py), else
+    (older results) the implementation, plus "-services" for Lightning with barebones off
+    ("native (original script)" for the originals); `file` the display name, by default the
+    path's name."""
     kind = _original_fields(result) if isinstance(result, OriginalResult) else _suite_fields(result)
     default_label = kind.pop("label")
     name = file or Path(path).name
@@ -397,7 +398,7 @@ def _suite_fields(r: Result) -> dict[str, Any]:
     if joules is None and energy is not None:
         joules = energy.joules_per_image  # older results: an image is the unit
     return {
-        "label": f"{r.implementation}-services" if services else r.implementation,
+        "label": r.arm or (f"{r.implementation}-services" if services else r.implementation),
         "workload": _workload(r, r.config),
         "original": False,
         "ranks": ranks,

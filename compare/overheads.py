@@ -1,15 +1,16 @@
 """Each comparison the report states, as an Overhead: the arm against its baseline at one world
 size, by step time, host cost and energy, each Holm-adjusted as a family of its own.
 
-    stated = stated_comparisons(grouping(runs))        # each label vs the baseline, and more
-    overhead, pairs, warnings = time_comparisons(groups, stated)
+    stated = stated_comparisons(grouping(runs))        # each label vs the baseline, or its parent
+    overhead, pairs, warnings, extra = time_comparisons(groups, stated, tests)
     points = run_points(runs)                          # one stats RunPoint per counted run
 
 Each comparison's interval comes from one number per run (stats.comparison.compare_arms:
 paired by block for an experiment folder, Stein's interval when it stopped by that rule, else
 run-level). One comparison is computed in `overhead_of` (arm, baseline, their runs -> an
 Overhead and the method's warnings); Holm's adjustment (stats.holm) runs over the comparisons
-`stated_comparisons` gives. compare.analysis assembles the Report from these.
+`stated_comparisons` gives, and over any further tests the report states (the residual of
+compare.decomposition). compare.analysis assembles the Report from these.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from common import arms as table
 from compare import verdicts
 from compare.energy import energy_difference, joules_per_image
 from compare.errors import CompareError
@@ -221,13 +223,30 @@ def overhead_of(
 
 
 def comparisons(present: Sequence[str], baseline: str) -> list[tuple[str, str]]:
-    """(arm, baseline) pairs: each label vs the baseline, lightning vs fabric and
-    lightning-services vs lightning when both are present (and not already compared)."""
-    pairs = [(label, baseline) for label in present if label != baseline]
-    pairs = pairs if baseline in present else []
-    for arm, base in (("lightning", "fabric"), ("lightning-services", "lightning")):
-        if arm in present and base in present and (arm, base) not in pairs and base != baseline:
-            pairs.append((arm, base))
+    """(arm, baseline) pairs the report states, from the arms table (common/arms.py): each
+    label against the baseline, except an ablation that measures a part or a detail, which is
+    stated against its parent where its parent ran (what it hands back is its parent's); then
+    each runner against its parent where both ran and the parent is not the baseline
+    (lightning vs fabric, lightning-services vs lightning). So many arms state each arm against
+    its parent plus the runners' totals, not every arm against native: fewer comparisons, and
+    narrower Holm-adjusted intervals."""
+    pairs = []
+    for label in present:
+        arm = table.ARMS.get(label)
+        if label == baseline:
+            continue
+        if arm is not None and arm.role in ("part", "detail") and arm.parent in present:
+            pairs.append((label, str(arm.parent)))
+        elif baseline in present:
+            pairs.append((label, baseline))
+    for label in present:
+        arm = table.ARMS.get(label)
+        if arm is None or arm.ablation or label == baseline or arm.parent in (None, baseline):
+            continue
+        if arm.parent not in present:
+            continue
+        if (label, arm.parent) not in pairs:
+            pairs.append((label, str(arm.parent)))
     return pairs
 
 
@@ -261,15 +280,19 @@ def holm_family(
 
 
 def time_comparisons(
-    groups: Grouping, stated: Sequence[Stated]
-) -> tuple[list[Overhead], list[dict[str, Any]], list[Flag]]:
+    groups: Grouping,
+    stated: Sequence[Stated],
+    tests: Sequence[Callable[[float], intervals.ArmInterval]] = (),
+) -> tuple[list[Overhead], list[dict[str, Any]], list[Flag], list[intervals.ArmInterval | None]]:
     """Each stated comparison's overhead (step time and host cost, each Holm-adjusted as a
-    family of its own), its pair of run lists, and the methods' warnings."""
+    family of its own), its pair of run lists, the methods' warnings, and the intervals of the
+    further `tests` (as functions of the confidence), Holm-adjusted with the step times."""
     sides = [(c.arm, c.baseline, *groups.pair(c.arm, c.baseline, c.world)) for c in stated]
-    # Holm's adjustment over every comparison the report states (stats.holm)
-    adjusted = holm_family(
-        len(stated), {k: functools.partial(interval_of, *side) for k, side in enumerate(sides)}
-    )
+    # Holm's adjustment over every comparison the report states (stats.holm), and its tests
+    calls = {k: functools.partial(interval_of, *side) for k, side in enumerate(sides)}
+    calls.update({len(stated) + k: test for k, test in enumerate(tests)})
+    both = holm_family(len(stated) + len(tests), calls)
+    adjusted, extra = both[: len(stated)], both[len(stated) :]
     # ... and, as a family of its own, over the host-cost differences the report states
     host_ivs = holm_family(
         len(stated),
@@ -294,7 +317,7 @@ def time_comparisons(
                 "numerics_identical": o.numerics_identical,
             }
         )
-    return overhead, pairs, warnings
+    return overhead, pairs, warnings, extra
 
 
 def energy_comparisons(groups: Grouping, stated: Sequence[Stated]) -> list[EnergyDifference]:

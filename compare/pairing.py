@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from common import arms as table
 from compare.errors import CompareError, WorkloadMismatch
 from compare.model import IMAGES, ORIGINAL_LABEL, Run, Unit, text_of
 
@@ -127,10 +128,9 @@ def version_differences(runs: Sequence[Run]) -> list[Difference]:
 
 
 def labels(runs: Sequence[Run], baseline: str | None = None) -> list[str]:
-    """Arm labels in order: the baseline first, then native, fabric, lightning, then as given."""
-    order = {
-        name: i for i, name in enumerate(("native", "fabric", "lightning", "lightning-services"))
-    }
+    """Arm labels in order: the baseline first, then the arms table's (common/arms.py: native,
+    fabric, lightning, lightning-services, then the ablation arms), then as given."""
+    order = {name: i for i, name in enumerate(table.ARMS)}
     seen = list(dict.fromkeys(run.label for run in runs))
 
     def rank(label: str) -> tuple[bool, int, bool, int]:
@@ -149,7 +149,7 @@ class Grouping:
     comparison into blocks itself (stats.blocks)."""
 
     baseline: str  # the arm every other is compared with
-    labels: tuple[str, ...]  # the baseline first, then native, fabric, lightning, then as given
+    labels: tuple[str, ...]  # the baseline first, then the arms table's, then as given
     cells: Cells  # in the labels' order, world sizes ascending
 
     @property

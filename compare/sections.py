@@ -4,11 +4,12 @@
     print(render.text(doc), end="")
 
 The answer is one line per comparison (verdict, runs, interval: compare.verdicts), the
-host-cost lines and the warnings; then configuration (rows that are the same in every arm
-folded into one line unless `verbose`), speed, start-up, overhead, host cost, steady state,
-slow ranks, scaling and notes. A table's columns come from its row type's fields
-(compare.rows), so a new field is a new column everywhere. To add a section, write a function
-returning a render.Section and put it in `document`'s list.
+host-cost lines, where the cost comes from (the residual's verdict) and the warnings; then
+configuration (rows that are the same in every arm folded into one line unless `verbose`),
+speed, start-up, overhead, where the cost comes from (compare.decomposition: with ablation
+arms), host cost, steady state, slow ranks, scaling and notes. A table's columns come from
+its row type's fields (compare.rows), so a new field is a new column everywhere. To add a
+section, write a function returning a render.Section and put it in `document`'s list.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def answer(report: Report) -> Section:
     lines = [verdicts.oneliner(o, report.unit) for o in report.overhead]
     host = (verdicts.host_oneliner(o, report.unit) for o in report.overhead)
     lines += [line for line in host if line is not None]
+    lines += [
+        f"where the cost comes from, {verdicts.where(d.world_size, report.unit)}:"
+        f" {d.residual_sentence}"
+        for d in report.decomposition
+    ]
     # energy per image, where the runs measured it (CPU runs and older results say nothing here)
     energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
     lines += [line for line in energy if line is not None]
@@ -258,6 +264,64 @@ def host(report: Report) -> Section:
     )
 
 
+def cost_sources(report: Report) -> Section:
+    """Where the cost comes from (compare.decomposition): each responsibility's cost in % of
+    native's step, the total, the residual and what it says; rows not measured say why."""
+    rows, lines = [], []
+    for d in report.decomposition:
+        where = verdicts.where(d.world_size, report.unit)
+        lines.append(f"{where}: {d.residual_sentence}")
+        if d.dropped:
+            shown = ", ".join(map(str, d.dropped))
+            lines.append(f"{where}: block(s) {shown} left out (a run of some arm is missing)")
+        for r in d.rows:
+            name = f"  {r.responsibility}" if r.kind == "detail" else r.responsibility
+            if r.percent is None and r.why is not None:
+                lines.append(f"{where}, {r.named}: {r.why}")
+            rows.append(
+                [
+                    cell(r.world_size),
+                    name,
+                    r.measured or "-",
+                    cell(r.percent, "+.2f"),
+                    _ci(r.ci_low, r.ci_high),
+                    cell(r.ms, "+.3f"),
+                    cell(r.host_ms, "+.3f"),
+                    cell(r.peak_gib, "+.3f"),
+                ]
+            )
+    columns = [
+        key(report.units, numeric=True),
+        key("responsibility"),
+        Column("measured as"),
+        num("cost % ↓"),
+        num("interval %"),
+        num("ms/step ↓"),
+        num("host ms ↓"),
+        num("peak GiB ↓"),
+    ]
+    family = max((d.family for d in report.decomposition), default=1)
+    legend = (
+        "cost % = per block, 100 x (the step with the responsibility done Lightning's way -"
+        " the step without it) / native's step, over the complete blocks (a block holding a"
+        " run of every arm here), paired by block as the overhead (with the time term from"
+        " 5 blocks); measured as = the comparison the report states: an ablation against its"
+        " parent (fabric vs fabric-current-stream: what the side stream costs Fabric), or a"
+        " runner against its parent (lightning vs fabric: the Trainer's loop); ms/step = the"
+        " cost in ms of native's step (its geometric mean over those blocks)",
+        "total = the deepest runner that ran against native; the parts (not the indented"
+        " 'of which' rows, pieces of a part) and the residual add up to it; residual = per"
+        " block, the total minus the parts: interactions between the parts, or work no arm"
+        " isolates",
+        f"intervals: each at its comparison's Holm-adjusted level (over {family}"
+        " comparisons: each ablation against its parent, each runner against native and its"
+        " parent, and the residual); host ms = the comparison's host CPU ms per step, as a cost"
+        " (its interval: the host table's verdicts); peak GiB = the difference of the arms'"
+        " median peak allocated memory (GPU runs)",
+    )
+    return Section("Where the cost comes from", table(columns, rows), tuple(lines), legend)
+
+
 def steady_state(report: Report) -> Section:
     """First vs second half of each run's timed steps ('-' for results without step times)."""
     rows = [
@@ -362,6 +426,8 @@ def document(report: Report, verbose: bool = False) -> Document:
         out.append(overhead(report))
     else:
         out.append(Section("Overhead", lines=("not computed: no world size has runs of two arms",)))
+    if report.decomposition:
+        out.append(cost_sources(report))
     if report.host:  # one arm's host cost too (issue 32: a single result showed none)
         out.append(host(report))
     out += [steady_state(report), slow_ranks(report)]

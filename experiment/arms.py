@@ -1,6 +1,7 @@
 """The arms an experiment can run, their labels, their interpreters and how each is started.
 
     --arms native,lightning                         this interpreter's runners
+    --arms native,fabric,fabric-torch-autocast      an ablation arm, by its name
     --arms native,lightning@/tmp/envs/l255/bin/python,old=lightning@/tmp/envs/l251/bin/python
 
 An arm may name its own interpreter (RUNNER@PYTHON; a plan names an `Env` under --envs DIR):
@@ -22,16 +23,13 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from common import arms as table
 from common.errors import UsageError, one_line
 from experiment.together import CannotStart, run_together
 
-# runner -> (module, options the runner itself adds).
-ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "native": ("native", ()),
-    "fabric": ("lightning_impl.fabric", ()),
-    "lightning": ("lightning_impl", ()),
-    "lightning-services": ("lightning_impl", ("--no-barebones",)),
-}
+# An arm of the table (common/arms.py, by its name) -> (the module that runs it, the options
+# that make it): the "runner" an experiment's manifest records.
+ARMS: dict[str, tuple[str, tuple[str, ...]]] = {a.name: (a.module, a.options) for a in table.TABLE}
 DEFAULT_ARMS = ("native", "lightning")
 # A label names files (results/<label>-r<k>.json): safe file-name text, no markup, no spaces.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -181,7 +179,7 @@ def parse_arm(item: str) -> Arm:
     if runner not in ARMS:
         raise UsageError(
             f"--arms: unknown arm '{one_line(runner)}'; choose from {', '.join(ARMS)} or all"
-            " ([LABEL=]RUNNER[@PYTHON])"
+            " ([LABEL=]RUNNER[@PYTHON]; the arms: common/arms.py)"
         )
     if at and not python:
         raise UsageError(f"--arms: '{one_line(item)}' names no interpreter after @")
@@ -201,8 +199,8 @@ def parse_arms(text: str) -> list[Arm]:
     one-line reason. Arms with an interpreter and no label are named by check_arms."""
     if not text.strip():
         raise UsageError("--arms is empty; name the arms, e.g. --arms native,lightning")
-    if text == "all":
-        arms = [Arm("", a) for a in ARMS if available(a)]
+    if text == "all":  # the runners as they are; ablation arms are named, or a plan's
+        arms = [Arm("", a) for a in table.MAIN if available(a)]
     else:
         arms = [parse_arm(item) for item in text.split(",")]
     if len(arms) < 2:

@@ -39,9 +39,10 @@ class ExperimentOptions:
         None,
         OPTIONS,
         f"arms in order, the first is the baseline: native, fabric, lightning,"
-        f" lightning-services, or all (default {','.join(DEFAULT_ARMS)}); an arm listed"
-        " twice runs an A/A check (native,native); LABEL=RUNNER@PYTHON runs RUNNER under"
-        " another interpreter (another Lightning or torch), labelled LABEL (default"
+        f" lightning-services, an ablation arm by its name (common/arms.py, e.g."
+        f" fabric-torch-autocast), or all (those four; default {','.join(DEFAULT_ARMS)});"
+        " an arm listed twice runs an A/A check (native,native); LABEL=RUNNER@PYTHON runs"
+        " RUNNER under another interpreter (another Lightning or torch), labelled LABEL (default"
         " RUNNER-VERSION)",
         metavar="A,B,...",
     )

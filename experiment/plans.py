@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common import arms as table
 from common.errors import UsageError
 from experiment.arms import Arm, Env
 from experiment.settings import PROFILE_RUNS
@@ -113,16 +114,16 @@ REGIMES = (
 )
 
 
+def named_arms(*names: str) -> tuple[Arm, ...]:
+    """Arms of the table (common/arms.py), each labelled with its name."""
+    return tuple(Arm(name, name) for name in names)
+
+
 def stream_arms() -> tuple[Arm, ...]:
     """Each runner with its own DDP stream and with the other's: native, lightning,
     native-side-stream, lightning-current-stream (in stats.orders' carry-over-balanced
     orders)."""
-    return (
-        NATIVE,
-        TRAINER,
-        Arm("native-side-stream", "native", ("--ddp-stream", "side")),
-        Arm("lightning-current-stream", "lightning", ("--ddp-stream", "current")),
-    )
+    return named_arms("native", "lightning", "native-side-stream", "lightning-current-stream")
 
 
 def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
@@ -356,6 +357,65 @@ PLANS += (
             ),
             Variant("small-batch", (*GPT, "--batch-size-per-device", "1", *LONG)),
         ),
+    ),
+)
+
+
+# Where Lightning's cost comes from (issue 47): native, Fabric, the Trainer, its services and the
+# ablations of the arms table (common/arms.py), each handing one responsibility back; compare
+# decomposes the Trainer's total into them ("Where the cost comes from"). With one GPU the launch
+# and SIGTERM ablations isolate nothing (their `one_rank`) and are left out, the report says why;
+# responsibilities-cpu (2 gloo ranks, bf16 autocast on the CPU) runs every arm, native-fp32-logits
+# too, and its stream ablation is a true no-op (a CPU has no CUDA streams): an A/A of an ablation
+# in real runs. The GPU runs are short (ResNet-50 25 timed steps, GPT-2 small 40: about 7-8.5 s
+# forked on an H100), so the imports, one warm-up round and 4-5 blocks of 7 arms (about a minute
+# a block) end within 6 minutes per variant, both in 12:
+#   python -m experiment --plan responsibilities --repeats 5 --settle-minutes 0 \
+#       --budget-minutes 6 --out results/h100/responsibilities -- --devices 1
+RESPONSIBILITY_ARMS = (
+    *("native", "fabric", "lightning", "lightning-services"),
+    *("fabric-native-launch", "fabric-current-stream", "fabric-torch-autocast", "fabric-raw-step"),
+    *("lightning-no-sigterm", "native-fp32-logits"),
+)
+ONE_GPU = tuple(
+    name
+    for name in RESPONSIBILITY_ARMS
+    if table.ARMS[name].one_rank is None and name != "native-fp32-logits"
+)
+# 2 gloo ranks, bf16 autocast on the CPU (the precision ablations then change something real);
+# a small CNN (bf16 convolutions are slow on a CPU: 30 steps) with a smaller step size (no
+# divergence), and the tiny GPT
+CPU_BF16 = ("--accelerator", "cpu", "--devices", "2", "--precision", "bf16")
+CPU_IMAGE = (
+    *("--arch", "squeezenet1_1", "--image-size", "32", "--num-classes", "10", "--lr", "0.01"),
+    *("--batch-size-per-device", "2", "--warmup-steps", "5", "--steps", "30"),
+)
+CPU_GPT = (
+    *("--workload", "gpt", "--gpt-preset", "tiny"),
+    *("--batch-size-per-device", "2", "--warmup-steps", "10", "--steps", "60"),
+)
+PLANS += (
+    Plan(
+        "responsibilities",
+        "Where does Lightning's cost come from: what does each responsibility it takes over"
+        " cost (each ablation against its parent), and do the parts add up to the total?",
+        arms=named_arms(*ONE_GPU),
+        repeats=5,
+        variants=(
+            Variant("image", (*B256, "--warmup-steps", "10", "--steps", "25")),
+            Variant(
+                "gpt",
+                (*GPT, "--batch-size-per-device", "8", "--warmup-steps", "10", "--steps", "40"),
+            ),
+        ),
+    ),
+    Plan(
+        "responsibilities-cpu",
+        "The same on 2 gloo CPU ranks, every arm (the launch and SIGTERM ablations too): where"
+        " does Lightning's cost come from when the host sets the pace?",
+        arms=named_arms(*RESPONSIBILITY_ARMS),
+        repeats=6,
+        variants=(Variant("image", (*CPU_BF16, *CPU_IMAGE)), Variant("gpt", (*CPU_BF16, *CPU_GPT))),
     ),
 )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.output import OutputError, mode_for, write_text
+from lesson.costs import CostsError, read_costs
 from lesson.page import render
 from lesson.source import LessonError, read_runners
 
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(
         prog=PROG,
         description="Write the lesson page: native, Fabric and"
-        " the Trainer side by side, one row per # DDP: mark.",
+        " the Trainer side by side, one row per # DDP: mark, and what each responsibility costs"
+        " (lesson/costs.py names the committed folders).",
     )
     parser.add_argument(
         "--output",
@@ -45,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     with exit_on_usage_error(PROG):
         try:
-            text = render(read_runners(ROOT))
-        except LessonError as error:
+            text = render(read_runners(ROOT), read_costs(ROOT))
+        except (LessonError, CostsError) as error:
             raise UsageError(str(error)) from None
         path, replace = (
             (PAGE, True) if args.output is None else (args.output, args.overwrite_output)

@@ -1,18 +1,23 @@
-"""The lesson page: one self-contained HTML file, three columns, one row per `# DDP:` mark.
+"""The lesson page: one self-contained HTML file, three columns, one row per `# DDP:` mark,
+and what each responsibility costs, measured (lesson.costs: committed experiment folders).
 
-    html = render(read_runners(ROOT))
+    html = render(read_runners(ROOT), read_costs(ROOT))
 
 No script, no external style sheet, font or image: the page reads offline and prints (a print
 style sheet lays it out landscape). Every piece of source text is escaped, so whatever a runner
 file holds is shown as text. The output depends on the runner files only (no clock, no commit),
-so a test can regenerate it and compare with the committed copy.
+so a test can regenerate it and compare with the committed copy: the costs come from committed
+folders, whose names the page shows beside every number.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
+from common import arms
+from lesson.costs import Cost, Costs
 from lesson.source import CodeLine, Fold, Runner, Snippet
 
 TITLE = "Who does what: hand-written DDP, Lightning Fabric and the Trainer"
@@ -67,6 +72,13 @@ details.fold > summary { cursor: pointer; padding: 0.15rem 0.5rem; font-size: 0.
 details.fold > summary .count { color: var(--muted); }
 details.fold > .code { padding: 0.2rem 0.5rem 0.4rem; background: var(--code-bg); }
 footer { margin-top: 1rem; color: var(--muted); font-size: 0.8rem; }
+.cost { margin: 0 0 0.5rem; padding: 0.25rem 0.6rem; border-left: 3px solid var(--mark);
+  background: #f6f2ff; border-radius: 0 4px 4px 0; font-size: 0.85rem; }
+.cost b { font-weight: 600; }
+.costs table { border-collapse: collapse; font-size: 0.85rem; margin: 0.4rem 0; }
+.costs th, .costs td { border: 1px solid var(--line); padding: 0.2rem 0.5rem; text-align: left; }
+.costs td.n { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.costs p { margin: 0.3rem 0; font-size: 0.85rem; }
 @media (max-width: 62rem) {
   .cols { grid-template-columns: minmax(0, 1fr); }
   .heads { display: none; }
@@ -186,8 +198,8 @@ def who_html(runner: Runner) -> str:
     return f'<div class="who">{esc(runner.label)} · <code>{esc(runner.path)}</code></div>'
 
 
-def row_html(name: str, runners: list[Runner]) -> str:
-    """One responsibility: each file's snippets for it, side by side."""
+def row_html(name: str, runners: list[Runner], costs: Sequence[Costs] = ()) -> str:
+    """One responsibility: its measured cost, then each file's snippets for it, side by side."""
     cells = []
     for runner in runners:
         parts = [snippet_html(s) for s in runner.snippets if s.responsibility == name]
@@ -197,8 +209,87 @@ def row_html(name: str, runners: list[Runner]) -> str:
         )
     return (
         f'<section class="row" id="{slug(name)}" data-responsibility="{esc(name)}">'
-        f"<h2>{esc(name)} <code># DDP: {esc(name)}</code></h2>"
+        f"<h2>{esc(name)} <code># DDP: {esc(name)}</code></h2>{mark_cost_html(name, costs)}"
         f'<div class="cols">{"".join(cells)}</div></section>'
+    )
+
+
+def cost_text(cost: Cost) -> str:
+    """A cost as text: '+1.23% of native's step (0.50..1.96), host +0.120 ms' or why not."""
+    if cost.percent is None:
+        return cost.why or "not measured"
+    interval = (
+        f" ({cost.low:+.2f}..{cost.high:+.2f})"
+        if cost.low is not None and cost.high is not None
+        else f" (no interval: {cost.why})"
+        if cost.why
+        else ""
+    )
+    host = "" if cost.host_ms is None else f", host CPU {cost.host_ms:+.3f} ms a step"
+    return f"{cost.percent:+.2f}% of native's step{interval}{host}"
+
+
+def mark_cost_html(name: str, costs: Sequence[Costs]) -> str:
+    """The measured cost of the responsibilities this mark stands for, per workload ('' for a
+    mark no responsibility lists: the same code in every runner)."""
+    keys = [r for r in arms.RESPONSIBILITIES if name in r.marks]
+    if not keys or not costs:
+        return ""
+    lines = []
+    for r in keys:
+        for c in costs:
+            for cost in c.of(r.key):
+                what = f"<code>{esc(cost.measured)}</code>: " if cost.measured else ""
+                lines.append(
+                    f"<li>{esc(c.workload)}, {esc(cost.name)}: {what}{esc(cost_text(cost))}"
+                    f' <span class="where">(<code>{esc(c.folder)}</code>)</span></li>'
+                )
+    shared = " and ".join(f"<i>{esc(r.title)}</i>" for r in keys)
+    return (
+        f'<div class="cost" data-cost="{esc(name)}"><b>Measured cost</b> of {shared}'
+        f" (what it adds to native's step, Lightning's way against native's):"
+        f"<ul>{''.join(lines)}</ul></div>"
+    )
+
+
+def costs_html(costs: Sequence[Costs]) -> str:
+    """The costs of every responsibility, one column per workload, and where they come from."""
+    if not costs:
+        return ""
+    names = [(r.key, r.title) for r in arms.RESPONSIBILITIES]
+    names += [("total", "all of it: Lightning against native"), ("residual", "residual")]
+    head = "".join(f"<th>{esc(c.workload)}</th>" for c in costs)
+    rows = []
+    for key, title in names:
+        cells = []
+        for c in costs:
+            found = [x for x in c.of(key) if x.kind != "detail"]
+            text = cost_text(found[0]) if found else "not part of this folder's total"
+            cells.append(f'<td class="n">{esc(text)}</td>')
+        rows.append(f"<tr><td>{esc(title)}</td>{''.join(cells)}</tr>")
+    sources = "".join(
+        f"<p><b>{esc(c.workload)}</b>: <code>{esc(c.folder)}</code>, {esc(c.what)}, {esc(c.where)},"
+        f" {c.blocks} complete blocks; {esc(c.residual)}.</p>"
+        for c in costs
+    )
+    cpu = any("CPU" in c.where for c in costs)
+    caveat = (
+        "<p><b>These numbers were measured on CPUs</b> (2 gloo ranks sharing a small machine,"
+        " bf16 autocast): its steps swing with whatever else the machine runs, so every interval"
+        " is tens of points wide and none says more than that nothing was detected. They show"
+        " the method at work, not what Lightning costs; the GPU folders of"
+        " <code>python -m experiment --plan responsibilities</code> will.</p>"
+        if cpu
+        else ""
+    )
+    return (
+        '<section class="costs" id="costs"><h2>What each responsibility costs</h2><p>Per block of'
+        " a committed experiment, the step with the responsibility done Lightning's way minus the"
+        " step without it, in % of native's step (an interval Holm-adjusted with the report's"
+        " comparisons), and the host CPU it adds a step; the parts and the residual add up to the"
+        ' total (<code>python -m compare FOLDER</code>: "Where the cost comes from").</p>'
+        f"{caveat}<table><tr><th>responsibility</th>{head}</tr>{''.join(rows)}</table>"
+        f"{sources}</section>"
     )
 
 
@@ -230,8 +321,8 @@ def rest_html(runners: list[Runner]) -> str:
     )
 
 
-def render(runners: list[Runner]) -> str:
-    """The whole page for these runner columns."""
+def render(runners: list[Runner], costs: Sequence[Costs] = ()) -> str:
+    """The whole page for these runner columns, and the measured costs of `costs`' folders."""
     names = responsibilities(runners)
     heads = "".join(
         f'<div class="head" data-runner="{esc(r.label)}"><b>{esc(r.label)}</b><br>'
@@ -240,7 +331,8 @@ def render(runners: list[Runner]) -> str:
     )
     nav = "".join(f'<li><a href="#{slug(n)}">{esc(n)}</a></li>' for n in names)
     files = ", ".join(f"<code>{esc(r.path)}</code>" for r in runners)
-    rows = "".join(row_html(name, runners) for name in names)
+    folders = "".join(f", <code>{esc(c.folder)}</code>" for c in costs)
+    rows = "".join(row_html(name, runners, costs) for name in names)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -261,14 +353,15 @@ stands over.
 native does instead at the line above them. Everything else is folded at the end, not dropped.
 </p>
 <nav aria-label="responsibilities"><ol>{nav}</ol></nav>
+{costs_html(costs)}
 </header>
 <main>
 <div class="cols heads">{heads}</div>
 {rows}
 {rest_html(runners)}
 </main>
-<footer>Generated by <code>python -m lesson</code> from {files}; regenerate it, do not edit it
-(<code>make lesson</code>).</footer>
+<footer>Generated by <code>python -m lesson</code> from {files}{folders};
+regenerate it, do not edit it (<code>make lesson</code>).</footer>
 </body>
 </html>
 """

@@ -27,7 +27,7 @@ from common.lifetime import become_launcher, follow_launcher  # native: in launc
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
-from lightning_impl import workarounds  # native: DistributedDataParallel, built by Fabric here
+from lightning_impl import ablations, workarounds  # native: DistributedDataParallel (Fabric's)
 from lightning_impl.compat import check_lightning, lightning_facts  # native: (no framework)
 
 PROG = "lightning_impl.fabric"
@@ -43,11 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config.parse(argv, PROG)  # native: parsed and checked once, in launch.py's main()
     with exit_on_usage_error(PROG, cfg.verbose):
         check_lightning(LIGHTNING)  # native: (no framework to check)
-        plan = preflight.check(cfg)  # what a rank would refuse: launcher, GPUs, threads, precision
+        plan = preflight.check(cfg, runner="fabric")  # what a rank would refuse: launcher, GPUs...
         if cfg.check:
             return preflight.passed(PROG, cfg, plan)
         become_launcher(os.environ)  # native: launch_ranks passes its pid to the ranks
         # native: launch_ranks(...) in launch.py; Fabric launches in ddp_setup, inside the run
+        if ablations.launches_ranks(cfg, plan.launch):  # --ablation native-launch: native's
+            return ablations.launch_ranks(PROG, argv, cfg.devices)
         workload.configure_threads(plan.threads)
         return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
@@ -57,7 +59,7 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
     from lightning.fabric.plugins.environments import SLURMEnvironment
     from lightning.fabric.strategies import DDPStrategy
 
-    strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(
+    strategy = ablations.ddp_strategy_class(cfg, DDPStrategy)(
         # DDP: process group -- handed to Fabric (DDPStrategy: NCCL/gloo, the same timeout)
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),
@@ -75,10 +77,11 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
         num_nodes=cfg.num_nodes,
         strategy=strategy,  # DDPStrategy also for one device, as in the Trainer arm
         # DDP: mixed precision -- handed to Fabric (autocast dtype and GradScaler)
-        **workarounds.fabric_precision(prec, "cuda" if cfg.accelerator == "gpu" else "cpu"),
+        **ablations.precision_plugin(cfg, prec, "cuda" if cfg.accelerator == "gpu" else "cpu"),
     )
     # DDP: process launch -- handed to Fabric: it starts the other ranks (self-launched),
     # then sets the device and joins the process group in every rank
+    ablations.before_launch(cfg, launch, fabric, prec)  # --ablation: lightning_impl/ablations.py
     fabric.launch()
     return fabric
 

@@ -27,7 +27,7 @@ from common.lifetime import become_launcher, follow_launcher  # native: in launc
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks, planned_steps  # native: StepHooks (its own loop)
 from common.timing import mark_phase
-from lightning_impl import services, workarounds  # native: DistributedDataParallel
+from lightning_impl import ablations, services, workarounds  # native: DistributedDataParallel
 from lightning_impl.compat import check_lightning, lightning_facts  # native: (no framework)
 
 PROG = "lightning_impl"
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         if not cfg.barebones:  # native: refuses --no-barebones (preflight)
             services.services_folder(cfg, create=not cfg.check)  # chosen (or refused) here
         check_lightning(LIGHTNING)  # native: (no framework to check)
-        plan = preflight.check(cfg, trainer=True)
+        plan = preflight.check(cfg, runner="lightning")
         if cfg.check:
             return preflight.passed(PROG, cfg, plan)
         become_launcher(os.environ)  # native: launch_ranks passes its pid to the ranks
@@ -59,7 +59,7 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
     from lightning.pytorch.plugins.environments import SLURMEnvironment
     from lightning.pytorch.strategies import DDPStrategy
 
-    strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(
+    strategy = ablations.ddp_strategy_class(cfg, DDPStrategy)(
         # DDP: process group -- handed to the Trainer (DDPStrategy: NCCL/gloo, the same timeout)
         process_group_backend="nccl" if cfg.accelerator == "gpu" else "gloo",
         timeout=dt.timedelta(seconds=cfg.timeout),
@@ -151,7 +151,7 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)
         workarounds.stop_at_once_on_signals(self.trainer.strategy, PROG, self.global_rank)
-        workarounds.sigterm_broadcasts_for_tests(self.trainer)  # native: (no loop of Lightning's)
+        ablations.sigterm_broadcasts(self.cfg, self.trainer)  # --ablation no-sigterm; native: none
 
     def train_dataloader(self) -> range:
         """native's `range(steps)`: one token per step (no DistributedSampler, no device copy)."""

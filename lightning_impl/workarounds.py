@@ -1,5 +1,6 @@
 """What the Lightning runners need beyond the lesson: each piece says which behaviour it works
 around and why. The runner files (fabric.py, trainer.py) stay line-for-line beside native's.
+The ablations (each arm that hands a responsibility back) are lightning_impl/ablations.py's.
 
     from lightning_impl import workarounds
 """
@@ -14,11 +15,7 @@ import threading
 import warnings
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
-from common import workload
-from common.config import BenchConfig
-from common.environment import SIGTERM_BROADCASTS_VAR
 from common.precision import Precision
 from lightning_impl.compat import require_lightning
 
@@ -81,27 +78,6 @@ def stop_at_once_on_signals(strategy, prog: str, rank: int, ctrl_c: bool = False
         signal.signal(signum, stop)
 
 
-def sigterm_broadcasts_for_tests(trainer) -> None:
-    """Test-only (DDPBENCH_SIGTERM_BROADCASTS=N): the loop's per-step SIGTERM broadcast made N
-    times a step, 0 removing it, so that a test can show host_ms_per_step counts it; the result
-    lists the switch in environment.diagnostics. Unset (always, outside tests): untouched.
-
-    The loop (Lightning 2.5.2 to 2.6.6) calls self._broadcast_sigterm_tensor() at the start of
-    every step when the world size is above 1; this replaces the method on that one object.
-    """
-    times = os.environ.get(SIGTERM_BROADCASTS_VAR)
-    if times is None:
-        return
-    loop = trainer.fit_loop.epoch_loop
-    once = loop._broadcast_sigterm_tensor
-
-    def repeated() -> None:
-        for _ in range(int(times)):
-            once()
-
-    loop._broadcast_sigterm_tensor = repeated
-
-
 def exit_status_of_stop(trainer, prog: str, stop: SystemExit) -> int:
     """The exit status for a SystemExit out of trainer.fit(): always a failure.
 
@@ -120,34 +96,6 @@ def exit_status_of_stop(trainer, prog: str, stop: SystemExit) -> int:
     if sigterm:
         return 143
     return stop.code if isinstance(stop.code, int) and stop.code else 1
-
-
-def ddp_strategy_class(cfg: BenchConfig, base: type) -> type:
-    """`base` (a DDPStrategy), or for the diagnostic --ddp-stream current a subclass of it that
-    builds the wrapper on the current stream, as native does, instead of a side stream.
-
-    Both Lightning DDPStrategy classes (2.6.6) wrap the model under
-    torch.cuda.stream(torch.cuda.Stream()); the subclass leaves out only that, overriding
-    the Trainer's private _setup_model or Fabric's setup_module. Everything else is Lightning's.
-    """
-    if workload.ddp_stream(cfg, natural="side") != "current":
-        return base
-    if hasattr(base, "_setup_model"):  # lightning.pytorch
-
-        class CurrentStreamDDPStrategy(base):
-            def _setup_model(self, model: torch.nn.Module) -> DistributedDataParallel:
-                return DistributedDataParallel(
-                    module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs
-                )
-    else:  # lightning.fabric
-
-        class CurrentStreamDDPStrategy(base):
-            def setup_module(self, module: torch.nn.Module) -> DistributedDataParallel:
-                return DistributedDataParallel(
-                    module=module, device_ids=self._determine_ddp_device_ids(), **self._ddp_kwargs
-                )
-
-    return CurrentStreamDDPStrategy
 
 
 def fabric_precision(prec: Precision, device_type: str) -> dict[str, object]:

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = config.parse(argv, PROG)
     with exit_on_usage_error(PROG, cfg.verbose):
-        plan = preflight.check(cfg)  # the only check in this process: benchmark.main trusts it
+        plan = preflight.check(cfg, runner="native")  # the only check: benchmark.main trusts it
     if cfg.check:
         return preflight.passed(PROG, cfg, plan)
     if plan.launch.is_child or cfg.world_size == 1:

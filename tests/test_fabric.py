@@ -31,7 +31,7 @@ def test_both_lightning_arms_get_ddpstrategy_with_natives_arguments(stream):
     """The Trainer's strategy has native's DDP arguments; both arms swap the stream alike."""
     from lightning.fabric.strategies import DDPStrategy
 
-    from lightning_impl import trainer, workarounds
+    from lightning_impl import ablations, trainer
 
     cfg = config.parse(["--accelerator", "cpu", "--devices", "2", "--ddp-stream", stream], "t")
     prec = precision.resolve_precision("fp32", "cpu", False)
@@ -39,7 +39,7 @@ def test_both_lightning_arms_get_ddpstrategy_with_natives_arguments(stream):
     assert strategy._ddp_kwargs == workload.ddp_kwargs(cfg)
     assert strategy.process_group_backend == "gloo"
     assert strategy._timeout == dt.timedelta(seconds=cfg.timeout)
-    fabric_class = workarounds.ddp_strategy_class(cfg, DDPStrategy)
+    fabric_class = ablations.ddp_strategy_class(cfg, DDPStrategy)
     for cls in (type(strategy), fabric_class):
         assert (cls.__name__ == "CurrentStreamDDPStrategy") == (stream == "current")
 
@@ -49,7 +49,7 @@ def test_fabric_passes_the_trainers_strategy_arguments():
 
     def strategy_call(path: str) -> str:
         text = (ROOT / path).read_text()
-        start = text.index("strategy = workarounds.ddp_strategy_class(cfg, DDPStrategy)(")
+        start = text.index("strategy = ablations.ddp_strategy_class(cfg, DDPStrategy)(")
         body = text[start : text.index("\n    )\n", start)]
         return "\n".join(line for line in body.splitlines() if not line.strip().startswith("#"))
 

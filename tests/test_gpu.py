@@ -76,6 +76,8 @@ def test_more_devices_than_gpus_is_refused(tmp_path):
         ("native", "side"),
         pytest.param("lightning_impl", None, marks=needs_lightning),
         pytest.param("lightning_impl", "current", marks=needs_lightning),
+        pytest.param("lightning_impl.fabric", None, marks=needs_lightning),
+        pytest.param("lightning_impl.fabric", "current", marks=needs_lightning),  # the ablation
     ],
 )
 def test_trace_shows_the_stream_ddp_was_built_on(module, stream, tmp_path):
@@ -149,3 +151,24 @@ def test_a_gpt_run_counts_tokens_and_its_mfu_against_the_gpus_peak(module, tmp_p
     if e is not None and e.joules_per_step is not None:
         assert e.joules_per_unit == pytest.approx(e.joules_per_step / (8 * 256))
     assert "tokens/s" in proc.stdout and "MFU" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "arm",
+    [
+        pytest.param(name, marks=needs_lightning if name != "native" else ())
+        for name in ("native", "fabric-current-stream", "fabric-torch-autocast", "fabric-raw-step")
+    ],
+)
+def test_the_one_gpu_ablations_run_on_a_gpu_and_record_their_arm(arm, tmp_path):
+    """The responsibilities plan's ablation arms (bf16, gpt): each runs on one GPU, its ranks
+    agree, and its result names its arm (the plan's GPU runs are the lead's; this is the
+    smoke test before them)."""
+    from common.arms import ARMS
+
+    out = tmp_path / "r.json"
+    options = [*GPT, *ARMS[arm].options, "--output", str(out)]
+    proc = run_module(ARMS[arm].module, options, env=clean_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = load_result(out)
+    assert r.arm == arm and r.parameters_synchronized and r.environment.diagnostics is None

@@ -1,6 +1,7 @@
 """The diagnostic options on 2 gloo ranks: --pyprofile dumps exactly the timed steps (read by
-benchmarks.host_profile), --host-delay-us spins inside every step, --ddp-stream swaps the
-construction stream; each is recorded, and none changes a single bit of the trained model."""
+benchmarks.host_profile), --host-delay-us spins inside every step; beside them --ddp-stream swaps
+the construction stream (an ablation: an arm, not a diagnostic); each is recorded, and none
+changes a single bit of the trained model."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def test_diagnostic_options_are_recorded_in_config_and_diagnostics(diagnosed, pl
     assert result.environment.diagnostics == {
         "--pyprofile": str(dump),
         "--host-delay-us": str(DELAY_US),
-        "--ddp-stream": "side",
     }
+    assert result.arm == "native-side-stream" and plain.arm == "native"
     config = result.config
     assert (config["pyprofile"], config["host_delay_us"], config["ddp_stream"]) == (
         str(dump),
@@ -102,7 +103,8 @@ def test_lightning_runs_with_natives_ddp_stream_bit_identically(lightning_diagno
     # On CPUs there are no streams; this proves the swapped construction path runs and is recorded.
     # Which stream the gradients accumulate on is checked on a GPU (tests/test_gpu.py).
     result, dump = lightning_diagnosed
-    assert result.environment.diagnostics == {"--pyprofile": str(dump), "--ddp-stream": "current"}
+    assert result.environment.diagnostics == {"--pyprofile": str(dump)}
+    assert result.arm == "lightning-current-stream"
     assert result.parameters_synchronized and result.parameter_digest == plain.parameter_digest
 
 

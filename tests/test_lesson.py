@@ -15,6 +15,7 @@ from test_teaching import responsibility_rows
 
 import browser as browser_module
 from browser import browser  # noqa: F401  (the fixture)
+from lesson.costs import SOURCES, read_costs
 from lesson.page import render, responsibilities
 from lesson.source import RUNNER_FILES, parse, read_runners
 
@@ -58,7 +59,7 @@ def tags_of(text: str) -> Tags:
 
 
 def test_the_committed_page_is_current():
-    assert PAGE.read_text(encoding="utf-8") == render(read_runners(ROOT)), (
+    assert PAGE.read_text(encoding="utf-8") == render(read_runners(ROOT), read_costs(ROOT)), (
         "regenerate it: python -m lesson (or make lesson)"
     )
 
@@ -244,3 +245,36 @@ def test_the_readme_links_the_page_and_shows_its_screenshot():
     readme = (ROOT / "README.md").read_text()
     assert "(docs/lesson.html)" in readme and "(docs/lesson.png)" in readme
     assert Path(ROOT / "docs" / "lesson.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_each_responsibility_shows_its_measured_cost_and_where_it_comes_from():
+    """Beside each mark's row, per workload, the cost of the responsibility it stands for, with
+    its committed folder; at the top every responsibility, the total and the residual, and
+    where the numbers were measured."""
+    from common.arms import RESPONSIBILITIES
+
+    page = PAGE.read_text(encoding="utf-8")
+    costs = read_costs(ROOT)
+    assert [c.folder for c in costs] == [folder for _, folder in SOURCES]
+    for r in RESPONSIBILITIES:
+        for mark in r.marks:
+            row = page.split(f'data-responsibility="{mark}"', 1)[1].split("</section>", 1)[0]
+            strip = row.split('<div class="cost"', 1)[1].split("</div>", 1)[0]
+            for c in costs:
+                [part] = [x for x in c.of(r.key) if x.kind == "part"]
+                assert part.measured in strip and f"<code>{c.folder}</code>" in strip
+    top = page.split('<section class="costs"', 1)[1].split("</section>", 1)[0]
+    for title in [r.title for r in RESPONSIBILITIES] + ["residual"]:
+        assert f"<td>{title}</td>".replace("'", "&#x27;") in top, title
+    assert "measured on CPUs" in top and all(c.folder in top for c in costs)
+    # a mark no responsibility lists (the same code in every runner) shows no cost
+    teardown = page.split('data-responsibility="teardown"', 1)[1].split("</section>", 1)[0]
+    assert 'class="cost"' not in teardown
+
+
+def test_a_costs_folder_without_a_decomposition_is_one_line(monkeypatch):
+    import lesson.costs as costs_module
+
+    monkeypatch.setattr(costs_module, "SOURCES", (("image", "results/h200/arms/gpu-bound"),))
+    with pytest.raises(costs_module.CostsError, match="^results/h200/arms/gpu-bound: its report"):
+        read_costs(ROOT)

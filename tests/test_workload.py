@@ -168,7 +168,7 @@ def test_the_image_workload_builds_the_model_and_batches_of_before_bit_for_bit()
 
 def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
     """A result's `config` keeps every key older results have (compare reads arch, image_size,
-    num_classes and channels_last there), and adds the workload's name."""
+    num_classes and channels_last there), and adds the workload's name and the ablation."""
     before = {
         "accelerator", "arch", "barebones", "batch_size_per_device", "broadcast_buffers",
         "bucket_cap_mb", "channels_last", "check", "compile", "compile_mode", "cudnn_benchmark",
@@ -177,7 +177,7 @@ def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
         "overwrite_output", "precision", "profile_steps", "pyprofile", "seed", "sgd_impl",
         "static_graph", "steps", "timeout", "trace", "verbose", "warmup_steps", "weight_decay",
     }  # fmt: skip
-    assert set(config.parse(BEFORE, "test").as_dict()) == before | {"workload"}
+    assert set(config.parse(BEFORE, "test").as_dict()) == before | {"workload", "ablation"}
 
 
 # --- declarations, resolved by name or MODULE:NAME ---------------------------------------

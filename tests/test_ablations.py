@@ -1,0 +1,124 @@
+"""Each ablation arm on 2 gloo ranks, bf16 autocast on the CPU, both workloads: it ends bit for
+bit with its parent's parameters and losses, records its arm, and changes what it says it
+changes, read from rank 0's profile of the timed steps (--pyprofile: which Lightning code ran,
+how often).
+
+    fabric-raw-step        no _FabricModule.forward, Fabric.backward or _FabricOptimizer.step
+    fabric-torch-autocast  no MixedPrecision.convert_input / convert_output
+    lightning-no-sigterm   no torch.distributed.broadcast in the loop (the Trainer: one a step)
+    native-fp32-logits     one more Tensor.to a step than native (the outputs' cast)
+    fabric-native-launch   every rank started by native's launcher (a `launch` phase on each)
+    fabric-current-stream, native-side-stream: nothing to change without CUDA streams (their
+                           GPU check: tests/test_gpu.py, one stream or two in a trace)
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import lightning_installed, run_module
+
+from benchmarks import host_profile
+from common.arms import ARMS
+from common.result import Result, load_result
+
+pytestmark = pytest.mark.slow
+STEPS = 3
+CPU = [
+    *("--accelerator", "cpu", "--devices", "2", "--precision", "bf16"),
+    *("--batch-size-per-device", "2", "--warmup-steps", "2", "--steps", str(STEPS)),
+]
+WORKLOADS = {
+    "image": ["--arch", "squeezenet1_1", "--image-size", "32", "--num-classes", "10"],
+    "gpt": ["--workload", "gpt", "--gpt-preset", "tiny"],
+}
+ARMS_RUN = (
+    "native", "fabric", "lightning", "fabric-native-launch", "fabric-current-stream",
+    "fabric-torch-autocast", "fabric-raw-step", "lightning-no-sigterm", "native-fp32-logits",
+    "native-side-stream",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=list(WORKLOADS))
+def runs(request, tmp_path_factory) -> dict[str, tuple[Result, dict]]:
+    """Every arm of ARMS_RUN on one workload: its result and rank 0's profile stats."""
+    if not lightning_installed():
+        pytest.skip("Lightning extra not installed")
+    folder = tmp_path_factory.mktemp(request.param)
+    found = {}
+    for name in ARMS_RUN:
+        arm = ARMS[name]
+        out, dump = folder / f"{name}.json", folder / f"{name}.pstats"
+        options = [*CPU, *WORKLOADS[request.param], *arm.options, "--pyprofile", str(dump)]
+        proc = run_module(arm.module, [*options, "--output", str(out)])
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        stats, steps = host_profile.load(str(dump))
+        assert steps == STEPS
+        found[name] = (load_result(out), stats)
+    return found
+
+
+def calls(stats: dict, func: str, file_end: str = "") -> int:
+    """How often `func` (defined in a file ending with file_end) ran in the timed steps."""
+    return sum(
+        nc
+        for (file, _, name), (_, nc, *_) in stats.items()
+        if name == func and file.endswith(file_end)
+    )
+
+
+def test_every_ablation_ends_bit_identical_to_its_parent(runs):
+    for name, (result, _) in runs.items():
+        assert result.arm == name and result.environment.diagnostics == {
+            "--pyprofile": result.config["pyprofile"]
+        }
+        parent = ARMS[name].parent
+        if parent is None:
+            continue
+        other = runs[parent][0]
+        assert result.parameter_digest == other.parameter_digest, name
+        assert [r.final_loss for r in result.ranks] == [r.final_loss for r in other.ranks], name
+        assert result.parameters_synchronized, name
+
+
+def test_fabric_raw_step_leaves_out_fabrics_wrappers(runs):
+    fabric, raw = runs["fabric"][1], runs["fabric-raw-step"][1]
+    for func, where in (
+        ("forward", "fabric/wrappers.py"),  # _FabricModule.forward
+        ("backward", "fabric/fabric.py"),  # Fabric.backward
+        ("step", "fabric/wrappers.py"),  # _FabricOptimizer.step
+    ):
+        assert calls(fabric, func, where) == STEPS and calls(raw, func, where) == 0, func
+    assert calls(raw, "__call__", "lightning_impl/ablations.py") == STEPS  # RawModule
+    # what it keeps: the precision's casts around the forward
+    assert calls(raw, "convert_output", "precision/amp.py") == STEPS
+
+
+def test_fabric_torch_autocast_leaves_out_the_precision_plugins_casts(runs):
+    fabric, plain = runs["fabric"][1], runs["fabric-torch-autocast"][1]
+    for func in ("convert_input", "convert_output"):
+        assert calls(fabric, func, "precision/amp.py") == STEPS
+        assert calls(plain, func, "precision/amp.py") == 0
+    assert calls(plain, "forward", "fabric/wrappers.py") == STEPS  # the wrapper stays
+
+
+def test_lightning_no_sigterm_leaves_out_the_loops_broadcast(runs):
+    trainer, quiet = runs["lightning"][1], runs["lightning-no-sigterm"][1]
+    # one a step, at its start: the first timed step's comes before the profile starts
+    assert calls(trainer, "broadcast", "distributed_c10d.py") == STEPS - 1
+    assert calls(quiet, "broadcast", "distributed_c10d.py") == 0
+
+
+def test_native_fp32_logits_casts_the_outputs_once_a_step(runs):
+    native, cast = runs["native"][1], runs["native-fp32-logits"][1]
+    assert calls(cast, "loss", "native/ablations.py") == STEPS
+    extra = calls(cast, "<method 'to' of 'torch._C.TensorBase' objects>") - calls(
+        native, "<method 'to' of 'torch._C.TensorBase' objects>"
+    )
+    assert extra == STEPS
+
+
+def test_fabric_native_launch_starts_every_rank_by_natives_launcher(runs):
+    own, native = runs["fabric"][0], runs["fabric-native-launch"][0]
+    # Fabric's launcher is rank 0: it starts the others; native's parent starts them all
+    assert [r.phase_seconds.launch is not None for r in own.ranks] == [False, True]
+    assert all(r.phase_seconds.launch is not None for r in native.ranks)
