@@ -7,9 +7,9 @@
 # results/h100/, for the same steps on an H100).
 # Steps (GPU-bound = bf16, channels_last, 256 images per GPU; original = 32/GPU, NCHW, bf16):
 #   chunk-study        SD of adjacent-chunk log ratios for each K and pairing, one process
-#   in-process-fabric  original workload, Fabric vs native interleaved in one process
-#   in-process-aa      original workload, native vs native in one process (the A/A)
-#   in-process-aa-fabric  the same, Fabric vs Fabric
+#   in-process-fabric  original workload, Fabric vs native interleaved, 6 processes (the unit)
+#   in-process-aa      the same design, native vs native (the A/A)
+#   in-process-aa-fabric  the same design, Fabric vs Fabric
 #   in-process-gpu     GPU-bound, Fabric vs native in one process (against the separate +2%)
 #   in-process-side-gpu  GPU-bound, native on the side stream vs native in one process
 #   original-noise     original workload, native vs Fabric in separate processes, telemetry on
@@ -21,8 +21,12 @@
 #                      settling (host and GPU temperature), up to 7 blocks in 9 minutes
 #   gpu-tests          the GPU-marked tests: telemetry, the interleaved mode, both workloads
 #   gpt-tests          the GPU-marked tests of the gpt workload alone (tests/test_gpu.py -k gpt)
+#   ablation-tests     the GPU-marked tests of the one-GPU ablations (tests/test_gpu.py)
 #   gpt                the gpt workload (GPT-2 small, bf16, 8 sequences): native, Fabric, the
 #                      Trainer by Stein's rule to +-0.5 pp within 5 minutes (plan gpt)
+#   responsibilities-gpt, responsibilities-image
+#                      one variant of the responsibilities plan (native, Fabric, the Trainer,
+#                      its services, Fabric's ablations), up to 5 blocks within 6 minutes
 # Each step is bounded (its own budget flags, then `timeout`); a step that fails is logged and
 # the next one runs. With OUT set (the device tool), the folders this call wrote and the step log
 # are packed into $OUT/h200.tgz after every step, so what finished comes back even if the call
@@ -41,6 +45,8 @@ log=${OUT:-/tmp}/steps.log
 since=$(mktemp)  # what this call wrote is newer than this file
 mkdir -p "$d"
 gpu=(--devices 1 --batch-size-per-device 256 --precision bf16 --channels-last)
+# issue 45's design: 6 processes (the plan's default), each 2 runs of 50 pairs of 2-step chunks
+proc=(--devices 1 --runs 2 --pairs 50)
 orig=(--devices 1 --batch-size-per-device 32 --precision bf16 --warmup-steps 50 --steps 200)
 
 step() {  # step NAME SECONDS COMMAND...: run it bounded, log its outcome and duration
@@ -50,8 +56,10 @@ step() {  # step NAME SECONDS COMMAND...: run it bounded, log its outcome and du
   timeout -k 15 "$limit" "$@" 2>&1 | tail -n 40
   rc=${PIPESTATUS[0]}
   echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$log"
+  # the services arm's checkpoints stay behind: GPT-2 small's is over a GiB a run
   if [ -n "${OUT:-}" ]; then
-    find "$d" -type f -newer "$since" -print0 | tar czf "$OUT/h200.tgz" --null -T - "$log"
+    find "$d" -type f -newer "$since" ! -name "*.ckpt" -print0 \
+      | tar czf "$OUT/h200.tgz" --null -T - "$log"
   fi
 }
 
@@ -59,12 +67,12 @@ for s in "$@"; do
   case $s in
     chunk-study) step "$s" 170 "$PY" -m benchmarks.chunk_study --precision bf16 \
       --warmup-steps 50 --output "$d"/in-process/chunk-study-"$day".json ;;
-    in-process-fabric) step "$s" 300 "$PY" -m experiment --plan in-process \
-      --variant fabric-vs-native --out "$d"/in-process/original-"$day" -- --devices 1 ;;
-    in-process-aa) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-native --out "$d"/in-process/original-a-a-"$day" -- --devices 1 --runs 6 ;;
-    in-process-aa-fabric) step "$s" 200 "$PY" -m experiment --plan in-process \
-      --variant a-a-fabric --out "$d"/in-process/original-a-a-fabric-"$day" -- --devices 1 ;;
+    in-process-fabric) step "$s" 330 "$PY" -m experiment --plan in-process \
+      --variant fabric-vs-native --out "$d"/in-process/original-"$day" -- "${proc[@]}" ;;
+    in-process-aa) step "$s" 330 "$PY" -m experiment --plan in-process \
+      --variant a-a-native --out "$d"/in-process/original-a-a-"$day" -- "${proc[@]}" ;;
+    in-process-aa-fabric) step "$s" 330 "$PY" -m experiment --plan in-process \
+      --variant a-a-fabric --out "$d"/in-process/original-a-a-fabric-"$day" -- "${proc[@]}" ;;
     in-process-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
       --variant gpu-bound --out "$d/in-process/gpu-bound-$day" -- --devices 1 --pairs 40 --runs 6 ;;
     in-process-side-gpu) step "$s" 150 "$PY" -m experiment --plan in-process \
@@ -89,9 +97,14 @@ for s in "$@"; do
       tests/test_interleaved.py tests/test_gpu.py --junit-xml "$d/test-gpu-$day.xml" ;;
     gpt-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_gpu.py -k gpt \
       --junit-xml "$d/test-gpu-gpt-$day.xml" ;;
+    ablation-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_gpu.py -k ablations \
+      --junit-xml "$d/test-gpu-ablations-$day.xml" ;;
     gpt) step "$s" 330 "$PY" -m experiment --plan gpt --variant gpu-bound \
       --target-half-width 0.5 --budget-minutes 5 --settle-minutes 1 \
       --out "$d/gpt-$day" -- --devices 1 ;;
+    responsibilities-gpt | responsibilities-image) step "$s" 420 "$PY" -m experiment \
+      --plan responsibilities --variant "${s#responsibilities-}" --repeats 5 --settle-minutes 0 \
+      --budget-minutes 6 --out "$d/$s-$day" -- --devices 1 ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
 done
