@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from common import config
 from common.config import Group
-from common.errors import OneLineParser, exit_on_usage_error
+from common.errors import OneLineParser, exit_on_usage_error, one_line
 from common.manifest import MANIFEST
 from common.output import OutputError, output_path_problem
 from compare import interleaved
@@ -253,7 +253,7 @@ def emit(
 
     def written(target: Target) -> None:
         what = said.get(target.content, f"{opts.format} report")
-        print(f"{PROG}: wrote {what} {target.path}", file=sys.stderr)
+        print(f"{PROG}: wrote {what} {one_line(str(target.path))}", file=sys.stderr)
 
     files = ReportFiles(targets(opts), overwrite=opts.overwrite_output)
     try:

@@ -269,6 +269,16 @@ def test_a_file_name_cannot_forge_a_line_of_the_report(tmp_path):
         assert re.search(r"x\\+nFORGED", out)  # shown, escaped (markdown escapes the \\ too)
 
 
+def test_an_output_name_cannot_forge_a_line_of_what_compare_says(tmp_path):
+    exp = experiment(tmp_path)
+    target = tmp_path / f"r\n{FORGED}\n.txt"
+    code, _, err = compare(str(exp), "--output", str(target))
+    assert code == 0, err
+    assert target.is_file() and not any(line.startswith("FORGED") for line in err.splitlines())
+    (said,) = [line for line in err.splitlines() if "wrote" in line]
+    assert said.endswith(f"r\\n{FORGED}\\n.txt")  # one line, the newlines shown escaped
+
+
 def test_markup_in_names_and_labels_is_escaped_in_markdown(tmp_path):
     exp = experiment(tmp_path)
     (exp / "results" / "fabric-r1.json").rename(exp / "results" / "<img src=x onerror=1>.json")
