@@ -13,6 +13,7 @@ optimizer are the same objects with the same numbers; only who calls what differ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 from collections.abc import Iterator
 
@@ -42,8 +43,21 @@ def seed_everything(seed: int) -> None:
 
 
 def declared(cfg: BenchConfig) -> Workload:
-    """The workload `--workload` names (common.workloads.resolve; the parser checked it)."""
-    return workloads.resolve(cfg.workload)
+    """The workload `--workload` names (common.workloads.resolve; the parser checked it). With
+    --ablation fp32-logits (native-fp32-logits in common/arms.py; native's alone) its loss first
+    casts the model's floating output to the default dtype (fp32), as Fabric's precision plugin
+    converts a forward's outputs (MixedPrecision.convert_output): for gpt a full fp32 copy of
+    the logits a step. Under autocast the loss would make that cast itself: the numbers stay."""
+    wl = workloads.resolve(cfg.workload)
+    if cfg.ablation != "fp32-logits":
+        return wl
+
+    def loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if torch.is_floating_point(output):
+            output = output.to(torch.get_default_dtype())
+        return wl.loss(output, targets)
+
+    return dataclasses.replace(wl, loss=loss)
 
 
 def build_model(cfg: BenchConfig) -> torch.nn.Module:

@@ -11,8 +11,8 @@ Lightning's public switches are used where they exist: precision="32-true", and 
 made before Fabric's own is adopted (Fabric makes none when one exists). Where Lightning has no
 switch, the change is made here and nowhere else, on one object of this run, and each such place
 says MONKEYPATCH: a DDPStrategy subclass overriding its private wrapper method, and methods of
-this run's Fabric and of the Trainer's loop replaced on the instance. native's own ablations are
-in native/ablations.py.
+this run's Fabric and of the Trainer's loop replaced on the instance. native's own ablations
+(fp32-logits, --ddp-stream side) are common.workload's, which every runner builds from.
 """
 
 from __future__ import annotations

@@ -79,9 +79,9 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
         # DDP: mixed precision -- handed to Fabric (autocast dtype and GradScaler)
         **ablations.precision_plugin(cfg, prec, "cuda" if cfg.accelerator == "gpu" else "cpu"),
     )
+    ablations.before_launch(cfg, launch, fabric, prec)  # --ablation: lightning_impl/ablations.py
     # DDP: process launch -- handed to Fabric: it starts the other ranks (self-launched),
     # then sets the device and joins the process group in every rank
-    ablations.before_launch(cfg, launch, fabric, prec)  # --ablation: lightning_impl/ablations.py
     fabric.launch()
     return fabric
 

@@ -28,7 +28,6 @@ from common.errors import UsageError, exit_on_usage_error
 from common.report import RunFacts, build_result, publish, rank_failed
 from common.steps import StepHooks
 from common.timing import mark_phase
-from native import ablations
 
 PROG = "native"
 IMPLEMENTATION = "native"
@@ -120,7 +119,7 @@ def run(
         )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
-        wl = ablations.declared(cfg)  # what --workload trains: model, batch, loss (--ablation)
+        wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
         model, optimizer, scaler = build(cfg, device, prec)
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = cfg.per_device_batch(world_size)
