@@ -178,11 +178,15 @@ def arm_of(runner: str, values: Mapping[str, object]) -> str | None:
 
 
 def check_settings(
-    runner: str | None, values: Mapping[str, object], precision: str | None = None
+    runner: str | None,
+    values: Mapping[str, object],
+    precision: str | None = None,
+    world_size: int | None = None,
 ) -> None:
     """UsageError (one line) for an --ablation that is not this runner's (None: a program that
-    runs no arm), one combined with another arm's change, or one that cannot keep the numerics
-    at the resolved `precision` (None: not resolved yet, not checked)."""
+    runs no arm), one combined with another arm's change, one that cannot keep the numerics at
+    the resolved `precision`, or one that isolates nothing at `world_size` 1 (either None: not
+    resolved yet, not checked)."""
     ablation = values.get("ablation")
     if ablation is None:
         return
@@ -205,6 +209,11 @@ def check_settings(
         raise UsageError(
             f"--ablation {ablation} keeps the numerics at fp32, tf32 and bf16 only ({arm.fp16});"
             " use --precision bf16"
+        )
+    if world_size == 1 and arm.one_rank is not None:
+        raise UsageError(
+            f"--ablation {ablation} isolates nothing with one rank ({arm.one_rank});"
+            " give it 2 or more (--devices 2)"
         )
 
 

@@ -65,7 +65,7 @@ def check(
     threads = omp_threads(cfg.devices, env)
     bf16 = precision.local_bf16_support(cfg.accelerator, cfg.devices)
     prec = precision.resolve_precision(cfg.precision, cfg.accelerator, bf16)
-    arms.check_settings(runner, values, prec.resolved)
+    arms.check_settings(runner, values, prec.resolved, cfg.world_size)
     return Plan(launch=launch, threads=threads, precision=prec)
 
 

@@ -120,6 +120,18 @@ def test_compare_states_each_ablation_against_its_parent_and_each_runner_against
             " one responsibility at a time; leave one of them out",
         ),
         (
+            "lightning_impl.fabric",
+            ["--ablation", "native-launch"],
+            "lightning_impl.fabric: error: --ablation native-launch isolates nothing with one rank"
+            f" ({arms.ARMS['fabric-native-launch'].one_rank}); give it 2 or more (--devices 2)",
+        ),
+        (
+            "lightning_impl",
+            ["--ablation", "no-sigterm"],
+            "lightning_impl: error: --ablation no-sigterm isolates nothing with one rank"
+            f" ({arms.ARMS['lightning-no-sigterm'].one_rank}); give it 2 or more (--devices 2)",
+        ),
+        (
             "lightning_impl.interleaved",
             ["--ablation", "fp32-logits"],
             "lightning_impl.interleaved: error: --ablation fp32-logits changes python -m native"
