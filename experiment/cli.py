@@ -22,6 +22,7 @@ from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_e
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.inputs import (
+    ARM_SETTINGS,
     check_out,
     check_python,
     check_runner_options,
@@ -81,6 +82,12 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
         if opt.split("=")[0] in FORBIDDEN:
             raise UsageError(
                 f"runner option {opt}: results go into the experiment folder; use --out DIR"
+            )
+        if opt.split("=")[0] in ARM_SETTINGS:
+            raise UsageError(
+                f"runner option {opt}: it would make every arm another one, labelled as the"
+                " arm it was; name each arm in --arms instead (e.g. --arms"
+                " native,fabric-current-stream; the arms: common/arms.py)"
             )
     check_placeholders(runner)
     check_runner_options(runner)

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import config
+from common import arms, config
 from common.errors import UsageError, one_line
 from common.manifest import MANIFEST
 from experiment import launch
@@ -38,6 +38,11 @@ EXITING = (
         for s in a.option_strings
     ),
     "--check",
+)
+# Options that make a run another arm (common/arms.py): given to every arm after --, each arm
+# would be labelled as its runner while it ran a different one; --arms names an arm instead.
+ARM_SETTINGS = tuple(
+    s for a in _PARSER._actions if a.dest in arms.NEUTRAL for s in a.option_strings
 )
 # Options naming a file each run writes (--output aside: the experiment names that one).
 PER_RUN_FILES = tuple(
