@@ -299,6 +299,7 @@ class CostRow:
     peak_gib: float | None  # peak allocated GiB it costs (medians over runs, with - without)
     why: str | None  # why no number, or why no interval
     blocks: int
+    warnings: tuple[str, ...] = ()  # what its interval says of itself (stats.blocks)
 
 
 @dataclass(frozen=True)
@@ -378,6 +379,7 @@ def _row(
         peak_gib=peak,
         why=iv.no_verdict_reason,
         blocks=len(c.blocks.runs),
+        warnings=iv.warnings,
     )
 
 

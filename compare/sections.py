@@ -278,6 +278,7 @@ def cost_sources(report: Report) -> Section:
             name = f"  {r.responsibility}" if r.kind == "detail" else r.responsibility
             if r.percent is None and r.why is not None:
                 lines.append(f"{where}, {r.named}: {r.why}")
+            lines.extend(f"{where}, {r.named}: {w}" for w in r.warnings)
             rows.append(
                 [
                     cell(r.world_size),

@@ -188,6 +188,26 @@ def test_a_block_missing_a_run_is_left_out_and_named():
     assert found.blocks == 5 and found.dropped == (3,)
 
 
+def test_what_a_rows_interval_says_of_itself_is_said_under_the_table():
+    """Blocks 2, 4 and 6 lose a run: the complete blocks run 4:1 by order, so stats.blocks gives
+    the plain mean and warns; the row keeps the warning and the section says it."""
+    from types import SimpleNamespace
+
+    from compare.sections import cost_sources
+
+    layout = layout_of(ONE_GPU, "native", 1)
+    assert layout is not None
+    points = experiment(np.random.default_rng(2), ONE_GPU, blocks=8)
+    points = [p for p in points if not (p.block in (2, 4, 6) and p.arm == "fabric-raw-step")]
+    found = decompose(layout, points, {}, None)
+    assert found.dropped == (2, 4, 6)
+    row = next(r for r in found.rows if r.responsibility == "backward and step wrappers")
+    [said] = [w for w in row.warnings if "the plain mean" in w]
+    report = SimpleNamespace(decomposition=[found], unit="GPU(s)", units="ms/step")
+    lines = cost_sources(report).lines  # type: ignore[arg-type]
+    assert f"1 GPU, backward and step wrappers: {said}" in lines
+
+
 def test_loose_files_get_no_decomposition_and_say_why():
     layout = layout_of(ONE_GPU, "native", 1)
     assert layout is not None
