@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compare.analysis import Report, analyse
+from compare.display import CPU_UNIT
 from compare.interleaved import InterleavedAnswer, load_interleaved_files
 from compare.interleaved import analyse as answer_of
 from compare.load import load_inputs
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from compare.figures import DriftPoint
 
 __all__ = [
+    "CPU_UNIT",
     "FORMATS",
     "ArmRow",
     "HostCost",

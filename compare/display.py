@@ -29,10 +29,13 @@ def cell(value: Any, spec: str = "") -> str:
     return text_of(value)
 
 
+GPU_UNIT, CPU_UNIT = "GPU(s)", "CPU rank(s)"  # what a world size counts (Report.unit)
+
+
 def world_unit(runs: Sequence[Run]) -> str:
-    """What a world size counts: "GPU(s)", or "CPU rank(s)" when every run ran on CPUs."""
+    """What a world size counts: GPU_UNIT, or CPU_UNIT when every run ran on CPUs."""
     cpu = bool(runs) and all(run.workload.get("accelerator") == "cpu" for run in runs)
-    return "CPU rank(s)" if cpu else "GPU(s)"
+    return CPU_UNIT if cpu else GPU_UNIT
 
 
 def span(names: Sequence[str]) -> str:

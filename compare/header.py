@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.display import cell, span, world_unit
+from compare.display import CPU_UNIT, cell, span, world_unit
 from compare.model import ENVIRONMENT_FIELDS, Run
 
 # Header facts that differ between any two runs by nature: marking them would hide the real
@@ -108,7 +108,7 @@ def heading_of(runs: Sequence[Run]) -> str:
     workload's) and compile."""
     first = runs[0].workload
     gpus = ", ".join(dict.fromkeys(run.fact_texts["gpu"] for run in runs))
-    per = "rank" if world_unit(runs) == "CPU rank(s)" else "GPU"
+    per = "rank" if world_unit(runs) == CPU_UNIT else "GPU"
     batch = (
         f"{first['batch_size_per_device']} {runs[0].unit.sample}s/{per}"
         if first["batch_mode"] == "fixed_per_device"

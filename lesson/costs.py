@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from compare.api import ReportOptions, analyse_paths
+from common.errors import UsageError
+from compare.api import CPU_UNIT, ReportOptions, analyse_paths
 
 # (workload, committed experiment folder): the folders the page's numbers come from
 SOURCES: tuple[tuple[str, str], ...] = (
@@ -50,6 +51,7 @@ class Costs:
     folder: str
     what: str  # the report's heading: model, machine, precision, batch
     where: str  # "2 CPU ranks", "1 GPU"
+    cpu: bool  # measured on CPU ranks, not GPUs
     blocks: int
     residual: str  # the residual's sentence
     rows: tuple[Cost, ...]
@@ -66,7 +68,7 @@ def read_costs(root: Path) -> list[Costs]:
     for workload, folder in SOURCES:
         try:
             report = analyse_paths([root / folder], ReportOptions())
-        except Exception as error:  # compare's refusals are one line: say which folder
+        except UsageError as error:  # compare's refusals are one line: say which folder
             raise CostsError(f"{folder}: {error}") from None
         if not report.decomposition or not report.decomposition[0].rows:
             raise CostsError(f"{folder}: its report has no 'Where the cost comes from'")
@@ -84,6 +86,7 @@ def read_costs(root: Path) -> list[Costs]:
                 folder=folder,
                 what=report.heading or report.title,
                 where=f"{d.world_size} {unit}{'' if d.world_size == 1 else 's'}",
+                cpu=report.unit == CPU_UNIT,
                 blocks=d.blocks,
                 residual=d.residual_sentence,
                 rows=rows,

@@ -214,6 +214,31 @@ def row_html(name: str, runners: list[Runner], costs: Sequence[Costs] = ()) -> s
     )
 
 
+def cpu_caveat(costs: list[Costs]) -> str:
+    """What numbers measured on CPU ranks can say: their intervals' widths and what they
+    detect, read from the rows."""
+    spans = [
+        (r.high - r.low, r.low > 0 or r.high < 0)
+        for c in costs
+        for r in c.rows
+        if r.low is not None and r.high is not None
+    ]
+    widths = sorted(w for w, _ in spans)
+    detected = sum(d for _, d in spans)
+    says = (
+        "none detects a cost"
+        if not detected
+        else f"{detected} of {len(spans)} exclude 0 (see each row)"
+    )
+    wide = f"{widths[0]:.0f} to {widths[-1]:.0f} points wide" if widths else "not computed"
+    return (
+        "<p><b>Some numbers were measured on CPUs</b> (gloo ranks sharing a small machine, bf16"
+        " autocast): their steps swing with whatever else the machine runs; their intervals are"
+        f" {wide}, and {says}. They show the method at work, not what Lightning costs on a GPU:"
+        " <code>python -m experiment --plan responsibilities</code> measures that.</p>"
+    )
+
+
 def cost_text(cost: Cost) -> str:
     """A cost as text: '+1.23% of native's step (0.50..1.96), host +0.120 ms' or why not."""
     if cost.percent is None:
@@ -272,16 +297,7 @@ def costs_html(costs: Sequence[Costs]) -> str:
         f" {c.blocks} complete blocks; {esc(c.residual)}.</p>"
         for c in costs
     )
-    cpu = any("CPU" in c.where for c in costs)
-    caveat = (
-        "<p><b>These numbers were measured on CPUs</b> (2 gloo ranks sharing a small machine,"
-        " bf16 autocast): its steps swing with whatever else the machine runs, so every interval"
-        " is tens of points wide and none says more than that nothing was detected. They show"
-        " the method at work, not what Lightning costs; the GPU folders of"
-        " <code>python -m experiment --plan responsibilities</code> will.</p>"
-        if cpu
-        else ""
-    )
+    caveat = cpu_caveat(costs) if any(c.cpu for c in costs) else ""
     return (
         '<section class="costs" id="costs"><h2>What each responsibility costs</h2><p>Per block of'
         " a committed experiment, the step with the responsibility done Lightning's way minus the"

@@ -272,6 +272,23 @@ def test_each_responsibility_shows_its_measured_cost_and_where_it_comes_from():
     assert 'class="cost"' not in teardown
 
 
+def test_the_cpu_caveat_says_what_the_rows_intervals_say():
+    """The caveat over CPU numbers is read from the rows: their intervals' widths, and how many
+    exclude 0 (none in the committed CPU folders)."""
+    import dataclasses
+
+    from lesson.page import cpu_caveat
+
+    costs = read_costs(ROOT)
+    spans = [r for c in costs for r in c.rows if r.low is not None and r.high is not None]
+    assert spans and "none detects a cost" in cpu_caveat(costs)
+    c = costs[0]
+    found = dataclasses.replace(c.rows[0], percent=5.0, low=2.0, high=8.0)
+    changed = dataclasses.replace(c, rows=(found, *c.rows[1:]))
+    text = cpu_caveat([changed, *costs[1:]])
+    assert f"1 of {len(spans)} exclude 0" in text and "none detects" not in text
+
+
 def test_a_costs_folder_without_a_decomposition_is_one_line(monkeypatch):
     import lesson.costs as costs_module
 
