@@ -330,10 +330,17 @@ def answer_lines(answer: InterleavedAnswer) -> tuple[str, ...]:
     ]
     if iv.build_effect is not None:
         slot = percent_of(iv.build_effect / 2)
+        # half the difference of the orders' means has the estimate's standard error
+        gain = (
+            ""
+            if iv.half is None
+            else f"; its gain {percent_of(iv.build_effect / 2 - iv.half):+.2f}%.."
+            f"{percent_of(iv.build_effect / 2 + iv.half):+.2f}% at the same confidence"
+        )
         lines.append(
             f"build order: the loop built second ran {abs(slot):.2f}%"
             f" {'faster' if slot >= 0 else 'slower'} (half the difference between the build"
-            " orders' means; the estimate is the mean of those means, so it cancels)"
+            f" orders' means{gain}; the estimate is the mean of those means, so it cancels)"
         )
     lines.append(
         f"{len(answer.runs)} run(s) in {answer.files} process(es), {answer.seconds:.1f} s timed;"

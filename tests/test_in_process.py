@@ -122,6 +122,8 @@ def test_six_processes_by_default_the_build_order_alternated_each_with_its_own_s
     assert "t with df 4)" in text
     gained = re.search(r"build order: the loop built second ran (\S+)% faster", text)
     assert gained and abs(float(gained[1]) - 100 * math.expm1(0.01)) < 0.2, text
+    low, high = map(float, re.findall(r"its gain ([+-][\d.]+)%\.\.([+-][\d.]+)% at the", text)[0])
+    assert low < float(gained[1]) < high  # its interval, the estimate's standard error
     assert compare_main(["--format", "json", str(here)]) == 0
 
 
