@@ -41,6 +41,11 @@ class Launch:
     is_child: bool  # False only for the self-launching parent, before it starts the ranks
     slurm: dict[str, str] | None = None
 
+    def starts_ranks(self, world_size: int) -> bool:
+        """Whether this process is the plain start of a run of several ranks, which starts them
+        (native's launch_ranks, or Fabric's and the Trainer's launchers); else it is a rank."""
+        return not self.is_child and world_size > 1
+
 
 def is_slurm(env: Mapping[str, str]) -> bool:
     """Lightning's rule: SLURM_NTASKS set and not an interactive job named bash/interactive."""

@@ -74,7 +74,7 @@ def precision_plugin(cfg: BenchConfig, prec: Precision, device_type: str) -> dic
 def launches_ranks(cfg: BenchConfig, launch: launcher.Launch) -> bool:
     """With --ablation native-launch (fabric-native-launch): whether this process is the plain
     start of several ranks, which native's launcher then starts instead of Fabric's."""
-    return cfg.ablation == "native-launch" and not launch.is_child and cfg.world_size > 1
+    return cfg.ablation == "native-launch" and launch.starts_ranks(cfg.world_size)
 
 
 def launch_ranks(prog: str, argv: list[str], devices: int) -> int:

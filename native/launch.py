@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = preflight.check(cfg, runner="native")  # the only check: benchmark.main trusts it
     if cfg.check:
         return preflight.passed(PROG, cfg, plan)
-    if plan.launch.is_child or cfg.world_size == 1:
+    if not plan.launch.starts_ranks(cfg.world_size):
         # A launcher's environment (torchrun, srun, or launch_ranks below) made this process one
         # rank, or the run has one process: it trains, and starts nobody.
         from native import benchmark  # torch: only in a process that trains
