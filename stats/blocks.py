@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.errors import UsageError
-from stats.distributions import require_positive
+from stats.distributions import median, require_positive
 from stats.intervals import (
     BALANCE_MAX_T,
     CONFIDENCE,
@@ -132,11 +132,10 @@ def _lone_order(gaps: Sequence[int] | None, n: int) -> bool:
 
 def _within_order(log_ratios: Sequence[float], gaps: Sequence[int]) -> list[float]:
     """Each block's log ratio less the median of its order's (the arm first, or second)."""
-    medians = {}
-    for sign in (-1, 1):
-        xs = sorted(d for d, g in zip(log_ratios, gaps) if (g > 0) == (sign > 0))
-        half = len(xs) // 2
-        medians[sign] = xs[half] if len(xs) % 2 else (xs[half - 1] + xs[half]) / 2
+    medians = {
+        sign: median([d for d, g in zip(log_ratios, gaps) if (g > 0) == (sign > 0)])
+        for sign in (-1, 1)
+    }
     return [d - medians[1 if g > 0 else -1] for d, g in zip(log_ratios, gaps)]
 
 

@@ -24,7 +24,7 @@ from functools import cache
 import numpy as np
 
 from common.errors import UsageError
-from stats.distributions import chi_grid, normal_cdf, t_quantile, t_sf
+from stats.distributions import chi_grid, median, normal_cdf, t_quantile, t_sf
 
 CONFIDENCE = 0.95
 # An interval needs a variance on each side: 2 runs a side (or 2 complete blocks) at least.
@@ -257,13 +257,8 @@ def outliers(values: Sequence[float], names: Sequence[str]) -> tuple[str, ...]:
     if len(values) < 3:
         return ()
 
-    def middle(xs: list[float]) -> float:
-        xs.sort()
-        half = len(xs) // 2
-        return xs[half] if len(xs) % 2 else (xs[half - 1] + xs[half]) / 2
-
-    center = middle(list(values))
-    scale = 1.4826 * middle([abs(v - center) for v in values])
+    center = median(values)
+    scale = 1.4826 * median([abs(v - center) for v in values])
     if scale <= 0.0:
         return ()
     return tuple(n for v, n in zip(values, names) if abs(v - center) > OUTLIER_MADS * scale)
