@@ -32,7 +32,7 @@ import random
 import sys
 from dataclasses import asdict, dataclass
 
-from common import config, preflight, workload
+from common import config, preflight, training
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.output import output_path_problem, write_text
 from compare.interleaved import pair_values
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_usage_error(PROG, cfg.verbose):
         il.check_lightning(il.LIGHTNING)
         plan = preflight.check(cfg)
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         il.workarounds.quiet_lightning(cfg.verbose)
         fabric = il.ddp_setup(cfg, plan.launch, plan.precision)
     import torch.distributed as dist
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
         precision.apply_backend_flags(plan.precision, cfg.cudnn_benchmark)
         device, rank = fabric.device, fabric.global_rank
-        batch = workload.make_batch(cfg, cfg.per_device_batch(fabric.world_size), rank, device)
+        batch = training.make_batch(cfg, cfg.per_device_batch(fabric.world_size), rank, device)
         loops = [
             il.build_loop(name, name, cfg, fabric, plan.precision, batch)
             for name in ("native", "fabric")

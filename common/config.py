@@ -55,7 +55,7 @@ PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 SGD_IMPL_CHOICES = ("auto", "foreach", "fused", "for-loop")
-DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
+DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.training.ddp_stream)
 MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from common import arms, checks, environment, workload, workloads
+from common import arms, checks, environment, training, workloads
 from common.config import BenchConfig
 from common.forkserver import process_facts
 from common.output import OutputError
@@ -145,7 +145,7 @@ def build_result(
     cfg, world = run.cfg, run.world_size
     per_device = cfg.per_device_batch(world)
     global_batch = per_device * world
-    wl, options = workload.declared(cfg), cfg.workload_options
+    wl, options = training.declared(cfg), cfg.workload_options
     trained = workloads.info(wl, cfg.workload, options)
     units = trained["units_per_sample"]
     for r in records:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from common.config import Group, check_bounds, option
 from common.errors import UsageError
-from experiment.arms import DEFAULT_ARMS
+from experiment.labelled_arms import DEFAULT_ARMS
 from experiment.settings import PROFILE_RUNS, SETTLE_MINUTES
 from stats.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
 from stats.stopping import FIRST_STAGE_BLOCKS

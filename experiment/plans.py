@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from common import arms as table
 from common.errors import UsageError
-from experiment.arms import Arm, Env
+from experiment.labelled_arms import Env, LabelledArm
 from experiment.settings import PROFILE_RUNS
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
@@ -28,7 +28,10 @@ LONG = ("--warmup-steps", "50", "--steps", "300")
 # round, settling and 5+ ABBA blocks of four arms fit; the block pairing absorbs slow drift.
 ORIGINAL_WORKLOAD = ("--warmup-steps", "50", "--steps", "200")
 COMPILED = ("--compile", "--warmup-steps", "20")
-NATIVE, TRAINER = Arm("native", "native"), Arm("lightning", "lightning")  # the Trainer arm
+NATIVE, TRAINER = (
+    LabelledArm("native", "native"),
+    LabelledArm("lightning", "lightning"),
+)  # the Trainer arm
 
 
 # Environments a plan's arms run in: DIR/<name>/bin/python under --envs DIR, each made by
@@ -69,10 +72,12 @@ CPU_GLOO = (
 )
 
 
-def version_arms(env: str, runners: tuple[str, ...] = ("fabric", "lightning")) -> tuple[Arm, ...]:
+def version_arms(
+    env: str, runners: tuple[str, ...] = ("fabric", "lightning")
+) -> tuple[LabelledArm, ...]:
     """Each runner under the env's Lightning, labelled RUNNER-VERSION (lightning-2.5.5)."""
     version = env.removeprefix("lightning-")
-    return tuple(Arm(f"{r}-{version}", r, env=ENVS[env]) for r in runners)
+    return tuple(LabelledArm(f"{r}-{version}", r, env=ENVS[env]) for r in runners)
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class Variant:
 
     name: str
     options: tuple[str, ...] = ()
-    arms: tuple[Arm, ...] | None = None
+    arms: tuple[LabelledArm, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
     run_timeout: float | None = None
 
@@ -92,7 +97,7 @@ class Plan:
 
     name: str
     question: str
-    arms: tuple[Arm, ...] = (NATIVE, TRAINER)
+    arms: tuple[LabelledArm, ...] = (NATIVE, TRAINER)
     repeats: int = 3
     options: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = (Variant(""),)
@@ -114,24 +119,24 @@ REGIMES = (
 )
 
 
-def named_arms(*names: str) -> tuple[Arm, ...]:
+def named_arms(*names: str) -> tuple[LabelledArm, ...]:
     """Arms of the table (common/arms.py), each labelled with its name."""
-    return tuple(Arm(name, name) for name in names)
+    return tuple(LabelledArm(name, name) for name in names)
 
 
-def stream_arms() -> tuple[Arm, ...]:
+def stream_arms() -> tuple[LabelledArm, ...]:
     """Each runner with its own DDP stream and with the other's: native, lightning,
     native-side-stream, lightning-current-stream (in stats.orders' carry-over-balanced
     orders)."""
     return named_arms("native", "lightning", "native-side-stream", "lightning-current-stream")
 
 
-def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
+def delay_arms(arm: LabelledArm, delays: tuple[int, ...]) -> tuple[LabelledArm, ...]:
     """arm as it comes, then with a busy host spin of each delay (us) per step."""
     return (
         arm,
         *(
-            Arm(f"{arm.label}-host-delay-{us}", arm.runner, ("--host-delay-us", str(us)))
+            LabelledArm(f"{arm.label}-host-delay-{us}", arm.runner, ("--host-delay-us", str(us)))
             for us in delays
         ),
     )
@@ -142,7 +147,10 @@ PLANS: tuple[Plan, ...] = (
         "fork-check",
         "Does a run forked from a warm interpreter measure what a fresh process measures"
         " (native started fresh against native forked, an A/A)?",
-        arms=(Arm("fresh", "native", launch="fresh"), Arm("forked", "native", launch="fork")),
+        arms=(
+            LabelledArm("fresh", "native", launch="fresh"),
+            LabelledArm("forked", "native", launch="fork"),
+        ),
         repeats=10,
         # gpu-bound: the demo's workload; as-given: only the options after -- (the CPU test)
         variants=(Variant("gpu-bound", B256), Variant("as-given")),
@@ -156,7 +164,7 @@ PLANS: tuple[Plan, ...] = (
     Plan(
         "a-a",
         "Does native against itself come out 'no difference' (the method's A/A check)?",
-        arms=(NATIVE, Arm("native-b", "native")),
+        arms=(NATIVE, LabelledArm("native-b", "native")),
         repeats=5,
         variants=REGIMES,
     ),
@@ -166,9 +174,9 @@ PLANS: tuple[Plan, ...] = (
         " the Trainer's services against barebones?",
         arms=(
             NATIVE,
-            Arm("fabric", "fabric"),
+            LabelledArm("fabric", "fabric"),
             TRAINER,
-            Arm("lightning-services", "lightning-services"),
+            LabelledArm("lightning-services", "lightning-services"),
         ),
         variants=REGIMES,
     ),
@@ -176,7 +184,7 @@ PLANS: tuple[Plan, ...] = (
         "original-workload",
         "At the original workload (32/GPU, NCHW, bf16) on a fresh machine: Fabric against"
         " native, the Trainer against Fabric, an A/A, and each arm's host cost per step?",
-        arms=(NATIVE, Arm("native-b", "native"), Arm("fabric", "fabric"), TRAINER),
+        arms=(NATIVE, LabelledArm("native-b", "native"), LabelledArm("fabric", "fabric"), TRAINER),
         repeats=8,
         options=ORIGINAL_WORKLOAD,
     ),
@@ -348,7 +356,7 @@ PLANS += (
         "gpt",
         "On a GPT-style decoder (GPT-2 small, bf16): what do Fabric and the Trainer cost against"
         " native, GPU-bound (8 sequences per GPU) and with 1 sequence per GPU?",
-        arms=(NATIVE, Arm("fabric", "fabric"), TRAINER),
+        arms=(NATIVE, LabelledArm("fabric", "fabric"), TRAINER),
         repeats=5,
         variants=(
             Variant(

@@ -12,7 +12,7 @@ made before Fabric's own is adopted (Fabric makes none when one exists). Where L
 switch, the change is made here and nowhere else, on one object of this run, and each such place
 says MONKEYPATCH: a DDPStrategy subclass overriding its private wrapper method, and methods of
 this run's Fabric and of the Trainer's loop replaced on the instance. native's own ablations
-(fp32-logits, --ddp-stream side) are common.workload's, which every runner builds from.
+(fp32-logits, --ddp-stream side) are common.training's, which every runner builds from.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from common import launcher, precision, workload
+from common import launcher, precision, training
 from common.config import BenchConfig
 from common.environment import SIGTERM_BROADCASTS_VAR
 from common.precision import Precision
@@ -42,7 +42,7 @@ def ddp_strategy_class(cfg: BenchConfig, base: type) -> type:
     torch.cuda.stream(torch.cuda.Stream()); the subclass leaves out only that, overriding the
     Trainer's private _setup_model or Fabric's setup_module. Everything else is Lightning's.
     """
-    if workload.ddp_stream(cfg, natural="side") != "current":
+    if training.ddp_stream(cfg, natural="side") != "current":
         return base
     if hasattr(base, "_setup_model"):  # lightning.pytorch
 

@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common import config, launcher, precision, preflight, workload, workloads
+from common import config, launcher, precision, preflight, training, workloads
 from common.checks import all_gather, check_ranks_agree, parameter_digest
 from common.environment import environment, utc_now
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.check:
             return preflight.passed(PROG, cfg, plan)
         become_launcher(os.environ)
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         return run(cfg, options, plan.launch, plan.precision, plan.threads, argv)
 
 
@@ -263,7 +263,7 @@ def native_loop(label: str, cfg, fabric, prec, batch) -> Loop:
     """native's loop: native/benchmark.py's build and train_step, on Fabric's device; its DDP
     wrapper joins the default process group Fabric made."""
     model, optimizer, scaler = native_runner.build(cfg, fabric.device, prec)
-    wl = workload.declared(cfg)
+    wl = training.declared(cfg)
     dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
     device_type = fabric.device.type
     autocast = (  # as native's run() makes it: forward and loss only
@@ -282,7 +282,7 @@ def fabric_loop(label: str, cfg, fabric, prec, batch) -> Loop:
     """Fabric's loop: lightning_impl/fabric.py's build and train_step (the wrapper, autocast
     and fp16 scaler are Fabric's)."""
     model, optimizer = fabric_runner.build(cfg, fabric)
-    wl = workload.declared(cfg)
+    wl = training.declared(cfg)
 
     def step() -> torch.Tensor:
         return fabric_runner.train_step(fabric, model, optimizer, wl, batch)
@@ -293,7 +293,7 @@ def fabric_loop(label: str, cfg, fabric, prec, batch) -> Loop:
 def build_loop(label: str, name: str, cfg, fabric, prec, batch) -> Loop:
     """The loop `name` (LOOPS) built as its runner builds it, sharing this rank's batch."""
     loop, stream = LOOPS[name]
-    # native's build reads the stream from cfg (workload.ddp_construction_stream); Fabric's
+    # native's build reads the stream from cfg (training.ddp_construction_stream); Fabric's
     # strategy was given its stream when the process group was made (run)
     cfg = dataclasses.replace(cfg, ddp_stream=stream)
     build = native_loop if loop == "native" else fabric_loop
@@ -417,7 +417,7 @@ def run(
         )
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         batch_size = cfg.per_device_batch(world_size)
-        batch = workload.make_batch(cfg, batch_size, rank, device)
+        batch = training.make_batch(cfg, batch_size, rank, device)
         loops = build_loops(options, cfg, fabric, prec, batch)
         seed = shared_order_seed(options.order_seed)
         k = options.chunk_steps
@@ -518,8 +518,8 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
         built_first=built_first(options),
         order_seed=seed,
         timer="cuda-events" if fabric.device.type == "cuda" else "wall-clock",
-        model=workload.declared(cfg).describe(cfg.workload_options),
-        workload=workloads.info(workload.declared(cfg), cfg.workload, cfg.workload_options),
+        model=training.declared(cfg).describe(cfg.workload_options),
+        workload=workloads.info(training.declared(cfg), cfg.workload, cfg.workload_options),
         world_size=world,
         batch_size_per_device=per_device,
         global_batch_size=per_device * world,

@@ -110,7 +110,7 @@ def test_lightning_no_sigterm_leaves_out_the_loops_broadcast(runs):
 
 def test_native_fp32_logits_casts_the_outputs_once_a_step(runs):
     native, cast = runs["native"][1], runs["native-fp32-logits"][1]
-    assert calls(cast, "loss", "common/workload.py") == STEPS
+    assert calls(cast, "loss", "common/training.py") == STEPS
     extra = calls(cast, "<method 'to' of 'torch._C.TensorBase' objects>") - calls(
         native, "<method 'to' of 'torch._C.TensorBase' objects>"
     )

@@ -16,8 +16,7 @@ from conftest import ROOT, TINY, run_module
 from common import arms, config
 from common.result import Result
 from compare.overheads import comparisons
-from experiment import arms as experiment_arms
-from experiment import plans
+from experiment import labelled_arms, plans
 from lesson.page import responsibilities as lesson_rows
 from lesson.source import read_runners
 
@@ -60,10 +59,10 @@ def test_the_marks_of_the_responsibilities_are_the_lessons_rows():
 
 
 def test_experiment_result_schema_and_plans_read_the_table():
-    assert {name: module for name, (module, _) in experiment_arms.ARMS.items()} == {
-        a.name: a.module for a in arms.TABLE
-    }
-    assert [a.runner for a in experiment_arms.parse_arms("all")] == list(arms.MAIN)
+    for arm in arms.TABLE:  # an experiment's arm runs the table's module with its options
+        argv = labelled_arms.LabelledArm(arm.name, arm.name).argv
+        assert argv == ["-m", arm.module, *arm.options]
+    assert [a.runner for a in labelled_arms.parse_arms("all")] == list(arms.MAIN)
     schema = json.loads((ROOT / "schema" / "result.schema.json").read_text())
     assert schema["properties"]["implementation"]["enum"] == list(arms.RUNNERS)
     assert "arm" in Result.model_fields

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import ROOT, clean_env
 
-from common import config, workload, workloads
+from common import config, training, workloads
 from common.checks import parameter_digest
 
 
@@ -23,45 +23,45 @@ def small(*argv: str) -> config.BenchConfig:
 
 def test_same_seed_and_rank_give_the_same_batch():
     cfg = small()
-    a = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
-    b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    a = training.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    b = training.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
     assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
 
 
 def test_different_ranks_get_different_data():
     cfg = small()
-    a = workload.make_batch(cfg, 4, global_rank=0, device=torch.device("cpu"))
-    b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    a = training.make_batch(cfg, 4, global_rank=0, device=torch.device("cpu"))
+    b = training.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
     assert not torch.equal(a.inputs, b.inputs)
 
 
 def test_labels_lie_in_the_class_range_and_images_have_the_configured_shape():
     cfg = small("--num-classes", "7")
-    images, labels = workload.make_batch(cfg, 16, 0, torch.device("cpu"))
+    images, labels = training.make_batch(cfg, 16, 0, torch.device("cpu"))
     assert images.shape == (16, 3, 32, 32)
     assert int(labels.min()) >= 0 and int(labels.max()) < 7
 
 
 def test_model_init_depends_only_on_the_seed():
     assert (
-        parameter_digest(workload.build_model(small())).sha256
-        == parameter_digest(workload.build_model(small())).sha256
+        parameter_digest(training.build_model(small())).sha256
+        == parameter_digest(training.build_model(small())).sha256
     )
     assert (
-        parameter_digest(workload.build_model(small())).sha256
-        != parameter_digest(workload.build_model(small("--seed", "1"))).sha256
+        parameter_digest(training.build_model(small())).sha256
+        != parameter_digest(training.build_model(small("--seed", "1"))).sha256
     )
 
 
 def test_channels_last_changes_layout_not_values():
-    plain, cl = workload.build_model(small()), workload.build_model(small("--channels-last"))
+    plain, cl = training.build_model(small()), training.build_model(small("--channels-last"))
     conv = next(m for m in cl.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     assert parameter_digest(plain).sha256 == parameter_digest(cl).sha256
 
 
 def test_ddp_kwargs_are_what_both_runners_pass():
-    kwargs = workload.ddp_kwargs(
+    kwargs = training.ddp_kwargs(
         small("--bucket-cap-mb", "50", "--static-graph", "--no-broadcast-buffers")
     )
     assert kwargs == {
@@ -75,7 +75,7 @@ def test_ddp_kwargs_are_what_both_runners_pass():
 
 def test_sgd_kernel_choice_reaches_the_optimizer():
     model = torch.nn.Linear(2, 2)
-    opt = workload.build_optimizer(
+    opt = training.build_optimizer(
         small("--sgd-impl", "for-loop", "--weight-decay", "0.01"), model.parameters()
     )
     group = opt.param_groups[0]
@@ -90,21 +90,21 @@ def test_sgd_kernel_choice_reaches_the_optimizer():
 def test_ddp_stream_is_each_runners_own_unless_the_option_says_otherwise():
     auto = small()
     assert (
-        workload.ddp_stream(auto, "current") == "current"
-        and workload.ddp_stream(auto, "side") == "side"
+        training.ddp_stream(auto, "current") == "current"
+        and training.ddp_stream(auto, "side") == "side"
     )
-    assert workload.ddp_stream(small("--ddp-stream", "side"), "current") == "side"
-    assert workload.ddp_stream(small("--ddp-stream", "current"), "side") == "current"
+    assert training.ddp_stream(small("--ddp-stream", "side"), "current") == "side"
+    assert training.ddp_stream(small("--ddp-stream", "current"), "side") == "current"
 
 
 def test_a_side_stream_is_current_only_inside_the_construction_block_on_gpus():
     cfg = small("--ddp-stream", "side")
-    with workload.ddp_construction_stream(torch.device("cpu"), cfg, natural="current"):
+    with training.ddp_construction_stream(torch.device("cpu"), cfg, natural="current"):
         pass  # CPU runs have no streams: nothing to switch, and no error
     if torch.cuda.is_available():
         device = torch.device("cuda", 0)
         before = torch.cuda.current_stream(device)
-        with workload.ddp_construction_stream(device, cfg, natural="current"):
+        with training.ddp_construction_stream(device, cfg, natural="current"):
             assert torch.cuda.current_stream(device) != before
         assert torch.cuda.current_stream(device) == before
 
@@ -144,7 +144,7 @@ def test_omp_num_threads_is_decided_without_torch_and_set_for_the_ranks():
 # --- the image workload is the one of before workloads had a declaration ---------------------
 
 # Recorded from main at a763650 (before common/workloads existed) with
-#   config.parse(BEFORE, "t"); parameter_digest(workload.build_model(cfg));
+#   config.parse(BEFORE, "t"); parameter_digest(training.build_model(cfg));
 #   sha256 of images.numpy().tobytes() + labels.numpy().tobytes() of make_batch(cfg, 4, rank)
 # The trained run of the same options is pinned in tests/test_end_to_end.py.
 BEFORE = ["--accelerator", "cpu", "--arch", "resnet18", "--image-size", "64", "--num-classes", "10"]
@@ -159,9 +159,9 @@ def test_the_image_workload_builds_the_model_and_batches_of_before_bit_for_bit()
     import hashlib
 
     cfg = config.parse(BEFORE, "test")
-    assert parameter_digest(workload.build_model(cfg)).sha256 == BEFORE_INIT
+    assert parameter_digest(training.build_model(cfg)).sha256 == BEFORE_INIT
     for rank, recorded in BEFORE_BATCH.items():
-        batch = workload.make_batch(cfg, 4, rank, torch.device("cpu"))
+        batch = training.make_batch(cfg, 4, rank, torch.device("cpu"))
         data = batch.inputs.numpy().tobytes() + batch.targets.numpy().tobytes()
         assert hashlib.sha256(data).hexdigest() == recorded, rank
 
@@ -289,7 +289,7 @@ def test_the_runner_files_name_no_model():
 
 def test_a_fork_server_imports_every_built_in_workload_before_forking():
     """A forked run pays no import: the server imports the runners, which import the workloads'
-    torch side (torchvision, the GPT model) with common.workload."""
+    torch side (torchvision, the GPT model) with common.training."""
     code = (
         "import sys\n"
         "from common import forkserver\n"

@@ -2,7 +2,7 @@
 
     wl = resolve("gpt")          # "image" (the default), "gpt", or "MODULE:NAME" of your own
     opts = cfg.workload_options  # its options, parsed and checked by common.config
-    model = wl.build_model(opts)                        # on the CPU; common.workload seeds first
+    model = wl.build_model(opts)                        # on the CPU; common.training seeds first
     batch = wl.make_batch(opts, 8, generator, device)   # Batch(inputs, targets), on the device
     loss = wl.loss(model(batch.inputs), batch.targets)
 
