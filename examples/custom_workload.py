@@ -9,7 +9,7 @@ its services, the interleaved mode) then builds this model, this batch and this 
 same order of operations, and results and compare count its unit. Copy this file and change
 the four functions and the options; nothing else in the suite changes.
 
-- `options`: a frozen dataclass whose fields are declared with `common.config.option()`. Each
+- `options`: a frozen dataclass whose fields are declared with `common.option_fields.option()`. Each
   becomes a flag of every runner (`mlp_width` is `--mlp-width`), checked against its bounds
   before any process starts; a name the suite already uses is refused. No options: leave
   `options` out.
@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.config import Group, option
+from common.option_fields import Group, option
 from common.workloads import Batch, Workload
 
 MLP = Group("workload: examples.custom_workload:workload", "a small MLP on random vectors")

@@ -17,8 +17,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.config import add_options, from_args
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
+from common.option_fields import add_options, from_args
 from experiment import launch, plans
 from experiment.inputs import (
     ARM_SETTINGS,

@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.config import Group, check_bounds, option
 from common.errors import UsageError
+from common.option_fields import Group, check_bounds, option
 from experiment.labelled_arms import DEFAULT_ARMS
 from experiment.settings import PROFILE_RUNS, SETTLE_MINUTES
 from stats.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
@@ -154,7 +154,7 @@ class ExperimentOptions:
 
 def check(opts: ExperimentOptions) -> None:
     """UsageError for the first option out of its bounds (one line naming it), in the words
-    the command has always used; then common.config's check that every number is finite."""
+    the command has always used; then common.option_fields' check that every number is finite."""
     if opts.repeats is not None and opts.repeats < 1:
         raise UsageError(f"--repeats must be 1 or more, got {opts.repeats}")
     if opts.warmup_runs < 0:

@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common import config, launcher, precision, preflight, training, workloads
+from common import config, launcher, option_fields, precision, preflight, training, workloads
 from common.checks import all_gather, check_ranks_agree, parameter_digest
 from common.environment import environment, utc_now
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
@@ -98,7 +98,7 @@ BUILD_FIRST = ("baseline", "arm")
 ORDER_SEED_LIMIT = 2**63  # a drawn seed is below this (secrets.randbits(63))
 
 
-INTERLEAVING = config.Group(
+INTERLEAVING = option_fields.Group(
     "interleaving",
     "the interleaved mode's own options; the workload options above are the runners'",
 )
@@ -108,16 +108,16 @@ INTERLEAVING = config.Group(
 class Options:
     """The mode's own options; the workload is BenchConfig's, the same for both loops."""
 
-    baseline: str = config.option(
+    baseline: str = option_fields.option(
         "native", INTERLEAVING, "the loop every estimate is relative to", choices=tuple(LOOPS)
     )
-    arm: str = config.option(
+    arm: str = option_fields.option(
         "fabric",
         INTERLEAVING,
         "the loop compared with it (the baseline's name again: A/A in one process)",
         choices=tuple(LOOPS),
     )
-    chunk_steps: int = config.option(
+    chunk_steps: int = option_fields.option(
         DEFAULT_CHUNK_STEPS,
         INTERLEAVING,
         "K: optimizer steps per chunk",
@@ -125,13 +125,13 @@ class Options:
         at_least="positive",
         at_most=MAX_CHUNK_STEPS,
     )
-    pairing: str = config.option(
+    pairing: str = option_fields.option(
         DEFAULT_PAIRING,
         INTERLEAVING,
         "order of chunks: AB (each pair AB or BA) or ABBA (each two pairs ABBA or BAAB)",
         choices=PAIRINGS,
     )
-    pairs: int = config.option(
+    pairs: int = option_fields.option(
         100,
         INTERLEAVING,
         "timed pairs of chunks per run (ABBA: an even number)",
@@ -139,7 +139,7 @@ class Options:
         at_least="positive",
         at_most=MAX_PAIRS,
     )
-    runs: int = config.option(
+    runs: int = option_fields.option(
         10,
         INTERLEAVING,
         "runs, each with its own random order (the unit of evidence)",
@@ -147,7 +147,7 @@ class Options:
         at_least="positive",
         at_most=MAX_PAIRS,
     )
-    warmup_pairs: int | None = config.option(
+    warmup_pairs: int | None = option_fields.option(
         None,
         INTERLEAVING,
         "untimed pairs before the first run (default: enough for --warmup-steps steps)",
@@ -155,14 +155,14 @@ class Options:
         at_least="not negative",
         at_most=MAX_PAIRS,
     )
-    build_first: str = config.option(
+    build_first: str = option_fields.option(
         "baseline",
         INTERLEAVING,
         "the loop whose model is built first (the result names it: built_first); the process"
         " is the unit of evidence, so python -m experiment --plan in-process alternates it",
         choices=BUILD_FIRST,
     )
-    order_seed: int | None = config.option(
+    order_seed: int | None = option_fields.option(
         None,
         INTERLEAVING,
         "seeds the runs' random chunk orders (default: drawn afresh, so each process has its"
@@ -185,7 +185,7 @@ class Options:
 
 def validate_options(options: Options, cfg: config.BenchConfig) -> None:
     """Every option of the mode, and the BenchConfig options it does not take; UsageError."""
-    config.check_bounds(options)
+    option_fields.check_bounds(options)
     if options.pairing == "ABBA" and options.pairs % 2:
         raise UsageError(
             f"--pairs {options.pairs} with --pairing ABBA: ABBA orders two pairs at a time;"
@@ -216,14 +216,14 @@ def validate_options(options: Options, cfg: config.BenchConfig) -> None:
 def parse(argv: list[str]) -> tuple[config.BenchConfig, Options]:
     """The runners' options (common.config) plus the mode's; exits 2 with one line if wrong."""
     mode = OneLineParser(prog=PROG, add_help=False, allow_abbrev=False)
-    config.add_options(mode, Options)
+    option_fields.add_options(mode, Options)
     known, rest = mode.parse_known_args(argv)
     if "-h" in rest or "--help" in rest:
         full = config.build_parser(PROG)
-        config.add_options(full, Options)
+        option_fields.add_options(full, Options)
         full.parse_args(["--help"])
     cfg = config.parse(rest, PROG)
-    options = config.from_args(Options, known)
+    options = option_fields.from_args(Options, known)
     with exit_on_usage_error(PROG, cfg.verbose):
         validate_options(options, cfg)
     return cfg, options

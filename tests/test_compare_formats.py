@@ -182,7 +182,7 @@ def test_the_parser_is_built_from_compare_options_fields() -> None:
     """compare's options are CompareOptions' fields, as the runners' are BenchConfig's: each
     field one option with its help and default, in field order on the usage line, in the
     help's one list of options; parsing gives the typed value and the ReportOptions it asks for."""
-    from common.config import flag, option_fields
+    from common.option_fields import flag, option_fields
     from compare.api import ReportOptions
     from compare.cli import CompareOptions, parse
 

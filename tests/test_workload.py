@@ -225,7 +225,7 @@ def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path, monkeyp
     (tmp_path / "broken_workload.py").write_text("import no_such_package_here\n")
     (tmp_path / "clashing_workload.py").write_text(
         "from dataclasses import dataclass\n"
-        "from common.config import Group, option\n"
+        "from common.option_fields import Group, option\n"
         "from examples import custom_workload as c\n"
         "@dataclass(frozen=True)\n"
         "class O:\n"

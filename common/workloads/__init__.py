@@ -64,7 +64,7 @@ class Workload:
     """What is trained and what a step counts, for every runner alike.
 
     The callables take the workload's options (an instance of `options`, a frozen dataclass
-    whose fields are declared with common.config's `option()`: each is a command-line flag).
+    whose fields are declared with `common.option_fields.option()`: each is a command-line flag).
     Results name a workload as --workload did (image, gpt, MODULE:NAME)."""
 
     unit: str  # what throughput counts, plural: images, tokens
@@ -127,7 +127,7 @@ def resolve(spec: str) -> Workload:
     if not (dataclasses.is_dataclass(found.options) and isinstance(found.options, type)):
         raise UsageError(
             f"--workload {spec}: its options must be a dataclass declared with"
-            " common.config.option() (see examples/custom_workload.py)"
+            " common.option_fields.option() (see examples/custom_workload.py)"
         )
     return found
 
