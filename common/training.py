@@ -19,15 +19,14 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-import torchvision  # noqa: F401  (BUILT_IN below: the image workload builds its models)
 
 from common import workloads
 from common.config import BenchConfig
-from common.workloads import Batch, Workload, gpt, gpt_model, image
+from common.workloads import Batch, Workload
 
 # The built-in workloads and their torch side, imported with every runner: a fork server
 # imports the runners (common/forkserver.py), so a forked run of any of them imports nothing.
-BUILT_IN = (image, gpt, gpt_model)
+workloads.import_built_in()
 
 
 def configure_threads(threads: int) -> None:

@@ -82,6 +82,16 @@ class Workload:
     # (options, BenchConfig) -> the options to run with (e.g. a preset's sizes filled in), or
     # UsageError naming the flag; called after every option's bounds were checked
     check: Callable[[Any, Any], Any] = _as_given
+    # the modules its functions import when called (its torch side): a runner imports a
+    # built-in workload's ahead (import_built_in), so that a fork server holds them
+    imports: tuple[str, ...] = ()
+
+
+def import_built_in() -> None:
+    """Import every built-in workload and what its functions import when called."""
+    for spec in BUILTIN:
+        for module in resolve(spec).imports:
+            importlib.import_module(module)
 
 
 def option_names(wl: Workload) -> list[str]:

@@ -198,4 +198,5 @@ workload = Workload(
     units_per_sample=tokens_per_sample,
     flops_per_sample=flops_per_sample,
     check=check,
+    imports=("common.workloads.gpt_model",),
 )

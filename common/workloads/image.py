@@ -164,4 +164,5 @@ workload = Workload(
     data=data,
     title=title,
     check=check,
+    imports=("torchvision",),
 )
