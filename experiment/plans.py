@@ -125,10 +125,16 @@ def named_arms(*names: str) -> tuple[LabelledArm, ...]:
 
 
 def stream_arms() -> tuple[LabelledArm, ...]:
-    """Each runner with its own DDP stream and with the other's: native, lightning,
-    native-side-stream, lightning-current-stream (in stats.orders' carry-over-balanced
-    orders)."""
-    return named_arms("native", "lightning", "native-side-stream", "lightning-current-stream")
+    """Each runner with its own DDP stream and with the other's, the rows of the table that
+    change no more than the stream: native, lightning, native-side-stream,
+    lightning-current-stream (in stats.orders' carry-over-balanced orders)."""
+    return named_arms(
+        *(
+            a.name
+            for a in table.TABLE
+            if a.runner in ("native", "lightning") and {n for n, _ in a.settings} <= {"ddp_stream"}
+        )
+    )
 
 
 def delay_arms(arm: LabelledArm, delays: tuple[int, ...]) -> tuple[LabelledArm, ...]:
@@ -380,15 +386,16 @@ PLANS += (
 # a block) end within 6 minutes per variant, both in 12:
 #   python -m experiment --plan responsibilities --repeats 5 --settle-minutes 0 \
 #       --budget-minutes 6 --out results/h100/responsibilities -- --devices 1
-RESPONSIBILITY_ARMS = (
-    *("native", "fabric", "lightning", "lightning-services"),
-    *("fabric-native-launch", "fabric-current-stream", "fabric-torch-autocast", "fabric-raw-step"),
-    *("lightning-no-sigterm", "native-fp32-logits"),
+# The rows of the table: the runners, each part, and each detail an --ablation makes (not the
+# stream's: native-side-stream and lightning-current-stream are the ddp-stream-swap plan's);
+# with one GPU, those that isolate something there, without the details.
+RESPONSIBILITY_ARMS = tuple(
+    a.name for a in table.TABLE if a.role in ("main", "part") or "ablation" in dict(a.settings)
 )
 ONE_GPU = tuple(
     name
     for name in RESPONSIBILITY_ARMS
-    if table.ARMS[name].one_rank is None and name != "native-fp32-logits"
+    if table.ARMS[name].one_rank is None and table.ARMS[name].role != "detail"
 )
 # 2 gloo ranks, bf16 autocast on the CPU (the precision ablations then change something real);
 # a small CNN (bf16 convolutions are slow on a CPU: 30 steps) with a smaller step size (no

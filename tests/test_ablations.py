@@ -18,7 +18,7 @@ import pytest
 from conftest import lightning_installed, run_module
 
 from benchmarks import host_profile
-from common.arms import ARMS
+from common.arms import ARMS, TABLE
 from common.result import Result, load_result
 
 pytestmark = pytest.mark.slow
@@ -31,11 +31,8 @@ WORKLOADS = {
     "image": ["--arch", "squeezenet1_1", "--image-size", "32", "--num-classes", "10"],
     "gpt": ["--workload", "gpt", "--gpt-preset", "tiny"],
 }
-ARMS_RUN = (
-    "native", "fabric", "lightning", "fabric-native-launch", "fabric-current-stream",
-    "fabric-torch-autocast", "fabric-raw-step", "lightning-no-sigterm", "native-fp32-logits",
-    "native-side-stream",
-)  # fmt: skip
+# Every row of the table but the Trainer's services (files written) and the stream check
+ARMS_RUN = tuple(a.name for a in TABLE if a.role != "check" and a.responsibility != "services")
 
 
 @pytest.fixture(scope="module", params=list(WORKLOADS))

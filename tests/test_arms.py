@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, TINY, run_module
+from conftest import ROOT, TINY, lightning_installed, run_module
 
 from common import arms, config
 from common.result import Result
@@ -51,6 +51,36 @@ def test_a_stream_named_as_the_runners_own_changes_nothing():
     assert arms.arm_of("native", {"ddp_stream": "current"}) == "native"
     # a combination no row declares is no arm: its results are labelled by their runner
     assert arms.arm_of("lightning", {"ddp_stream": "current", "barebones": False}) is None
+
+
+HOOK_POINTS = ("workload", "precision", "starts_ranks", "before_launch", "sigterm_broadcasts")
+
+
+def test_every_ablation_row_has_one_hooks_class_where_its_runner_lives():
+    """One class per --ablation row, in its runner's package, changing at least one hook point;
+    every other row changes nothing through hooks (its option is read by every runner)."""
+    if not lightning_installed():
+        pytest.skip("Lightning extra not installed")
+    import common.training  # noqa: F401  (registers native's)
+    import lightning_impl.ablations  # noqa: F401  (registers Lightning's)
+
+    for arm in arms.TABLE:
+        value = dict(arm.settings).get("ablation")
+        found = arms.hooks(None if value is None else str(value))
+        if value is None:
+            assert found is arms.NO_CHANGE, arm.name
+            continue
+        kind = type(found)
+        assert kind.arm == arm.name and arms.HOOKS[arm.name] is found
+        assert kind.__module__.split(".")[0] == (
+            "common" if arm.runner == "native" else arm.module.split(".")[0]
+        )
+        assert any(getattr(kind, p) is not getattr(arms.Hooks, p) for p in HOOK_POINTS), arm.name
+    assert set(arms.HOOKS) == {a.name for a in arms.TABLE if "ablation" in dict(a.settings)}
+    with pytest.raises(TypeError, match="no --ablation row"):
+        type("Stream", (arms.Hooks,), {"arm": "native-side-stream"})
+    with pytest.raises(TypeError, match="has hooks already"):
+        type("Again", (arms.Hooks,), {"arm": "fabric-raw-step"})
 
 
 def test_the_marks_of_the_responsibilities_are_the_lessons_rows():
