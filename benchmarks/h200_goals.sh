@@ -125,9 +125,9 @@ for s in "$@"; do
       step "$s" 540 "$PY" -m experiment --plan responsibilities \
       --variant "${s#responsibilities-}" --repeats "${REPEATS:-10}" --settle-minutes 0 \
       --budget-minutes 8.5 --out "$d/$s-$day" -- --devices 1 ;;
-    trainer-jumps) step "$s" 240 "$PY" -m experiment \
+    trainer-jumps) step "$s" 200 "$PY" -m experiment \
       --arms native,fabric,lightning,lightning-current-stream --repeats 3 --settle-minutes 0 \
-      --budget-minutes 3.7 --out "$d/$s-$day" -- --devices 1 --workload gpt --precision bf16 \
+      --budget-minutes 3 --out "$d/$s-$day" -- --devices 1 --workload gpt --precision bf16 \
       --batch-size-per-device 8 --warmup-steps 15 --steps 200 ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
