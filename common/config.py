@@ -323,13 +323,10 @@ class BenchConfig:
         return self.per_device_batch(world) * world
 
     def as_dict(self) -> dict[str, object]:
-        """Plain JSON-ready dict of every option, the workload's beside the others (paths as
-        strings): an image run's keys are those of the results before workloads had options."""
+        """Plain JSON-ready dict of every option of BenchConfig (paths as strings); the
+        workload's options are its own (a result's `workload.options`: common.workloads.info)."""
         own = {f.name: getattr(self, f.name) for f, _ in option_fields(BenchConfig)}
-        every = {**own, **dataclasses.asdict(self.workload_options)}
-        return {
-            name: str(value) if isinstance(value, Path) else value for name, value in every.items()
-        }
+        return {name: str(v) if isinstance(v, Path) else v for name, v in own.items()}
 
     def diagnostics(self) -> dict[str, str]:
         """{option: value} for each diagnostic option that differs from its default."""

@@ -40,7 +40,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import IMAGES, Run, Unit
+from compare.model import Run, Unit
 from compare.numerics import numerics_notes
 from compare.overheads import energy_comparisons, per_run_ms, stated_comparisons, time_comparisons
 from compare.pairing import (
@@ -71,6 +71,7 @@ class Report:
     scaling_mode: str | None  # weak | strong | mixed; None with one world size
     scaling: list[ScalingRow]
     slow_ranks: list[SlowRank]
+    work: Unit  # what throughput and energy count: the runs' workload's unit of work
     steady_state: list[SteadyState] = field(default_factory=list)
     warnings: list[Flag] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -85,7 +86,6 @@ class Report:
     energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
     energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
     noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
-    work: Unit = IMAGES  # what throughput and energy count: the runs' workload's unit
     # where the cost comes from (compare.decomposition): one per world size with ablation arms
     decomposition: list[Decomposition] = field(default_factory=list)
 
@@ -195,10 +195,10 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
         step_median_ms=v.step_median_ms,
         step_p5_ms=v.step_p5_ms,
         step_p95_ms=v.step_p95_ms,
-        images_per_second=v.images_per_second,
+        units_per_second=v.units_per_second,
         host_ms_per_step=run.host_ms_per_step,
         gpu_busy_share=run.gpu_share,
-        joules_per_image=v.joules_per_image,
+        joules_per_unit=v.joules_per_unit,
         gpu_temperature_c=v.gpu_temperature_c,
         started_utc=run.started_utc,
         file=str(run.path),
@@ -206,8 +206,8 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
         implementation=run.implementation,
         original_script=run.original,
         runs=1,
-        images_per_second_median=v.images_per_second_median,
-        images_per_second_per_device=v.images_per_second_per_device,
+        units_per_second_median=v.units_per_second_median,
+        units_per_second_per_device=v.units_per_second_per_device,
         warmup_seconds=v.warmup_seconds,
         first_step_seconds=v.first_step_seconds,
         run_seconds=v.run_seconds,

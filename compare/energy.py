@@ -4,8 +4,9 @@ each comparison's difference by the same method as the step time.
     rows = energy_rows(grouping(runs))             # one EnergyRow per (arm, world size)
     report = analyse(runs); report.energy_differences   # one EnergyDifference per comparison
 
-A run's number is its result's `energy.joules_per_image`: all GPUs' energy over the timed window
-(NVML's counter, read after the syncs at both ends) over the images of all timed steps. As for
+A run's number is its result's `energy.joules_per_unit`: all GPUs' energy over the timed window
+(NVML's counter, read after the syncs at both ends) over the units of work (images, tokens) of
+all timed steps. As for
 time, the unit of evidence is a run. An arm's level is the geometric mean over its counted runs
 with a t-interval on the mean log (intervals.mean_interval), beside the range of the GPU's
 temperature at the runs' window ends. A GPU that is still warming draws more power at the same
@@ -39,11 +40,10 @@ WARMING_RULE = (
 )
 
 
-def joules_per_image(run: Run) -> float | None:
-    """The run's GPU energy per image (per unit of its workload: a token for gpt) over the
-    timed window, or None (no counter, or a result older than energy, or an original
-    script's)."""
-    return run.values.joules_per_image
+def joules_per_unit(run: Run) -> float | None:
+    """The run's GPU energy per unit of its workload (an image, a token) over the timed
+    window, or None (no counter, or a result older than energy, or an original script's)."""
+    return run.values.joules_per_unit
 
 
 def unavailable(run: Run) -> str:
@@ -62,12 +62,12 @@ class EnergyRow:
     world_size: int
     runs: int  # counted runs with an energy figure
     runs_without: int  # counted runs without one
-    joules_per_image: float | None  # geometric mean over runs; None: no run has a figure
+    joules_per_unit: float | None  # geometric mean over runs; None: no run has a figure
     ci_low: float | None  # the level's interval, J/image; None below intervals.MIN_RUNS runs
     ci_high: float | None
     half_width_percent: float | None  # the interval's half-width in % of the level
     watts: float | None  # median over runs of all GPUs' mean power over the window
-    unavailable: str | None  # why joules_per_image is None (the first run's reason)
+    unavailable: str | None  # why joules_per_unit is None (the first run's reason)
     confidence: float = intervals.CONFIDENCE
     # the GPU's temperature at the end of the runs' timed windows, lowest and highest (C)
     temperature_c_low: float | None = None
@@ -79,9 +79,9 @@ def warming(arm: str, runs: Sequence[Run]) -> str | None:
     """The sentence when the runs' J/image rose with the GPU's temperature (WARMING_RULE),
     else None (fewer runs, a temperature that stood still, no significant correlation)."""
     pairs = [
-        (r.values.gpu_temperature_c, joules_per_image(r))
+        (r.values.gpu_temperature_c, joules_per_unit(r))
         for r in runs
-        if r.values.gpu_temperature_c is not None and joules_per_image(r) is not None
+        if r.values.gpu_temperature_c is not None and joules_per_unit(r) is not None
     ]
     if len(pairs) < attribution.MIN_RUNS:
         return None
@@ -105,12 +105,12 @@ def _counted(runs: Sequence[Run]) -> list[Run]:
 def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
     """The level of one cell's counted runs."""
     counted = _counted(runs)
-    have = [r for r in counted if joules_per_image(r) is not None]
-    missing = [r for r in counted if joules_per_image(r) is None]
+    have = [r for r in counted if joules_per_unit(r) is not None]
+    missing = [r for r in counted if joules_per_unit(r) is None]
     if not have:
         reason = unavailable(missing[0]) if missing else "no counted runs"
         return EnergyRow(arm, world, 0, len(missing), None, None, None, None, None, reason)
-    logs = [math.log(joules_per_image(r)) for r in have]  # type: ignore[arg-type]
+    logs = [math.log(joules_per_unit(r)) for r in have]  # type: ignore[arg-type]
     mean, half = intervals.mean_interval(logs)
     watts = [r.result.energy.watts for r in have if r.result.energy.watts is not None]  # type: ignore[union-attr]
     temps = [r.values.gpu_temperature_c for r in have if r.values.gpu_temperature_c is not None]
@@ -119,7 +119,7 @@ def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:
         world_size=world,
         runs=len(have),
         runs_without=len(missing),
-        joules_per_image=math.exp(mean),
+        joules_per_unit=math.exp(mean),
         ci_low=None if half is None else math.exp(mean - half),
         ci_high=None if half is None else math.exp(mean + half),
         half_width_percent=None if half is None else math.expm1(half) * 100.0,
@@ -184,7 +184,7 @@ def energy_difference(
 def energy_cell(row: EnergyRow, per: str = "image") -> str:
     """A table cell: '0.1371 ±0.42%' (J per image; J per token, `per`, with 4 significant
     digits: a token takes thousandths of a joule), or '-' where unavailable."""
-    if row.joules_per_image is None:
+    if row.joules_per_unit is None:
         return "-"
     spread = "" if row.half_width_percent is None else f" ±{row.half_width_percent:.2f}%"
-    return f"{row.joules_per_image:{'.4f' if per == 'image' else '.4g'}}{spread}"
+    return f"{row.joules_per_unit:{'.4f' if per == 'image' else '.4g'}}{spread}"

@@ -71,7 +71,7 @@ def _throughput(ax: Axes, report: Report) -> None:
         offset = (k - (len(names) - 1) / 2) * width
         rows = {row.world_size: row for row in report.table if row.arm == label}
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
-        ys = [rows[w].images_per_second_median for w in worlds if w in rows]
+        ys = [rows[w].units_per_second_median for w in worlds if w in rows]
         if xs:
             bars = ax.bar(xs, ys, width, color=color_of(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
@@ -216,7 +216,7 @@ class DriftPoint:
     median_ms: float
     warmup: bool
     block: int | None
-    joules_per_image: float | None = None
+    joules_per_unit: float | None = None
     gpu_temperature_c: float | None = None
 
 
@@ -244,7 +244,7 @@ def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
                     run.pace_median_ms,
                     run.warmup is not None,
                     run.block,
-                    run.values.joules_per_image,
+                    run.values.joules_per_unit,
                     run.values.gpu_temperature_c,
                 )
             )
@@ -279,7 +279,7 @@ STEP = DriftValue(
     "Drift: each run's median step at its start time",
 )
 ENERGY = DriftValue(
-    lambda p: p.joules_per_image,
+    lambda p: p.joules_per_unit,
     "GPU energy per image (J; lower is better)",
     "Energy: each run's J/image at its start time",
 )
@@ -287,7 +287,7 @@ ENERGY = DriftValue(
 
 def drift_values(points: Sequence[DriftPoint]) -> list[DriftValue]:
     """The drift figure's panels: the median step, and J/image where a run read the energy."""
-    return [STEP] + ([ENERGY] if any(p.joules_per_image is not None for p in points) else [])
+    return [STEP] + ([ENERGY] if any(p.joules_per_unit is not None for p in points) else [])
 
 
 def drift_panel(

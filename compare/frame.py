@@ -8,7 +8,7 @@
 Both take result files and experiment folders, as `python -m compare` does, and raise the
 one-line errors it prints (`common.errors.UsageError`). `run_record` is the runs DataFrame's
 row (RUN_COLUMNS); `python -m compare --format csv` is compare.rows.RunRow's, which starts with
-the same columns, meaning the same (images_per_second: wall clock in both). pandas is imported
+the same columns, meaning the same (units_per_second: wall clock in both). pandas is imported
 only when a DataFrame is asked for: the running estimate of an experiment never pays for it.
 """
 
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from compare.api import ReportOptions, analyse_paths, load
 from compare.model import RUN_COLUMNS, run_record
 from compare.pairing import one_workload
-from compare.rows import field_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,14 +34,14 @@ def _paths(paths: tuple[str | Path, ...]) -> list[Path]:
 
 def runs_frame(*paths: str | Path, include_warmup: bool = True) -> pd.DataFrame:
     """One row per run of the files and folders (warm-up runs of a folder too, marked), of one
-    workload (WorkloadMismatch otherwise): its throughput and energy columns name its unit."""
+    workload (WorkloadMismatch otherwise): throughput and energy count its unit of work."""
     import pandas as pd
 
     runs, _ = load(_paths(paths), include_warmup=include_warmup)
-    unit = one_workload(runs)  # the columns name its unit: tokens_per_second for gpt
+    one_workload(runs)  # units_per_second and joules_per_unit count one unit
     frame = pd.DataFrame([run_record(run) for run in runs], columns=list(RUN_COLUMNS))
     frame["started_utc"] = pd.to_datetime(frame["started_utc"], utc=True)
-    return frame.rename(columns=lambda name: field_name(name, unit))
+    return frame
 
 
 def overhead_frame(

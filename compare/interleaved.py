@@ -44,8 +44,7 @@ from stats.processes import ProcessInterval, build_order_interval
 QUESTION = "per-step cost in one process, interleaved"
 FORMATS = ("text", "markdown", "json", "html")  # python -m compare's, less csv (one row a run)
 # Fields that must agree between files before their runs are pooled (the same experiment).
-SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device",
-        "precision_resolved", "timer")  # fmt: skip
+SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device", "timer")
 NOTE = (
     "native's and Fabric's loops in one process, chunks of K steps in a balanced random order;"
     " the process is the unit of evidence, its build order alternated. Never mixed with results"
@@ -62,7 +61,8 @@ PROCESS_LEGEND = (
     " what the process fixed at its start (the build order, where the models were placed), so"
     " the verdict is the processes' (the answer's first line)"
 )
-WORKLOAD_CONFIG = ("arch", "image_size", "channels_last", "compile", "accelerator", "sgd_impl")
+# ... and of their workload: its options, and these of BenchConfig's
+WORKLOAD_CONFIG = ("compile", "accelerator", "sgd_impl")
 # An older result records no build order: the mode built the baseline first until issue 45.
 OLDER = (
     "record no build order (built_first): results written before the field always built the"
@@ -195,6 +195,16 @@ def _check_same(results: Sequence[tuple[Path, InterleavedResult]]) -> None:
                     f"{path}: {name} {getattr(r, name)!r} differs from {path0}'s"
                     f" {getattr(first, name)!r}; pool only runs of one interleaved experiment"
                 )
+        if r.precision.resolved != first.precision.resolved:
+            raise UsageError(
+                f"{path}: precision {r.precision.resolved!r} differs from {path0}'s"
+                f" {first.precision.resolved!r}; pool only runs of one interleaved experiment"
+            )
+        if (r.workload.name, r.workload.options) != (first.workload.name, first.workload.options):
+            raise UsageError(
+                f"{path}: workload {r.workload.title!r} differs from {path0}'s"
+                f" {first.workload.title!r}; pool only runs of one workload"
+            )
         for name in WORKLOAD_CONFIG:
             if r.config.get(name) != first.config.get(name):
                 raise UsageError(
@@ -212,14 +222,13 @@ def heading(result: InterleavedResult) -> str:
     """The report's first line, as the other reports' (compare.header): the workload, the
     GPU, precision, batch per GPU and an image workload's layout."""
     w = result.workload
-    name = one_line(w.title if w is not None else str(result.config.get("arch", result.model)))
-    sample = one_line(w.sample) if w is not None else "image"
+    name, sample = one_line(w.title), one_line(w.sample)
     gpus = ", ".join(dict.fromkeys(one_line(g) for g in result.environment.gpu_names)) or "CPU"
     per = "GPU" if result.timer == "cuda-events" else "rank"
-    layout = result.config.get("channels_last")
+    layout = w.options.get("channels_last")
     tail = "" if layout is None else f" · channels_last {'yes' if layout else 'no'}"
     return (
-        f"{name} on {gpus} · {result.precision_resolved} ·"
+        f"{name} on {gpus} · {result.precision.resolved} ·"
         f" {result.batch_size_per_device} {sample}s/{per}{tail}"
     )
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from common import arms as table
 from compare import verdicts
-from compare.energy import energy_difference, joules_per_image
+from compare.energy import energy_difference, joules_per_unit
 from compare.errors import CompareError
 from compare.flags import Flag
 from compare.model import Run
@@ -65,8 +65,8 @@ def run_points(
     chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
     values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
     if energy:
-        chosen = [r for r in chosen if joules_per_image(r) is not None]
-        values = [joules_per_image(r) for r in chosen]
+        chosen = [r for r in chosen if joules_per_unit(r) is not None]
+        values = [joules_per_unit(r) for r in chosen]
     return [
         intervals.RunPoint(
             arm=r.label,

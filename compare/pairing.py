@@ -18,7 +18,7 @@ from typing import Any
 
 from common import arms as table
 from compare.errors import CompareError, WorkloadMismatch
-from compare.model import IMAGES, ORIGINAL_LABEL, Run, Unit, text_of
+from compare.model import ORIGINAL_LABEL, Run, Unit, text_of
 
 # (arm label, world size) -> the cell's runs, in run order
 Cells = Mapping[tuple[str, int], Sequence[Run]]
@@ -106,7 +106,7 @@ def one_workload(runs: Sequence[Run]) -> Unit:
             f"the runs train different workloads ({which}), whose units differ: compare each"
             " workload's runs on their own"
         )
-    return runs[0].unit if runs else IMAGES
+    return runs[0].unit
 
 
 def environment_differences(runs: Sequence[Run]) -> list[Difference]:

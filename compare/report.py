@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from compare import interleaved
 from compare import render as layout
 from compare.analysis import Report
-from compare.rows import named_for
 from compare.sections import document
 
 if TYPE_CHECKING:
@@ -29,16 +28,12 @@ FORMATS = ("text", "markdown", "csv", "json", "html")
 
 def render_csv(report: Report) -> str:
     """One row per run (compare.rows.RunRow: its field names are the header, units in the
-    names: the workload's, tokens_per_second for gpt), through pandas, as `compare.runs_frame`
-    gives them to a notebook; every text cell made safe for a spreadsheet
-    (compare.render.csv_cell)."""
+    names), through pandas, as `compare.runs_frame` gives them to a notebook; every text cell
+    made safe for a spreadsheet (compare.render.csv_cell)."""
     import pandas as pd  # deferred: only csv needs it, and it is slow to import
 
     rows = [
-        {
-            name: layout.csv_cell(value)
-            for name, value in named_for(dataclasses.asdict(row), report.work).items()
-        }
+        {name: layout.csv_cell(value) for name, value in dataclasses.asdict(row).items()}
         for row in report.run_table
     ]
     return pd.DataFrame(rows).to_csv(index=False)
@@ -46,8 +41,8 @@ def render_csv(report: Report) -> str:
 
 def render_json(report: Report) -> str:
     """The whole report as strict JSON (compare.render.json_text: no NaN, no raw control
-    character), its fields named in the workload's unit (tokens_per_second for gpt)."""
-    return layout.json_text(named_for(report.to_json(), report.work)) + "\n"
+    character); `work_unit` says what units_per_second and joules_per_unit count."""
+    return layout.json_text(report.to_json()) + "\n"
 
 
 def render(

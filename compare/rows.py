@@ -17,45 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from compare.model import IMAGES, Run, Unit
+from compare.model import Run, Unit
 from stats import distributions
 from stats.intervals import CONFIDENCE
 
 
 def for_unit(text: str, unit: Unit) -> str:
-    """A header or field name in the runs' unit: 'img/s ↑' -> 'tok/s ↑', 'J/image ↓' ->
-    'J/token ↓', 'images_per_second' -> 'tokens_per_second' (the image workload's unchanged).
-    The fields keep the image workload's names (compare.model.Measures); outputs name them so."""
-    if unit == IMAGES:
-        return text
-    text = text.replace("img/", f"{unit.short}/").replace("images", unit.plural)
+    """A header in the runs' unit: 'img/s ↑' -> 'tok/s ↑', 'J/image ↓' -> 'J/token ↓'."""
+    text = text.replace("img/", f"{unit.label}/").replace("images", unit.plural)
     return text.replace("image", unit.singular)
-
-
-# The fields named for the image workload's unit, as the csv, json and DataFrames name them
-UNIT_FIELDS = frozenset(
-    {
-        "images_per_second",
-        "images_per_second_median",
-        "images_per_second_per_device",
-        "joules_per_image",
-    }
-)
-
-
-def field_name(name: str, unit: Unit) -> str:
-    """A field's name in an output: those of UNIT_FIELDS `for_unit`, the others as they are."""
-    return for_unit(name, unit) if name in UNIT_FIELDS else name
-
-
-def named_for(data: Any, unit: Unit) -> Any:
-    """`data` (the json's dicts and lists, a csv row) with every key a `field_name` (arm labels
-    and other keys as they are)."""
-    if isinstance(data, dict):
-        return {field_name(k, unit): named_for(v, unit) for k, v in data.items()}
-    if isinstance(data, list):
-        return [named_for(v, unit) for v in data]
-    return data
 
 
 def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
@@ -72,13 +42,13 @@ class ArmRow:
     arm: str = column("arm", table="speed cost")
     world_size: int = column("GPUs", "d", table="speed cost")
     runs: int = column("runs", "d", table="speed")
-    images_per_second_median: float | None = column("img/s ↑", ".1f", "median", "speed")
-    images_per_second_per_device: float | None = column("img/s/GPU ↑", ".1f", "median", "speed")
+    units_per_second_median: float | None = column("img/s ↑", ".1f", "median", "speed")
+    units_per_second_per_device: float | None = column("img/s/GPU ↑", ".1f", "median", "speed")
     step_median_ms: float | None = column("median ms ↓", ".2f", "median", "speed")
     step_p5_ms: float | None = column("p5 ms ↓", ".2f", "median", "speed")
     step_p95_ms: float | None = column("p95 ms ↓", ".2f", "median", "speed")
-    images_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
-    joules_per_image: float | None = column("J/image ↓", ".4f", "median", "speed")
+    units_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
+    joules_per_unit: float | None = column("J/image ↓", ".4f", "median", "speed")
     mfu: float | None = column("MFU ↑", ".1%", "median", "speed")  # shown where a run has one
     run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
     imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
@@ -223,10 +193,10 @@ class RunRow:
     step_median_ms: float  # every rank's steps pooled (originals: the wall-clock mean)
     step_p5_ms: float | None
     step_p95_ms: float | None
-    images_per_second: float  # wall clock
+    units_per_second: float  # wall clock
     host_ms_per_step: float | None
     gpu_busy_share: float | None
-    joules_per_image: float | None
+    joules_per_unit: float | None
     gpu_temperature_c: float | None  # the hottest GPU's at the timed window's end
     started_utc: str | None
     file: str  # the result's path
@@ -234,8 +204,8 @@ class RunRow:
     implementation: str
     original_script: bool
     runs: int  # always 1: a run
-    images_per_second_median: float  # global batch / median step (originals: wall clock)
-    images_per_second_per_device: float
+    units_per_second_median: float  # global batch / median step (originals: wall clock)
+    units_per_second_per_device: float
     warmup_seconds: float | None
     first_step_seconds: float | None
     run_seconds: float | None
@@ -257,7 +227,7 @@ class RunRow:
 
 @dataclass(frozen=True)
 class EnergyDifference:
-    """An arm's energy per image against a baseline's at one world size."""
+    """An arm's energy per unit of work against a baseline's at one world size."""
 
     world_size: int
     arm: str

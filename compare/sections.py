@@ -21,7 +21,6 @@ from compare.analysis import Report
 from compare.display import cell
 from compare.energy import energy_cell
 from compare.flags import grouped_warnings
-from compare.model import IMAGES
 from compare.render import Column, Document, Section, Table
 from compare.rows import ArmRow, for_unit
 from compare.verdicts import energy_oneliner
@@ -85,7 +84,7 @@ def energy_levels(report: Report) -> tuple[str, ...]:
     and GPU temperatures, and a warning where the GPU was still warming."""
     lines = []
     for e in report.energy:
-        if e.joules_per_image is None:
+        if e.joules_per_unit is None:
             continue
         facts = [
             f"{intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean"
@@ -140,7 +139,7 @@ def arm_table(report: Report, which: str) -> Table:
     names = {h: for_unit(names.get(h, h), report.work) for _, h, _ in ArmRow.columns(which)}
     # J per token is thousandths of a joule: significant digits, not four decimals
     columns = [
-        (name, h, ".4g" if name == "joules_per_image" and report.work != IMAGES else f)
+        (name, h, ".4g" if name == "joules_per_unit" and report.work.plural != "images" else f)
         for name, h, f in ArmRow.columns(which)
         # MFU only where a run knows it (a workload's FLOPs on a GPU of the peak table)
         if name != "mfu" or any(row.mfu is not None for row in report.table)

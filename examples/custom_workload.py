@@ -19,7 +19,8 @@ the four functions and the options; nothing else in the suite changes.
   on `device` from `generator` (seeded from --seed + the global rank): a `Batch(inputs,
   targets)`. It is made once and used at every step, as the image and gpt workloads do.
 - `loss(output, targets)`: a scalar tensor from the model's output and the targets.
-- `unit`/`sample`, `units_per_sample`: what throughput counts (here one sample is one unit);
+- `unit`/`sample`, `units_per_sample`: what throughput counts (here one sample is one unit;
+  `unit_label`, a short label for column headers, is the unit itself unless given);
   `flops_per_sample`: the model FLOPs of one sample's forward and backward, for MFU (leave it
   out where unknown: MFU is shown as "-"); `check(options, cfg)`: checks across options, a
   `UsageError` naming the flag, or the options to run with.

@@ -523,7 +523,6 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
         world_size=world,
         batch_size_per_device=per_device,
         global_batch_size=per_device * world,
-        precision_resolved=prec.resolved,
         config=cfg.as_dict(),
         options=dataclasses.asdict(options),
         precision=prec.as_dict(),

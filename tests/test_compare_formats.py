@@ -91,7 +91,7 @@ def test_csv_parses_to_one_row_per_run(pair: list[str], capsys: pytest.CaptureFi
     frame = pd.read_csv(io.StringIO(output_of(capsys, *pair, "--format", "csv")))
     assert sorted(frame["implementation"]) == ["lightning", "native"]
     assert {
-        "images_per_second_median",
+        "units_per_second_median",
         "step_p95_ms",
         "peak_reserved_gib",
         "overhead_ci_low",
@@ -369,7 +369,7 @@ def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
     pair: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """RunRow's field names are the csv header and the json runs' keys, in order; the values
-    are the run's (its wall-clock images/s, not the median step's)."""
+    are the run's (its wall-clock units/s, not the median step's)."""
     from dataclasses import fields
 
     from compare.rows import RunRow
@@ -381,13 +381,13 @@ def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
     assert [list(row) for row in report["runs"]] == [names] * 2
     for row in report["runs"]:
         result = json.loads(Path(row["file"]).read_text())
-        assert row["images_per_second"] == pytest.approx(result["images_per_second"])
+        assert row["units_per_second"] == pytest.approx(result["units_per_second"])
         assert row["runs"] == 1 and row["counted"] and not row["warmup"]
     # the notebook's runs frame shares the csv's columns and their meaning
     from compare import runs_frame
 
     frame = runs_frame(*pair)
-    assert sorted(frame.images_per_second) == pytest.approx(sorted(csv.images_per_second))
+    assert sorted(frame.units_per_second) == pytest.approx(sorted(csv.units_per_second))
 
 
 def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:

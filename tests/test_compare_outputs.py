@@ -126,12 +126,12 @@ def test_the_drift_figure_adds_energy_with_the_temperature_where_runs_read_them(
     drift_panel(ax, report, points, ENERGY)
     native = sorted((r for r in runs if r.label == "native"), key=lambda r: r.started_utc)
     line = next(ln for ln in ax.lines if ln.get_label() == "native")
-    assert list(line.get_ydata()) == [r.values.joules_per_image for r in native]
+    assert list(line.get_ydata()) == [r.values.joules_per_unit for r in native]
     assert len(ax.figure.axes) == 1  # these runs read no temperature: no right axis
     # temperatures in reverse run order, and one run without J/image: left out of the panel
     late = sorted(points, key=lambda p: p.started, reverse=True)
     hot = [replace(p, gpu_temperature_c=50.0 + k) for k, p in enumerate(late)]
-    hot[0] = replace(hot[0], joules_per_image=None)
+    hot[0] = replace(hot[0], joules_per_unit=None)
     ax = Figure().add_subplot()
     drift_panel(ax, report, hot, ENERGY)
     plotted = [y for ln in ax.lines if not ln.get_label().startswith("_") for y in ln.get_ydata()]

@@ -33,7 +33,7 @@ def test_the_preset_gives_the_sizes_and_each_size_given_overrides_it():
     assert opts.sizes() == (3, 64, 4, 64, 1000)
     # the result records the sizes it ran with, not None
     assert (opts.gpt_layers, opts.gpt_width, opts.gpt_seq_len) == (3, 64, 64)
-    assert tiny().as_dict()["gpt_heads"] == 4
+    assert tiny().workload_options.gpt_heads == 4
 
 
 @pytest.mark.parametrize(

@@ -166,9 +166,10 @@ def test_the_image_workload_builds_the_model_and_batches_of_before_bit_for_bit()
         assert hashlib.sha256(data).hexdigest() == recorded, rank
 
 
-def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
-    """A result's `config` keeps every key older results have (compare reads arch, image_size,
-    num_classes and channels_last there), and adds the workload's name and the ablation."""
+def test_an_image_runs_configuration_has_the_keys_of_before_less_the_workloads_options():
+    """A result's `config` keeps every key older results have but the image workload's options
+    (arch, image_size, num_classes and channels_last: the result's `workload.options`), and
+    adds the workload's name and the ablation."""
     before = {
         "accelerator", "arch", "barebones", "batch_size_per_device", "broadcast_buffers",
         "bucket_cap_mb", "channels_last", "check", "compile", "compile_mode", "cudnn_benchmark",
@@ -177,7 +178,11 @@ def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
         "overwrite_output", "precision", "profile_steps", "pyprofile", "seed", "sgd_impl",
         "static_graph", "steps", "timeout", "trace", "verbose", "warmup_steps", "weight_decay",
     }  # fmt: skip
-    assert set(config.parse(BEFORE, "test").as_dict()) == before | {"workload", "ablation"}
+    cfg = config.parse(BEFORE, "test")
+    options = {"arch", "image_size", "num_classes", "channels_last"}
+    assert set(cfg.as_dict()) == (before - options) | {"workload", "ablation"}
+    info = workloads.info(workloads.resolve("image"), "image", cfg.workload_options)
+    assert set(info["options"]) == options and info["unit_label"] == "img"
 
 
 # --- declarations, resolved by name or MODULE:NAME ---------------------------------------
@@ -265,7 +270,7 @@ def test_an_option_of_another_workload_is_refused_even_at_its_default(argv, flag
 
 def test_a_custom_workloads_options_are_flags_with_their_bounds():
     cfg = config.parse(["--workload", workloads.EXAMPLE, "--mlp-width", "12"], "test")
-    assert cfg.workload_options.mlp_width == 12 and cfg.as_dict()["mlp_width"] == 12
+    assert cfg.workload_options.mlp_width == 12 and "mlp_width" not in cfg.as_dict()
     with pytest.raises(SystemExit):
         config.parse(["--workload", workloads.EXAMPLE, "--mlp-width", "0"], "test")
     with pytest.raises(SystemExit):  # not an option of the image workload

@@ -85,6 +85,8 @@ class Workload:
     # the modules its functions import when called (its torch side): a runner imports a
     # built-in workload's ahead (import_built_in), so that a fork server holds them
     imports: tuple[str, ...] = ()
+    # the unit's short label, as a column header names it (img/s, tok/s); "": the unit itself
+    unit_label: str = ""
 
 
 def import_built_in() -> None:
@@ -149,6 +151,7 @@ def info(wl: Workload, spec: str, options: Any) -> dict[str, Any]:
         "name": spec,
         "title": wl.title(options),
         "unit": wl.unit,
+        "unit_label": wl.unit_label or wl.unit,
         "sample": wl.sample,
         "units_per_sample": int(wl.units_per_sample(options)),
         "options": {k: _plain(v) for k, v in dataclasses.asdict(options).items()},

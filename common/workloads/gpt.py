@@ -199,4 +199,5 @@ workload = Workload(
     flops_per_sample=flops_per_sample,
     check=check,
     imports=("common.workloads.gpt_model",),
+    unit_label="tok",
 )

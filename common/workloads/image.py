@@ -165,4 +165,5 @@ workload = Workload(
     title=title,
     check=check,
     imports=("torchvision",),
+    unit_label="img",
 )
