@@ -20,6 +20,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -296,10 +297,15 @@ class EnergySummary(_Strict):
     unavailable: str | None = None
 
 
+def joules_spec(values: Sequence[float]) -> str:
+    """How reports show energies per sample or unit: 4 decimals (1.0969, 0.1371), 4 significant
+    digits where one is below 0.1 (a token takes thousandths of a joule: 0.0003012)."""
+    return ".4f" if all(v >= 0.1 for v in values) else ".4g"
+
+
 def joules_text(value: float) -> str:
-    """Energy per sample or unit as reports show it: 4 decimals (1.0969, 0.1371), 4 significant
-    digits below 0.1 (a token takes thousandths of a joule: 0.0003012)."""
-    return f"{value:.4f}" if value >= 0.1 else f"{value:.4g}"
+    """One energy per sample or unit as reports show it (joules_spec)."""
+    return f"{value:{joules_spec([value])}}"
 
 
 class Result(_Strict):

@@ -24,7 +24,7 @@ from typing import Any
 from compare import verdicts
 from compare.attribution import Attribution, noise_attributions
 from compare.decomposition import Decomposition, for_report, planned
-from compare.display import world_unit
+from compare.display import GPU_UNIT, world_unit
 from compare.energy import (
     EnergyRow,
     energy_rows,
@@ -53,7 +53,16 @@ from compare.pairing import (
     version_differences,
     workload_differences,
 )
-from compare.rows import ArmRow, EnergyDifference, HostCost, Overhead, RunRow, ScalingRow, aggregate
+from compare.rows import (
+    ArmRow,
+    EnergyDifference,
+    HostCost,
+    Overhead,
+    RunRow,
+    ScalingRow,
+    aggregate,
+    headers,
+)
 from stats import distributions, intervals
 
 
@@ -83,7 +92,7 @@ class Report:
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
     heading: str = ""  # the title without the diagnostics ("" : the title)
     diagnostics: str = ""  # "diagnostic: lightning --host-delay-us=2000" when runs used any
-    energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
+    energy: list[EnergyRow] = field(default_factory=list)  # J per unit, per arm (compare.energy)
     energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
     noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
     # where the cost comes from (compare.decomposition): one per world size with ablation arms
@@ -93,6 +102,12 @@ class Report:
     def units(self) -> str:
         """The unit as a column or axis name: GPUs, or CPU ranks."""
         return self.unit.replace("(s)", "s")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The words of the column headers (compare.rows.headers): img/s or tok/s, J/image or
+        J/token, GPUs or CPU ranks, GPU or rank."""
+        return headers(self.work, self.units, "GPU" if self.unit == GPU_UNIT else "rank")
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (no NaN: missing values are None)."""
@@ -251,7 +266,9 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
             continue
         if record.warming:  # what had not settled, and what to expect of the runs
             what = "the GPU was still warming when the counted runs began (the host had settled; "
-            expect = "expect J/image to climb across the runs at a steady step time ("
+            expect = (
+                f"expect {runs[0].unit.energy} to climb across the runs at a steady step time ("
+            )
         else:
             what = "the host had NOT settled when the counted runs began ("
             expect = "expect drift between runs (the block-paired interval absorbs slow drift; "

@@ -68,6 +68,16 @@ class Unit:
         """One of it, as in J/token: image, token."""
         return self.plural.removesuffix("s")
 
+    @property
+    def rate(self) -> str:
+        """Throughput's label, as column headers name it: img/s, tok/s."""
+        return f"{self.label}/s"
+
+    @property
+    def energy(self) -> str:
+        """Energy's label: J/image, J/token."""
+        return f"J/{self.singular}"
+
     @classmethod
     def of(cls, w: WorkloadInfo) -> Unit:
         """The unit a result's workload counts (its text made one line: it comes from a file)."""

@@ -22,16 +22,11 @@ from stats import distributions
 from stats.intervals import CONFIDENCE
 
 
-def for_unit(text: str, unit: Unit) -> str:
-    """A header in the runs' unit: 'img/s ↑' -> 'tok/s ↑', 'J/image ↓' -> 'J/token ↓'."""
-    text = text.replace("img/", f"{unit.label}/").replace("images", unit.plural)
-    return text.replace("image", unit.singular)
-
-
 def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
-    """A field's metadata: its header, number format, aggregation over repeats ("median",
-    "max", "distinct": the one value of every run or "mixed"; "" when set otherwise) and the
-    tables it is shown in (space-separated)."""
+    """A field's metadata: its header (a template of `headers`' words: {rate} img/s, {per}
+    GPU, ...), number format, aggregation over repeats ("median", "max", "distinct": the one
+    value of every run or "mixed"; "" when set otherwise) and the tables it is shown in
+    (space-separated)."""
     return field(metadata={"header": header, "format": fmt, "aggregate": aggregate, "table": table})
 
 
@@ -40,15 +35,15 @@ class ArmRow:
     """One arm at one world size: the medians of its repeats (memory: the max)."""
 
     arm: str = column("arm", table="speed cost")
-    world_size: int = column("GPUs", "d", table="speed cost")
+    world_size: int = column("{world}", "d", table="speed cost")
     runs: int = column("runs", "d", table="speed")
-    units_per_second_median: float | None = column("img/s ↑", ".1f", "median", "speed")
-    units_per_second_per_device: float | None = column("img/s/GPU ↑", ".1f", "median", "speed")
+    units_per_second_median: float | None = column("{rate} ↑", ".1f", "median", "speed")
+    units_per_second_per_device: float | None = column("{rate}/{per} ↑", ".1f", "median", "speed")
     step_median_ms: float | None = column("median ms ↓", ".2f", "median", "speed")
     step_p5_ms: float | None = column("p5 ms ↓", ".2f", "median", "speed")
     step_p95_ms: float | None = column("p95 ms ↓", ".2f", "median", "speed")
-    units_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
-    joules_per_unit: float | None = column("J/image ↓", ".4f", "median", "speed")
+    units_per_second: float | None = column("wall-clock {rate} ↑", ".1f", "median", "speed")
+    joules_per_unit: float | None = column("{energy} ↓", ".4f", "median", "speed")
     mfu: float | None = column("MFU ↑", ".1%", "median", "speed")  # shown where a run has one
     run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
     imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
@@ -63,13 +58,20 @@ class ArmRow:
     numerics_identical: str = column("same numerics", table="cost")
 
     @classmethod
-    def columns(cls, table: str) -> list[tuple[str, str, str]]:
-        """(field name, header, format) of the fields shown in one table, in order."""
+    def columns(cls, table: str, words: dict[str, str]) -> list[tuple[str, str, str]]:
+        """(field name, header, format) of the fields shown in one table, in order, the headers
+        in `words` (`headers`)."""
         return [
-            (f.name, f.metadata["header"], f.metadata["format"])
+            (f.name, f.metadata["header"].format(**words), f.metadata["format"])
             for f in fields(cls)
             if table in f.metadata["table"].split()
         ]
+
+
+def headers(work: Unit, world: str, per: str) -> dict[str, str]:
+    """The words of the column headers: the work's throughput (img/s, tok/s) and energy
+    (J/image, J/token) labels, what a world size counts (GPUs, CPU ranks) and one of it."""
+    return {"rate": work.rate, "energy": work.energy, "world": world, "per": per}
 
 
 def aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> ArmRow:
@@ -242,6 +244,6 @@ class EnergyDifference:
     no_verdict_reason: str | None
     warnings: tuple[str, ...]
     sentence: str  # the verdict, for a report line
+    per: str  # what the energy counts, one of the runs' unit of work: image, token
     confidence: float = CONFIDENCE  # the interval's (Holm-adjusted in a report)
     family: int = 1  # the energy comparisons it is adjusted over
-    per: str = "image"  # what the energy counts, one of the runs' unit: image, token

@@ -92,7 +92,7 @@ class ExperimentOptions:
         f" settled (a trend of its run medians over {SETTLE_BETWEEN_RUNS * 100:g}%% a minute"
         f" ruled out, the last run's halves within {SETTLE_WITHIN_RUN * 100:g}%%) and the GPU"
         f" has warmed (its temperature rising at most {SETTLE_GPU_RISE_C:g} C a minute: a"
-        f" warming GPU's J/image climbs), for at most M minutes of warm-up in all (default"
+        f" warming GPU's energy per unit climbs), for at most M minutes of warm-up in all (default"
         f" {SETTLE_MINUTES:g}; 0: no settling; with --warmup-runs 0 there is no warm-up and no"
         " settling); the manifest and the report say how long it took, or that the host had"
         " not settled or the GPU was still warming (and, where M was too short for the rule to"

@@ -187,12 +187,15 @@ def make_result(
         )
     units = workload.units_per_sample
     samples_median = global_batch / pooled.median * 1000
+    model, data = f"{workload.title} model", f"synthetic {workload.sample}s"
+    if workload.name == "image":
+        model = f"torchvision.models.{image['arch']}"
+        data = f"synthetic GPU-resident 3x{image['image_size']}x{image['image_size']} images"
     return Result(
         schema_version=2,
         implementation=implementation,
-        model=f"torchvision.models.{image['arch']}",
-        data=f"synthetic GPU-resident 3x{image['image_size']}x{image['image_size']}"
-        " images with random labels",
+        model=model,
+        data=data,
         batch_mode=batch_mode,
         batch_size_per_device=batch_size_per_device,
         global_batch_size=global_batch,

@@ -359,7 +359,8 @@ def test_the_arm_table_is_typed_rows_whose_fields_name_the_columns(
 
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
     assert [list(row) for row in report["table"]] == [[f.name for f in fields(ArmRow)]] * 2
-    speed = ArmRow.columns("speed")
+    words = {"rate": "img/s", "energy": "J/image", "world": "GPUs", "per": "GPU"}
+    speed = ArmRow.columns("speed", words)
     assert [h for _, h, _ in speed][3:5] == ["img/s ↑", "img/s/GPU ↑"]
     text = output_of(capsys, *pair)
     assert "  ".join(["median ms ↓", "p5 ms ↓", "p95 ms ↓"]) in text
