@@ -24,12 +24,10 @@ from typing import Any
 from compare import verdicts
 from compare.attribution import Attribution, noise_attributions
 from compare.decomposition import Decomposition, for_report, planned
-from compare.display import GPU_UNIT, world_unit
 from compare.energy import (
     EnergyRow,
     energy_rows,
 )
-from compare.errors import WorkloadMismatch
 from compare.flags import (
     Flag,
     SlowRank,
@@ -40,7 +38,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import Run, Unit
+from compare.model import Run, Unit, WorkloadMismatch
 from compare.numerics import numerics_notes
 from compare.overheads import energy_comparisons, per_run_ms, stated_comparisons, time_comparisons
 from compare.pairing import (
@@ -53,6 +51,7 @@ from compare.pairing import (
     version_differences,
     workload_differences,
 )
+from compare.render import GPU_UNIT, world_unit
 from compare.rows import (
     ArmRow,
     EnergyDifference,

@@ -39,8 +39,8 @@ from compare.api import (
     render,
     write_reports,
 )
-from compare.errors import CompareError
 from compare.load import interleaved_inputs
+from compare.model import CompareError
 from compare.outputs import DRIFT, PLOT, check_points
 from stats import intervals
 

@@ -3,6 +3,9 @@
     run = run_from(path, load_result(path))          # the one adapter (compare.load calls it)
     run.label, run.file, run.median_ms, run.ranks    # the same typed fields for every run
 
+The errors a user can cause with runs live here too (`CompareError`, `WorkloadMismatch`): every
+module of compare reads runs.
+
 Results of this suite (`Result`) and the flat results of the original single-file scripts
 (`OriginalResult`), both as schema version 2 names them (common/upgrade.py brought older files
 to it), differ in what they recorded; `run_from` is the one place that knows it. Everything
@@ -18,12 +21,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.errors import one_line
+from common.errors import UsageError, one_line
 from common.manifest import ManifestSettling
 from common.result import OriginalResult, Result, WorkloadInfo
 from stats import distributions
 
 ORIGINAL_LABEL = "(original script)"
+
+
+class CompareError(UsageError):
+    """A mistake the user can fix (one line, exit 2; `common.result.ResultError` covers
+    unreadable or invalid files): the message says what and how."""
+
+
+class WorkloadMismatch(CompareError):
+    """The runs do not measure the same workload (beyond the world size)."""
+
 
 # Everything that changes the measured work, in display order, after the workload and its own
 # options (common.workloads: the image workload's arch and image size, gpt's sizes): a result's

@@ -25,9 +25,8 @@ from typing import Any
 from common import arms as table
 from compare import verdicts
 from compare.energy import energy_difference, joules_per_unit
-from compare.errors import CompareError
 from compare.flags import Flag
-from compare.model import Run
+from compare.model import CompareError, Run
 from compare.numerics import numerics_identical
 from compare.pairing import Grouping
 from compare.rows import EnergyDifference, Overhead

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common import arms as table
-from compare.errors import CompareError, WorkloadMismatch
-from compare.model import ORIGINAL_LABEL, Run, Unit, text_of
+from compare.model import ORIGINAL_LABEL, CompareError, Run, Unit, WorkloadMismatch, text_of
 
 # (arm label, world size) -> the cell's runs, in run order
 Cells = Mapping[tuple[str, int], Sequence[Run]]

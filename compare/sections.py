@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from common.result import joules_spec
 from compare import verdicts
 from compare.analysis import Report
-from compare.display import cell
 from compare.energy import energy_cell, warming_rule
 from compare.flags import grouped_warnings
-from compare.render import Column, Document, Section, Table
+from compare.render import Column, Document, Section, Table, cell
 from compare.rows import ArmRow
 from compare.verdicts import energy_oneliner
 from stats import distributions, intervals, run_level

@@ -330,7 +330,7 @@ def test_numbers_are_right_aligned_by_column_in_every_format(
     intervals ("1.48..2.14") included."""
     from compare.analysis import analyse
     from compare.api import load
-    from compare.html import render_html
+    from compare.outputs import render_html
 
     text = output_of(capsys, *pair)
     host = text.split("Host cost per step")[1].split("\n\n")[0].splitlines()
@@ -393,7 +393,7 @@ def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
 
 def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:
     """So that a configuration column stays narrow; a folder that differs is kept whole."""
-    from compare.display import span
+    from compare.render import span
 
     long = [f"lightning-2.6.2+git35e56ef-r{k}.json" for k in (1, 2, 3)]
     assert span(long) == "lightning-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"

@@ -15,7 +15,7 @@ import pytest
 from compare.analysis import analyse
 from compare.api import load
 from compare.cli import main
-from compare.report import render
+from compare.outputs import render
 from compare_factory import as_version_1, make_result, write
 from stats import comparison, distributions, intervals
 

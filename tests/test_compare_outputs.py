@@ -18,7 +18,7 @@ from conftest import ROOT, clean_env
 from matplotlib.figure import Figure
 
 from browser import browser  # noqa: F401  (the fixture)
-from compare.api import analyse_runs, load
+from compare.api import analyse_runs, load, overhead_frame, runs_frame
 from compare.figures import (
     ENERGY,
     STEP,
@@ -28,9 +28,8 @@ from compare.figures import (
     drift_values,
     overhead_panel,
 )
-from compare.frame import overhead_frame, runs_frame
-from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
+from compare.outputs import render_html, report_page
 from compare.verdicts import NO_OVERHEAD
 from compare_factory import make_result, write
 
@@ -271,7 +270,7 @@ def test_write_reports_fills_a_new_folder_once_and_never_writes_over_it(tmp_path
 
 def test_write_reports_of_an_interleaved_answer_writes_texts_and_refuses_figures(tmp_path):
     from compare.api import ReportFiles, analyse_interleaved, render, write_reports
-    from compare.errors import CompareError
+    from compare.model import CompareError
 
     answer = analyse_interleaved([ROOT / "tests" / "data" / "interleaved.json"])
     with pytest.raises(CompareError, match="comparison.png: an interleaved answer has no figures"):

@@ -12,8 +12,7 @@ import pytest
 from common.result import load_result
 from compare.analysis import analyse
 from compare.cli import main
-from compare.errors import WorkloadMismatch
-from compare.model import Run, run_from
+from compare.model import Run, WorkloadMismatch, run_from
 from compare.numerics import GPU_NOT_REPRODUCIBLE
 from compare_factory import as_version_1, constant_steps, make_result, write
 from stats import intervals

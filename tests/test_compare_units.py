@@ -25,7 +25,7 @@ from compare.analysis import settling_flags
 from compare.api import ReportOptions, analyse_paths, load
 from compare.figures import drift_points
 from compare.model import Placement
-from compare.report import FORMATS, render
+from compare.outputs import FORMATS, render
 from compare_factory import make_result, write
 
 WORKLOADS = {

@@ -123,7 +123,7 @@ def test_j_per_image_that_rises_with_the_gpu_temperature_is_named_and_noise_is_n
 
 
 def test_the_level_line_gives_the_gpu_temperatures_and_warns_of_warming():
-    from compare.report import render
+    from compare.outputs import render
 
     temps = [50, 52, 54, 56, 57, 58]
     runs = [
@@ -366,8 +366,8 @@ def measured_experiment():
 
 
 def test_every_format_shows_energy_per_image_and_why_runs_spread():
-    from compare.frame import runs_frame  # noqa: F401  (the DataFrame is run_record's rows)
-    from compare.report import render
+    from compare.api import runs_frame  # noqa: F401  (the DataFrame is run_record's rows)
+    from compare.outputs import render
 
     report = analyse(measured_experiment())
     text = render(report, "text")
@@ -393,7 +393,7 @@ def test_runs_without_energy_show_a_dash_and_no_energy_line():
     ]
     report = analyse(runs)
     assert [row.joules_per_unit for row in report.table] == [None, None]
-    from compare.report import render
+    from compare.outputs import render
 
     text = render(report, "text")
     assert "energy per image" not in text.split("\n\n")[1]  # nothing said where nothing measured
@@ -420,6 +420,6 @@ def test_a_reports_energy_comparisons_are_holm_adjusted_as_a_family():
     # Holm: the smallest p-value at 1 - 0.05/3, the next at 1 - 0.05/2, the last at 95%
     levels = sorted(e.confidence for e in report.energy_differences)
     assert levels == pytest.approx([0.95, 0.975, 1 - 0.05 / 3])
-    from compare.report import render
+    from compare.outputs import render
 
     assert "Holm-adjusted over 3 comparisons" in render(report, "text").split("\n\n")[1]
