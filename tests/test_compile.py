@@ -14,6 +14,7 @@ import sys
 import pytest
 from conftest import ROOT, clean_env, needs_lightning
 
+from common.arms import ARMS
 from common.manifest import load_manifest
 from common.result import load_result
 from experiment import plans
@@ -46,8 +47,18 @@ def test_every_arm_compiles_once_and_ends_bit_identical(variant, tmp_path):
     assert sorted(run.label for run in runs) == sorted(
         a.label for a in plans.find("responsibilities-cpu").arms
     )  # every arm of the table ran, none failed
-    # one cache for the experiment: the first run compiled, every other loaded what it made
-    assert [run.compile_cache for run in runs] == ["miss"] + ["hit"] * (len(runs) - 1)
+    # one cache for the experiment: the first run compiled, and a runner whose graphs are in
+    # the cache loads them. Fabric's precision plugin casts a floating input (an image) to
+    # bf16 before the forward, so on images Fabric's first run compiles a graph of its own.
+    assert runs[0].compile_cache == "miss"
+    ran: set[str] = set()
+    for run in runs:
+        runner = ARMS[run.label].runner
+        if run is not runs[0]:
+            assert run.compile_cache in (("hit",) if runner in ran else ("hit", "partial")), run
+        ran.add(runner)
+    if variant == "gpt":  # token ids go in as they are: every arm shares the first run's graphs
+        assert [run.compile_cache for run in runs[1:]] == ["hit"] * (len(runs) - 1)
     assert "compile cache hit" in proc.stdout
     results = {run.label: load_result(folder / run.result) for run in runs}
     native = results["native"]
