@@ -1,9 +1,10 @@
 """A user's own workload (--workload MODULE:NAME), as a user gets it wrong: each mistake one
 line naming --workload (exit 2) before any process, never a traceback, a script's usage line
-or a run that fails after its steps (common/workloads/checks.py, the options by
-common.config.check_declaration); make_batch's batch checked against the samples asked; a failed rank's message on one line; the module's digest in the
-result. The cases run in-process (common.config.parse, as every runner calls it); one
-subprocess per kind of path shows the runner says the same."""
+or a run that fails after its steps (common/workloads/checks.py; the options by
+common.config.check_declaration); make_batch's batch checked against the samples asked; a
+failed rank's message on one line; the module's digest in the result. The cases run
+in-process (common.config.parse, as every runner calls it); one subprocess per kind of path
+shows the runner says the same."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, clean_env, run_module
+from conftest import ROOT, clean_env, needs_lightning, run_module
 
 from common import config, workload, workloads
 from common.errors import UsageError
@@ -312,16 +313,29 @@ def test_a_batch_of_nested_tensors_with_the_samples_asked_is_taken(tmp_path, mon
 
 
 @pytest.mark.slow
-def test_a_run_whose_batch_is_too_large_exits_2_writing_nothing(tmp_path):
-    """Two gloo ranks: each refuses before the timed steps, no result is written."""
-    (tmp_path / "big_batch.py").write_text(
-        HEAD + BATCHES.format(made="c.make_batch(opts, samples * 4, generator, device)")
-    )
+@pytest.mark.parametrize(
+    "module,extra",
+    [
+        ("native", ["--steps", "2"]),
+        pytest.param("lightning_impl", ["--steps", "2"], marks=needs_lightning),
+        pytest.param("lightning_impl.fabric", ["--steps", "2"], marks=needs_lightning),
+        pytest.param(
+            "lightning_impl.interleaved",
+            ["--chunk-steps", "1", "--pairs", "2", "--runs", "1"],
+            marks=needs_lightning,
+        ),
+    ],
+)
+def test_a_run_whose_batch_is_too_large_exits_2_writing_nothing(module, extra, tmp_path):
+    """Two gloo ranks in every arm and the interleaved mode: each rank refuses before the
+    timed steps, no result is written, no traceback."""
+    made = "c.make_batch(opts, samples * 4, generator, device)"
+    (tmp_path / "big_batch.py").write_text(HEAD + BATCHES.format(made=made))
     out = tmp_path / "r.json"
     args = ["--workload", "big_batch:workload", "--accelerator", "cpu", "--devices", "2"]
-    args += ["--batch-size-per-device", "2", "--warmup-steps", "1", "--steps", "2"]
+    args += ["--batch-size-per-device", "2", "--warmup-steps", "1", *extra]
     env = clean_env(PYTHONPATH=f"{ROOT}:{tmp_path}")
-    proc = run_module("native", [*args, "--output", str(out)], env=env, timeout=300)
+    proc = run_module(module, [*args, "--output", str(out)], env=env, timeout=300)
     assert proc.returncode == 2 and not out.exists(), proc.stderr
     assert "Traceback" not in proc.stderr
     assert "its make_batch gave inputs of shape (8, 64) (8 samples) for 2 samples" in proc.stderr
