@@ -109,6 +109,7 @@ def test_the_runner_says_it_in_one_line_before_any_process(tmp_path):
         ),
         ("./examples/custom_workload.py:workload", "--workload examples.custom_workload:workload"),
         ("train.py:model", "give the module's dotted name: --workload train:model"),
+        ("examples.custom_workload.py:workload", "--workload examples.custom_workload:workload"),
         ("/abs/my-model.py:model", "e.g. examples/custom_workload.py is examples.custom_workload"),
     ],
 )

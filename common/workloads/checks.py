@@ -29,8 +29,8 @@ from common.errors import UsageError, one_line
 
 # The interleaved mode's own options (lightning_impl/interleaved.py `Options`, which this
 # package may not import: Lightning is optional): it parses them before the runners' options,
-# so a workload option of one of these names would be taken by the mode. tests/test_interleaved.py
-# pins the list to the mode's fields.
+# so a workload option of one of these names would be taken by the mode
+# (tests/test_workload_declarations.py pins the list to the mode's fields).
 INTERLEAVED_OPTIONS = (
     "baseline",
     "arm",
@@ -51,7 +51,7 @@ def import_module(spec: str, module_name: str, name: str) -> ModuleType:
     and one that ends the program while it is imported (a training script parsing its own
     arguments, or calling sys.exit): what it printed meanwhile is kept back, and its last line
     quoted. A module that imports cleanly has its output passed on as it was."""
-    if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
+    if "/" in module_name or "\\" in module_name:
         raise UsageError(f"--workload {spec}: {_dotted_advice(module_name, name)}")
     out, err = io.StringIO(), io.StringIO()
     try:
@@ -68,6 +68,8 @@ def import_module(spec: str, module_name: str, name: str) -> ModuleType:
             f" level (see {EXAMPLE_FILE})"
         ) from None
     except ModuleNotFoundError as error:
+        if module_name.endswith(".py"):  # a file's name, not a module's (pkg.py would be one)
+            raise UsageError(f"--workload {spec}: {_dotted_advice(module_name, name)}") from None
         if error.name == module_name or module_name.startswith(f"{error.name}."):
             raise UsageError(
                 f"--workload {spec}: no module {module_name!r} can be imported from here;"
@@ -84,10 +86,10 @@ def import_module(spec: str, module_name: str, name: str) -> ModuleType:
 
 def _dotted_advice(path: str, name: str) -> str:
     """What to give instead of a file path: the module's dotted name."""
-    parts = [p for p in PurePath(path.removesuffix(".py")).parts if p not in (".", "")]
-    relative = not PurePath(path).is_absolute() and ".." not in parts
-    if relative and parts and all(p.isidentifier() for p in parts):
-        dotted = ".".join(parts)
+    pieces = PurePath(path.removesuffix(".py")).parts
+    dotted = ".".join(p for p in pieces if p not in (".", ""))
+    absolute = PurePath(path).is_absolute() or ".." in pieces
+    if not absolute and dotted and all(p.isidentifier() for p in dotted.split(".")):
         return (
             f"{path!r} is a file path; give the module's dotted name: --workload {dotted}:{name}"
             f" (importable from the current folder, or with its folder on PYTHONPATH)"
