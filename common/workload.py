@@ -179,3 +179,21 @@ def compile_model(cfg: BenchConfig, model: torch.nn.Module) -> torch.nn.Module:
         return model
     mode = None if cfg.compile_mode == "default" else cfg.compile_mode
     return torch.compile(model, mode=mode)
+
+
+def compile_cache_counts(cfg: BenchConfig) -> dict[str, int] | None:
+    """How this process's compiled graphs were made (None without --compile): loaded from the
+    on-disk caches (TORCHINDUCTOR_CACHE_DIR; an experiment gives its runs one) or compiled.
+    Read from torch's own counters: AOTAutograd's cache (a forward and backward graph pair)
+    and Inductor's FX graph cache (each graph Inductor would otherwise generate code for)."""
+    if not cfg.compile:
+        return None
+    from torch._dynamo.utils import counters
+
+    aot, inductor = counters["aot_autograd"], counters["inductor"]
+    return {
+        "autograd_hits": aot["autograd_cache_hit"],
+        "autograd_misses": aot["autograd_cache_miss"],
+        "fx_graph_hits": inductor["fxgraph_cache_hit"],
+        "fx_graph_misses": inductor["fxgraph_cache_miss"],
+    }

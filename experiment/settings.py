@@ -98,6 +98,15 @@ def run_environment(s: Settings) -> dict[str, str]:
     return env
 
 
+# Where torch.compile keeps what it compiled (torch._inductor's on-disk caches)
+COMPILE_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def compiles(s: Settings) -> bool:
+    """Whether the experiment's runs compile their model (--compile, for every arm or one)."""
+    return "--compile" in s.options or any("--compile" in arm.argv for arm in s.arms)
+
+
 def fork_modules(s: Settings) -> dict[str, list[str]]:
     """The fork servers an experiment needs: arm interpreter -> the runner modules it warms."""
     modules: dict[str, set[str]] = {}
