@@ -295,3 +295,32 @@ def test_a_costs_folder_without_a_decomposition_is_one_line(monkeypatch):
     monkeypatch.setattr(costs_module, "SOURCES", (("image", "results/h200/arms/gpu-bound"),))
     with pytest.raises(costs_module.CostsError, match="^results/h200/arms/gpu-bound: its report"):
         read_costs(ROOT)
+
+
+def test_a_folder_whose_ablation_runs_all_failed_gives_no_residual_on_the_page(
+    tmp_path, monkeypatch
+):
+    """The page reuses the report's sentence: while a part is not measured, no residual (it
+    would hold that part's cost), and the part named."""
+    import json
+    import shutil
+
+    import lesson.costs as costs_module
+    from lesson.page import costs_html
+
+    folder = "results/cpu-gloo/responsibilities/image"
+    shutil.copytree(ROOT / folder, tmp_path / folder)
+    manifest = tmp_path / folder / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    for run in doc["runs"]:
+        if run["label"] == "fabric-raw-step":
+            run.update(status="failed", exit_status=1)
+    manifest.write_text(json.dumps(doc))
+    monkeypatch.setattr(costs_module, "SOURCES", (("image", folder),))
+    [costs] = read_costs(tmp_path)
+    assert (
+        costs.residual.startswith("no residual: ") and "no fabric-raw-step runs" in costs.residual
+    )
+    top = costs_html([costs])
+    assert '<td>residual</td><td class="n">not computed: backward and step wrappers not' in top
+    assert "no residual: the total minus the parts would hold what no run measured here" in top
