@@ -94,7 +94,7 @@ def option_fields(cls: type) -> list[tuple[dataclasses.Field, Option]]:
     return [(f, f.metadata[OPTION]) for f in dataclasses.fields(cls) if OPTION in f.metadata]
 
 
-def _value_type(hint: Any) -> type:
+def value_type(hint: Any) -> type:
     """A field's annotation without its `| None`."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if args else hint
@@ -115,7 +115,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
             groups[spec.group] = (
                 group.add_mutually_exclusive_group() if spec.group.exclusive else group
             )
-        kind = _value_type(hints[field.name])
+        kind = value_type(hints[field.name])
         # "%(default).0s" prints nothing: it only stops argparse adding "(default: None)"
         text = spec.help + ("%(default).0s" if field.default is None else "")
         kwargs: dict[str, Any] = {"default": field.default, "help": text}

@@ -18,6 +18,7 @@ import torch
 
 from common import arms, checks, environment, training, workloads
 from common.config import BenchConfig
+from common.errors import one_line
 from common.forkserver import process_facts
 from common.output import OutputError
 from common.precision import Precision
@@ -434,8 +435,12 @@ def publish(result: Result, cfg: BenchConfig, title: str) -> None:
 
 
 def rank_failed(prog: str, rank: int, error: BaseException) -> int:
-    """One line naming the rank and the error; the exit status of a failed rank."""
+    """One line naming the rank and the error (a message of several lines, as pydantic's
+    and torch's are, joined by "; "); the exit status of a failed rank."""
+    said = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
     print(
-        f"{prog}: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True
+        f"{prog}: rank {rank} failed: {type(error).__name__}: {one_line(said)}",
+        file=sys.stderr,
+        flush=True,
     )
     return 1

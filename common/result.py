@@ -283,6 +283,10 @@ class WorkloadInfo(_Strict):
     # model FLOPs of one sample's forward and backward (the workload's formula), for MFU; None
     # where the workload does not know them
     flops_per_sample: float | None = Field(default=None, ge=0)
+    # sha256 of MODULE's file of a MODULE:NAME workload, as the run imported it: the suite's
+    # source_digest does not cover a user's module (absent in older results; None for the
+    # built-in workloads, which source_digest covers)
+    module_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class EnergySummary(_Strict):

@@ -63,7 +63,7 @@ class Experiment:
         self.reporter = Reporter(s, self.recorder, start)
         self.profiled: set[str] = set()  # arms with a successful counted run: it profiled
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
-        self.env = run_environment(s)  # every run's and fork server's
+        self.env = run_environment(s)  # every run's (a fork server's lacks the compile cache)
         self.cache: Path | None = None  # the compile cache made for this experiment's runs
 
     def head(self) -> Manifest:
@@ -142,8 +142,8 @@ class Experiment:
             # (each run's manifest entry says which); the user's own folder, where given
             self.cache = Path(tempfile.mkdtemp(prefix="ddpbench-compile-"))
             self.env[COMPILE_CACHE] = str(self.cache)
-        wanted = fork_modules(self.s)
-        self.recorder.start_servers(wanted, self.env, self.pool)
+        wanted = fork_modules(self.s)  # the servers the runners' --check started, adopted
+        self.recorder.start_servers(wanted, run_environment(self.s), self.pool)
         self.recorder.write()
 
     # --- one run ----------------------------------------------------------------------
