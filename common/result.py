@@ -471,7 +471,9 @@ class PrecisionNames(_Strict):
 class OriginalResult(_Strict):
     """A flat result of the original single-file scripts, in version 2's names
     (common/upgrade.py): one wall-clock interval, no ranks and no environment; `config` and
-    `workload` hold what those scripts always ran."""
+    `workload` hold what those scripts always ran. Fields of theirs not named here are left."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, frozen=True)
 
     schema_version: Literal[2]
     implementation: Literal["native", "lightning"]

@@ -38,7 +38,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import Run, Unit, WorkloadMismatch
+from compare.model import RUN_COLUMNS, Run, Unit, WorkloadMismatch, run_record
 from compare.numerics import numerics_notes
 from compare.overheads import energy_comparisons, per_run_ms, stated_comparisons, time_comparisons
 from compare.pairing import (
@@ -195,43 +195,17 @@ def _scaling(cells: Cells, overhead: dict[tuple[str, int], Overhead]) -> list[Sc
 
 
 def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState) -> RunRow:
-    """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
-    v = run.values
+    """One csv/json row: the run's record (compare.model.run_record, the runs frame's row), its
+    other measurements, its steady-state check, its arm's overhead."""
+    names = {f.name for f in dataclasses.fields(RunRow)}
+    measured = dataclasses.asdict(run.values)
     return RunRow(
-        arm=run.label,
-        runner=run.implementation,
-        block=run.block,
-        position=run.position,
-        warmup=run.warmup is not None,
-        counted=run.warmup is None,
-        world_size=run.world_size,
-        run_median_ms=run.pace_median_ms,
-        step_median_ms=v.step_median_ms,
-        step_p5_ms=v.step_p5_ms,
-        step_p95_ms=v.step_p95_ms,
-        units_per_second=v.units_per_second,
-        host_ms_per_step=run.host_ms_per_step,
-        gpu_busy_share=run.gpu_share,
-        joules_per_unit=v.joules_per_unit,
-        gpu_temperature_c=v.gpu_temperature_c,
-        started_utc=run.started_utc,
-        file=str(run.path),
+        **run_record(run),
         name=run.file,
         implementation=run.implementation,
         original_script=run.original,
         runs=1,
-        units_per_second_median=v.units_per_second_median,
-        units_per_second_per_device=v.units_per_second_per_device,
-        warmup_seconds=v.warmup_seconds,
-        first_step_seconds=v.first_step_seconds,
-        run_seconds=v.run_seconds,
-        imports_seconds=v.imports_seconds,
-        timed_share=v.timed_share,
-        process=v.process,
-        server_import_seconds=v.server_import_seconds,
-        peak_allocated_gib=v.peak_allocated_gib,
-        peak_reserved_gib=v.peak_reserved_gib,
-        parameters_synchronized=v.parameters_synchronized,
+        **{k: v for k, v in measured.items() if k in names and k not in RUN_COLUMNS},
         first_half_median_ms=steady.first_half_median_ms,
         second_half_median_ms=steady.second_half_median_ms,
         steady_state_change_percent=steady.change_percent,

@@ -195,3 +195,14 @@ def test_summary_gives_the_gpu_busy_share_of_the_timed_step(capsys):
     print_summary(Result.model_validate(data), None, "title")
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "GPU busy" in ln)
     assert "95.0% of the timed step (GPU-bound;" in line and "1300 kernels/step" in line
+
+
+@pytest.mark.parametrize("name", ["joules_per_sample", "joules_per_unit"])
+def test_an_energy_per_sample_or_unit_below_a_nanojoule_is_no_measurement(tmp_path, name):
+    path = ROOT / "results" / "h200" / "telemetry" / "original-workload-2026-12-05" / "results"
+    data = upgraded(path, json.loads((path / "native-r1.json").read_text()))
+    data["energy"][name] = 1e-12
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ResultError, match=rf"field energy\.{name}"):
+        load_result(bad)
