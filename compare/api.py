@@ -12,13 +12,11 @@
     overhead_frame("results/h200/arms/original-defaults-long")   # a comparison a row
 
 Arguments and results are typed (ReportOptions, Report, Overhead, Run, InterleavedAnswer);
-nothing is parsed back from text. The DataFrames are for notebooks (`compare.runs_frame`):
-`run_record` is the runs frame's row (RUN_COLUMNS), whose columns start the csv's
-(compare.rows.RunRow), meaning the same (units_per_second: wall clock in both); pandas is
-imported only when a DataFrame is asked for, so an experiment's running estimate never pays
-for it. Errors are `common.errors.UsageError`s (ResultError for a bad
-file or manifest, CompareError for runs that cannot be compared or an output that cannot be
-written), each one line naming the file or option and the fix.
+nothing is parsed back from text. The DataFrames are the runs frame (a run_record a row: the
+csv's first columns, units_per_second wall clock in both) and the overheads; pandas is imported
+only when one is asked for. Errors are `common.errors.UsageError`s (ResultError for a bad file
+or manifest, CompareError for runs that cannot be compared or an output that cannot be written),
+each one line naming the file or option and the fix.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error, one_line
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
@@ -61,8 +62,7 @@ PROCESS_LEGEND = (
     " what the process fixed at its start (the build order, where the models were placed), so"
     " the verdict is the processes' (the answer's first line)"
 )
-# ... and of their workload: its options, and these of BenchConfig's
-WORKLOAD_CONFIG = ("compile", "accelerator", "sgd_impl")
+WORKLOAD_CONFIG = ("compile", "accelerator", "sgd_impl")  # and the workload, the precision
 # An older result records no build order: the mode built the baseline first until issue 45.
 OLDER = (
     "record no build order (built_first): results written before the field always built the"
@@ -184,32 +184,27 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
     return Interval(mean, half, len(values))
 
 
+def _same(r: InterleavedResult) -> dict[str, Any]:
+    """What every file of one experiment shares: SAME, the precision, the workload (its name and
+    options) and WORKLOAD_CONFIG."""
+    return {
+        **{name: getattr(r, name) for name in SAME},
+        "precision": r.precision.resolved,
+        "workload": (r.workload.name, r.workload.options),
+        **{f"config {name}": r.config.get(name) for name in WORKLOAD_CONFIG},
+    }
+
+
 def _check_same(results: Sequence[tuple[Path, InterleavedResult]]) -> None:
     """UsageError unless every file ran the same two loops on the same workload and chunks."""
     path0, first = results[0]
     labels0 = [(a.label, a.loop, a.ddp_stream) for a in first.arms]
     for path, r in results[1:]:
-        for name in SAME:
-            if getattr(r, name) != getattr(first, name):
+        for name, value in _same(r).items():
+            if value != _same(first)[name]:
                 raise UsageError(
-                    f"{path}: {name} {getattr(r, name)!r} differs from {path0}'s"
-                    f" {getattr(first, name)!r}; pool only runs of one interleaved experiment"
-                )
-        if r.precision.resolved != first.precision.resolved:
-            raise UsageError(
-                f"{path}: precision {r.precision.resolved!r} differs from {path0}'s"
-                f" {first.precision.resolved!r}; pool only runs of one interleaved experiment"
-            )
-        if (r.workload.name, r.workload.options) != (first.workload.name, first.workload.options):
-            raise UsageError(
-                f"{path}: workload {r.workload.title!r} differs from {path0}'s"
-                f" {first.workload.title!r}; pool only runs of one workload"
-            )
-        for name in WORKLOAD_CONFIG:
-            if r.config.get(name) != first.config.get(name):
-                raise UsageError(
-                    f"{path}: config {name} {r.config.get(name)!r} differs from {path0}'s"
-                    f" {first.config.get(name)!r}; pool only runs of one workload"
+                    f"{path}: {name} {value!r} differs from {path0}'s {_same(first)[name]!r};"
+                    " pool only runs of one interleaved experiment"
                 )
         if [(a.label, a.loop, a.ddp_stream) for a in r.arms] != labels0:
             raise UsageError(

@@ -198,19 +198,19 @@ class Measures:
     units_per_second_median: float  # global batch / median step (originals: wall clock)
     units_per_second_per_device: float
     step_median_ms: float  # every rank's steps pooled (originals: the wall-clock mean)
-    step_p5_ms: float | None
-    step_p95_ms: float | None
     units_per_second: float  # wall clock
-    warmup_seconds: float | None
-    first_step_seconds: float | None
-    run_seconds: float | None  # the run's phases added up (launch to result)
-    imports_seconds: float | None
-    timed_share: float | None  # timed steps / run_seconds
-    process: str | None  # fresh or forked (older results: None, they were fresh)
-    server_import_seconds: float | None  # a forked run's server imports, paid once per arm
     peak_allocated_gib: float | None
     peak_reserved_gib: float | None
     parameters_synchronized: bool
+    step_p5_ms: float | None = None
+    step_p95_ms: float | None = None
+    warmup_seconds: float | None = None
+    first_step_seconds: float | None = None
+    run_seconds: float | None = None  # the run's phases added up (launch to result)
+    imports_seconds: float | None = None
+    timed_share: float | None = None  # timed steps / run_seconds
+    process: str | None = None  # fresh or forked (older results: None, they were fresh)
+    server_import_seconds: float | None = None  # a forked run's server imports, once per arm
     # all GPUs' energy over the timed window per unit (None: no counter, older or original)
     joules_per_unit: float | None = None
     # the hottest GPU's temperature at the timed window's end, degrees C (None: not read)
@@ -248,19 +248,20 @@ class Run:
     wall_ms: float  # wall-clock mean step (milliseconds_per_step): the originals' only time
     ranks: tuple[RankFacts, ...]  # empty for original results: they recorded no step times
     facts: dict[str, Any]  # provenance by ENVIRONMENT_FIELDS name (those recorded)
-    diagnostics: dict[str, str]  # diagnostic options the run used (none: empty)
-    gpu_share: float | None  # GPU busy share of the timed step; None: not profiled or unknown
-    sigterm_sync: str | None  # the Lightning version when it syncs a SIGTERM flag every step
     parameters_synchronized: bool
     parameter_checksum_max_difference: float
-    parameter_digest: str | None  # None for original results
     final_loss_mean: float
-    started_utc: str | None  # None for original results
-    finished_utc: str | None  # likewise
-    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
-    host_ms_per_step: float | None
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
     unit: Unit  # what its throughput and energy count (its workload's unit of work)
+    # What the original scripts recorded none of (their runs: the defaults)
+    diagnostics: dict[str, str] = field(default_factory=dict)  # diagnostic options used
+    gpu_share: float | None = None  # GPU busy share of the timed step; None: not profiled
+    sigterm_sync: str | None = None  # the Lightning version that syncs a SIGTERM flag a step
+    parameter_digest: str | None = None
+    started_utc: str | None = None
+    finished_utc: str | None = None
+    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
+    host_ms_per_step: float | None = None
     placement: Placement = field(default_factory=Placement)
     duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
 
@@ -450,27 +451,11 @@ def _original_fields(r: OriginalResult) -> dict[str, Any]:
             units_per_second_median=units,
             units_per_second_per_device=units / r.world_size,
             step_median_ms=r.milliseconds_per_step,
-            step_p5_ms=None,
-            step_p95_ms=None,
             units_per_second=units,
-            warmup_seconds=None,
-            first_step_seconds=None,
-            run_seconds=None,
-            imports_seconds=None,
-            timed_share=None,
-            process=None,
-            server_import_seconds=None,
             peak_allocated_gib=r.peak_allocated_gib,
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
         ),
-        "diagnostics": {},
-        "gpu_share": None,
-        "sigterm_sync": None,
-        "parameter_digest": None,
-        "started_utc": None,
-        "finished_utc": None,
-        "host_ms_per_step": None,
     }
 
 

@@ -1,28 +1,17 @@
-"""A report in each of compare's formats, and where it goes: its texts and figures, written by
-the one writer (common.output).
+"""A report in each of compare's formats, and where it goes: the one writer (common.output).
 
-    print(render(report, "text"), end="")
-    render(report, "html", drift_points(runs))     # the page, its figures drawn
-    render(answer, "markdown")                     # compare.interleaved's question
+    print(render(report, "text"), end="")          # or "markdown", "csv", "json", "html"
+    render(answer, "markdown")                      # compare.interleaved's question
     write_reports(report, ReportFiles.folder(Path("out/exp1"), drift=bool(points)), points)
-    write_reports(answer, ReportFiles.folder(folder, ("text", "markdown"), plot=False))
     files = ReportFiles((Target(Path("r.md"), "markdown", "--output"),), overwrite=True)
 
-text, markdown and html lay out the same sections (compare.sections, through the one render
-layer compare.render): the answer first, then the tables. csv is one row per run, json the
-whole report; both take the typed rows' fields as they are. The HTML page is self-contained:
-verdicts first, its figures embedded (base64 PNG, compare.figures' captions), then the tables
-and notes, every value escaped as text (labels, file names and warnings never become markup),
-styles inline (compare.render.page), so it reads offline, travels as one file and prints well.
-
-One writer for compare's command line (--output, --plot, --drift) and an experiment's folder
-(report.txt, report.md, report.html, comparison.png, drift.png; an in-process plan's
-report.txt and report.md): every text is rendered before any file is written, then each target
-is written in its order through common.output (new unless overwriting, never half a file),
-and a file that cannot be written raises common.output's OutputError, one line naming the
-target (compare's CLI shows it as its usage error; the experiment says what its folder kept).
-A report is a `compare.analysis.Report` (separate runs) or a
-`compare.interleaved.InterleavedAnswer` (the in-process question, texts only).
+text, markdown and html lay out compare.sections (the answer first, then the tables) through
+compare.render; csv is a row a run and json the whole report, the typed rows' fields as they
+are. The HTML page carries everything (styles inline, figures as base64 PNG), every value
+escaped. compare's command line (--output, --plot, --drift) and an experiment's folder
+(report.txt, .md, .html, comparison.png, drift.png) write through write_reports: every text is
+rendered first, then each target is written in order, new unless overwriting, never half a
+file; OutputError names a target that cannot be written.
 """
 
 from __future__ import annotations

@@ -126,16 +126,10 @@ def named_arms(*names: str) -> tuple[LabelledArm, ...]:
 
 
 def stream_arms() -> tuple[LabelledArm, ...]:
-    """Each runner with its own DDP stream and with the other's, the rows of the table that
-    change no more than the stream: native, lightning, native-side-stream,
-    lightning-current-stream (in stats.orders' carry-over-balanced orders)."""
-    return named_arms(
-        *(
-            a.name
-            for a in table.TABLE
-            if a.runner in ("native", "lightning") and {n for n, _ in a.settings} <= {"ddp_stream"}
-        )
-    )
+    """Each runner with its own DDP stream and with the other's: the table's rows of native and
+    lightning that change no more than the stream (in stats.orders' carry-over-balanced orders)."""
+    rows = [a for a in table.TABLE if a.runner in ("native", "lightning")]
+    return named_arms(*(a.name for a in rows if {n for n, _ in a.settings} <= {"ddp_stream"}))
 
 
 def delay_arms(arm: LabelledArm, delays: tuple[int, ...]) -> tuple[LabelledArm, ...]:
