@@ -379,6 +379,9 @@ def block_paired_interval(
         baseline,
         [f"block {b}" for b in blocks.blocks],
     )
+    carry = carry_over_note(used, arm, baseline)
+    if carry is not None:
+        iv = dataclasses.replace(iv, warnings=(*iv.warnings, carry))
     refuse = refusal(used)
     if refuse is not None:
         iv = ArmInterval(
@@ -395,6 +398,35 @@ def block_paired_interval(
         )
     return dataclasses.replace(
         iv, dropped_blocks=blocks.dropped, warnings=(*warnings, *iv.warnings)
+    )
+
+
+def carry_over_note(used: Sequence[RunPoint], arm: str, baseline: str) -> str | None:
+    """Where the complete blocks `used` (the arm's and the baseline's runs) are not balanced
+    for carry-over, which arms' runs they are not, and by how much; None where they are, or
+    where the runs do not say which run came before them (RunPoint.after). A run that leaves
+    the machine slower (or faster) for the next by c biases the comparison by c x (the arm's
+    runs right after X - the baseline's) / blocks: 0 over whole cycles of stats.orders, not
+    within one (an experiment stopped by --repeats, Stein's rule, the budget or a signal)."""
+    if not any(p.after is not None for p in used):
+        return None
+    blocks = len({p.block for p in used})
+    counts: dict[str, list[int]] = {}
+    for p in used:
+        if p.after is not None:
+            counts.setdefault(p.after, [0, 0])[0 if p.arm == arm else 1] += 1
+    off = {x: (a, b) for x, (a, b) in counts.items() if a != b}
+    if not off:
+        return None
+    worst = max(abs(a - b) for a, b in off.values())
+    shown = "; ".join(
+        f"right after {x}: {arm} {a}, {baseline} {b}"
+        for x, (a, b) in sorted(off.items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))[:3]
+    )
+    return (
+        f"{arm} vs {baseline}: the {blocks} complete blocks are not balanced for carry-over"
+        f" (runs {shown}); a run that slows the next by c biases this comparison by up to"
+        f" {worst}/{blocks} c (whole cycles of the experiment's orders balance it)"
     )
 
 

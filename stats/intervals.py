@@ -83,7 +83,9 @@ ZERO_SE = 1e-12
 class RunPoint:
     """One counted run as the statistics need it: its arm, its one number (the median pace in
     ms), and where the manifest put it (block, position in the block) and when it started
-    (POSIX seconds; None when unknown). `name` (a file or run name) only labels reasons."""
+    (POSIX seconds; None when unknown). `name` (a file or run name) only labels reasons.
+    `after`: the arm of the run right before it (a warm-up or failed run too; None when none
+    ran or it is unknown), for the blocks' balance against carry-over (stats.blocks)."""
 
     arm: str
     ms: float
@@ -91,6 +93,7 @@ class RunPoint:
     position: int | None = None
     started_s: float | None = None
     name: str = ""
+    after: str | None = None
 
 
 @dataclass(frozen=True)
