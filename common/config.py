@@ -509,6 +509,8 @@ def _chosen_workload(argv: list[str], prog: str) -> tuple[str, workloads.Workloa
     early.add_argument("--workload", default=workloads.DEFAULT)
     spec = early.parse_known_args(argv)[0].workload
     wl = workloads.resolve(spec)
+    if wl not in map(workloads.resolve, workloads.BUILTIN):
+        check_declaration(wl, spec)
     taken = {f.name for f, _ in option_fields(BenchConfig)}
     for name in workloads.BUILTIN:
         other = workloads.resolve(name)
@@ -521,6 +523,96 @@ def _chosen_workload(argv: list[str], prog: str) -> tuple[str, workloads.Workloa
             " rename that field of its options"
         )
     return spec, wl
+
+
+# The types a flag converts its text to without option(parse=...) (add_options)
+FLAG_TYPES = (int, float, str, bool, Path)
+
+
+def check_declaration(wl: workloads.Workload, spec: str) -> None:
+    """UsageError, one line naming --workload, unless a workload of one's own has options that
+    every command reading them can parse: a dataclass whose every field is declared with
+    option() (so it has a default), of a type a flag converts to, with bounds that are bounds
+    and defaults within them (and among their choices), named like no option of the runners,
+    of their help or of the interleaved mode (common.workloads.checks.INTERLEAVED_OPTIONS)."""
+    cls, where = wl.options, f"--workload {spec}: its"  # a dataclass: resolve checked
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as error:  # a forward reference nothing defines
+        raise UsageError(
+            f"{where} options' annotations cannot be read ({workloads.checks.error_line(error)})"
+        ) from None
+    taken = {s: "is already an option of this command" for s in _option_strings()}
+    taken.update({s: "is the commands' --help" for s in ("-h", "--help")})
+    for name in workloads.checks.INTERLEAVED_OPTIONS:
+        taken[flag(name)] = (
+            "is an option of the interleaved mode (python -m lightning_impl.interleaved),"
+            " which would take it"
+        )
+    for field in dataclasses.fields(cls):
+        declared = field.metadata.get(OPTION)
+        if declared is None:
+            raise UsageError(
+                f"{where} options field {field.name!r} is not declared with"
+                f" common.config.option(): every field is a flag with a default, e.g."
+                f" {field.name}: int = option(DEFAULT, GROUP, HELP)"
+            )
+        name, kind = flag(field.name), _value_type(hints.get(field.name))
+        if declared.parse is None and kind not in FLAG_TYPES:
+            raise UsageError(
+                f"{where} option {name} is of type {getattr(kind, '__name__', kind)}; a flag"
+                " is an int, float, str, bool or Path, or give option(parse=...)"
+            )
+        _check_bounds_declared(where, name, declared, kind)
+        negated = [f"--no-{name[2:]}"] if kind is bool and not declared.switch else []
+        for given in (name, *negated):
+            if given in taken:
+                raise UsageError(
+                    f"{where} option {given} {taken[given]}; rename that field of its options"
+                )
+    try:
+        defaults = cls()
+    except Exception as error:
+        why = workloads.checks.error_line(error)
+        raise UsageError(f"{where} options cannot be made from their defaults ({why})") from None
+    for field, declared in option_fields(cls):
+        value = getattr(defaults, field.name)
+        if declared.choices is not None and value is not None and value not in declared.choices:
+            raise UsageError(
+                f"{where} option {flag(field.name)} has the default {value!r}, not one"
+                f" of its choices ({', '.join(map(str, declared.choices))})"
+            )
+    try:
+        check_bounds(defaults)
+    except UsageError as error:
+        raise UsageError(f"{where} options' defaults break their own bounds: {error}") from None
+
+
+def _option_strings() -> set[str]:
+    """Every option string of the runners' command line (the built-in workloads' too)."""
+    return {s for action in build_parser("runner")._actions for s in action.option_strings}
+
+
+def _check_bounds_declared(where: str, name: str, spec: Option, kind: Any) -> None:
+    """at_least a known word, at_most a finite number, and either only on a number."""
+    if spec.at_least not in (None, "positive", "not negative"):
+        raise UsageError(
+            f"{where} option {name} has at_least={spec.at_least!r}; use 'positive' or"
+            " 'not negative' (or leave it out)"
+        )
+    bound = spec.at_most
+    if bound is not None and (
+        isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound)
+    ):
+        raise UsageError(
+            f"{where} option {name} has at_most={bound!r}; use a finite number (or leave it out)"
+        )
+    bounded = spec.at_least is not None or bound is not None
+    if bounded and spec.parse is None and kind not in (int, float):
+        raise UsageError(
+            f"{where} option {name} has bounds but takes a {getattr(kind, '__name__', kind)};"
+            " bounds are for int and float options"
+        )
 
 
 def parse(argv: list[str] | None, prog: str) -> BenchConfig:
@@ -618,9 +710,12 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         raise UsageError(
             f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile"
         )
-    wl = workloads.resolve(cfg.workload)
     check_bounds(cfg.workload_options)
-    cfg = dataclasses.replace(cfg, workload_options=wl.check(cfg.workload_options, cfg))
+    # its own check, then what a result records of it (a declared number that fails, or an
+    # error of its own, is one line naming --workload now, not after the run)
+    wl = workloads.resolve(cfg.workload)
+    options = workloads.checks.checked(wl, cfg.workload, cfg.workload_options, cfg)
+    cfg = dataclasses.replace(cfg, workload_options=options)
     _validate_output(cfg.output, cfg.overwrite_output, cfg.pyprofile or cfg.trace)
     validate_diagnostics(cfg)
     return cfg

@@ -69,6 +69,9 @@ class ManifestRun(_Strict):
     started_utc: str
     finished_utc: str
     seconds: float = Field(ge=0)
+    # A run with --compile: its graphs loaded from the experiment's compile cache (hit), all
+    # compiled (miss) or some of each (common.result.CompileCache); absent otherwise
+    compile_cache: Literal["hit", "miss", "partial"] | None = None
 
     _old_names = model_validator(mode="before")(_runner_was_arm)
 

@@ -18,12 +18,14 @@ import torch
 
 from common import arms, checks, environment, workload, workloads
 from common.config import BenchConfig
+from common.errors import one_line
 from common.forkserver import process_facts
 from common.output import OutputError
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
 from common.result import (
     SCHEMA_VERSION,
+    CompileCache,
     EnergySummary,
     PhaseSeconds,
     RankTelemetry,
@@ -89,6 +91,7 @@ def _rank_record(
         "final_loss": float(last_loss.detach().float().cpu()),
         "omp_num_threads": run.omp_num_threads,
         "host_ms_per_step": timing.host_ms_per_step,
+        "compile_cache": workload.compile_cache_counts(run.cfg),
         "phase_seconds": phases,
         "telemetry": timing.telemetry,
     }
@@ -325,9 +328,27 @@ def _machine(t: RankTelemetry) -> str:
             if s > 0 and name not in NOT_THROTTLES
         ]
         parts.append("throttled: " + ", ".join(held) if held else "not throttled")
+    if t.allocator_device_allocs is not None:
+        calls = (
+            t.allocator_device_allocs,
+            t.allocator_device_frees,
+            t.allocator_stream_syncs,
+            t.allocator_retries,
+        )
+        parts.append(
+            "no allocator round trips"
+            if not any(calls)
+            else "allocator: {} cudaMalloc, {} cudaFree, {} stream syncs, {} retries".format(*calls)
+        )
     if t.gpu_unavailable is not None:
         parts.append(f"no GPU telemetry ({t.gpu_unavailable})")
     return ", ".join(parts) or "nothing readable"
+
+
+def _compiled(cache: CompileCache) -> str:
+    """'12 graphs from the cache, 0 compiled (cache hit)' for a compiled rank."""
+    loaded = cache.fx_graph_hits
+    return f"{loaded} graph(s) from the cache, {cache.fx_graph_misses} compiled ({cache.state})"
 
 
 def print_summary(result: Result, output: str | None, title: str) -> None:
@@ -377,6 +398,9 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
                 f"{result.host_ms_per_step:.2f} ms (main thread, timed steps, mean over ranks)",
             )
         )
+    cache = result.ranks[0].compile_cache
+    if cache is not None:
+        rows.append(("compile (rank 0)", _compiled(cache)))
     if result.phase_seconds is not None:
         rows.append(("wall time (rank 0)", _phases(result.phase_seconds)))
     if result.energy is not None:
@@ -418,8 +442,12 @@ def publish(result: Result, cfg: BenchConfig, title: str) -> None:
 
 
 def rank_failed(prog: str, rank: int, error: BaseException) -> int:
-    """One line naming the rank and the error; the exit status of a failed rank."""
+    """One line naming the rank and the error (a message of several lines, as pydantic's
+    and torch's are, joined by "; "); the exit status of a failed rank."""
+    said = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
     print(
-        f"{prog}: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True
+        f"{prog}: rank {rank} failed: {type(error).__name__}: {one_line(said)}",
+        file=sys.stderr,
+        flush=True,
     )
     return 1

@@ -124,6 +124,12 @@ class RankTelemetry(_Strict):
     gpu_temperature_c_end: float | None = None
     gpu_samples: int = Field(default=0, ge=0)
     samples_span_seconds: float | None = Field(default=None, ge=0)
+    # The CUDA caching allocator's device round trips in the window (common.telemetry's
+    # ALLOCATOR_COUNTERS); None off a GPU and in older results
+    allocator_device_allocs: int | None = Field(default=None, ge=0)
+    allocator_device_frees: int | None = Field(default=None, ge=0)
+    allocator_stream_syncs: int | None = Field(default=None, ge=0)
+    allocator_retries: int | None = Field(default=None, ge=0)
 
 
 class ProcessInfo(_Strict):
@@ -133,6 +139,25 @@ class ProcessInfo(_Strict):
 
     kind: Literal["fresh", "forked"]
     server_import_seconds: float | None = Field(default=None, ge=0)  # forked: the server's
+
+
+class CompileCache(_Strict):
+    """How a compiled rank's graphs were made (common.workload.compile_cache_counts): loaded
+    from the on-disk caches or compiled. A forward and backward pair is one AOTAutograd entry;
+    Inductor's FX graph cache holds each graph's generated code."""
+
+    autograd_hits: int = Field(ge=0)
+    autograd_misses: int = Field(ge=0)
+    fx_graph_hits: int = Field(ge=0)
+    fx_graph_misses: int = Field(ge=0)
+
+    @property
+    def state(self) -> Literal["hit", "miss", "partial"]:
+        """hit: nothing compiled; miss: nothing loaded; partial: some of each."""
+        loaded = self.autograd_hits + self.fx_graph_hits
+        if self.fx_graph_misses == 0 and loaded > 0:
+            return "hit"
+        return "miss" if loaded == 0 else "partial"
 
 
 class RankResult(_Strict):
@@ -159,6 +184,8 @@ class RankResult(_Strict):
     phase_seconds: PhaseSeconds | None = None
     # Absent in older results: what the machine did in the timed window
     telemetry: RankTelemetry | None = None
+    # With --compile: how its graphs were made (None without, and in older results)
+    compile_cache: CompileCache | None = None
 
 
 class PrecisionInfo(_Strict):
@@ -264,6 +291,10 @@ class WorkloadInfo(_Strict):
     # model FLOPs of one sample's forward and backward (the workload's formula), for MFU; None
     # where the workload does not know them
     flops_per_sample: float | None = Field(default=None, ge=0)
+    # sha256 of MODULE's file of a MODULE:NAME workload, as the run imported it: the suite's
+    # source_digest does not cover a user's module (absent in older results; None for the
+    # built-in workloads, which source_digest covers)
+    module_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class EnergySummary(_Strict):
@@ -353,6 +384,14 @@ class Result(_Strict):
     # common/arms.py; None for a combination no row declares), so that compare labels and pairs
     # loose files as an experiment's manifest would
     arm: str | None = Field(default=None, pattern=ARM_NAME)
+
+
+def compile_cache_state(result: Result) -> Literal["hit", "miss", "partial"] | None:
+    """How a run's compiled graphs were made, over its ranks; None when it did not compile."""
+    states = {r.compile_cache.state for r in result.ranks if r.compile_cache is not None}
+    if not states:
+        return None
+    return states.pop() if len(states) == 1 else "partial"
 
 
 def silent_counter(result: Result) -> int | None:

@@ -23,6 +23,7 @@ import torchvision  # noqa: F401  (BUILT_IN below: the image workload builds its
 
 from common import workloads
 from common.config import BenchConfig
+from common.errors import UsageError
 from common.workloads import Batch, Workload, gpt, gpt_model, image
 
 # The built-in workloads and their torch side, imported with every runner: a fork server
@@ -67,10 +68,51 @@ def build_model(cfg: BenchConfig) -> torch.nn.Module:
 
 
 def make_batch(cfg: BenchConfig, batch_size: int, global_rank: int, device: torch.device) -> Batch:
-    """This rank's synthetic batch, made on `device` from seed + global rank."""
+    """This rank's synthetic batch, made on `device` from seed + global rank; UsageError when
+    it does not hold `batch_size` samples (every runner makes its batch here, once, before
+    the timed steps: a batch of more samples would count the wrong work)."""
     generator = torch.Generator(device=device)
     generator.manual_seed(cfg.seed + global_rank)
-    return declared(cfg).make_batch(cfg.workload_options, batch_size, generator, device)
+    batch = declared(cfg).make_batch(cfg.workload_options, batch_size, generator, device)
+    check_batch(cfg.workload, batch, batch_size)
+    return batch
+
+
+def check_batch(spec: str, batch: object, samples: int) -> None:
+    """UsageError unless make_batch gave a Batch whose inputs and targets hold `samples`
+    samples: every tensor in each (a tensor, or tuples, lists and dicts of them) has that many
+    along its first dimension. A batch of more samples would train them all while throughput
+    and MFU count the samples asked: its numbers would be wrong, not slow."""
+    where = f"--workload {spec}: its make_batch"
+    if not isinstance(batch, Batch):
+        raise UsageError(
+            f"{where} returned a {type(batch).__name__}; return common.workloads.Batch(inputs,"
+            " targets)"
+        )
+    for part in ("inputs", "targets"):
+        shapes = list(_shapes(getattr(batch, part)))
+        if not shapes:
+            raise UsageError(f"{where} gave {part} that hold no tensor")
+        for shape in shapes:
+            if not shape or shape[0] != samples:
+                found = "no sample dimension" if not shape else f"{shape[0]} samples"
+                raise UsageError(
+                    f"{where} gave {part} of shape {shape} ({found}) for {samples} samples"
+                    " asked; a rank's batch holds exactly the samples it is given (its first"
+                    " dimension), or throughput and MFU would count the wrong work"
+                )
+
+
+def _shapes(value: object) -> Iterator[tuple[int, ...]]:
+    """The shapes of the tensors in value (a tensor, or tuples, lists and dicts of them)."""
+    if isinstance(value, torch.Tensor):
+        yield tuple(value.shape)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _shapes(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _shapes(item)
 
 
 def build_optimizer(cfg: BenchConfig, params) -> torch.optim.Optimizer:
@@ -137,3 +179,21 @@ def compile_model(cfg: BenchConfig, model: torch.nn.Module) -> torch.nn.Module:
         return model
     mode = None if cfg.compile_mode == "default" else cfg.compile_mode
     return torch.compile(model, mode=mode)
+
+
+def compile_cache_counts(cfg: BenchConfig) -> dict[str, int] | None:
+    """How this process's compiled graphs were made (None without --compile): loaded from the
+    on-disk caches (TORCHINDUCTOR_CACHE_DIR; an experiment gives its runs one) or compiled.
+    Read from torch's own counters: AOTAutograd's cache (a forward and backward graph pair)
+    and Inductor's FX graph cache (each graph Inductor would otherwise generate code for)."""
+    if not cfg.compile:
+        return None
+    from torch._dynamo.utils import counters
+
+    aot, inductor = counters["aot_autograd"], counters["inductor"]
+    return {
+        "autograd_hits": aot["autograd_cache_hit"],
+        "autograd_misses": aot["autograd_cache_miss"],
+        "fx_graph_hits": inductor["fxgraph_cache_hit"],
+        "fx_graph_misses": inductor["fxgraph_cache_miss"],
+    }

@@ -17,7 +17,10 @@ cost that adds milliseconds adds the same share whichever arm it is measured aga
 shares of one block's native step add up (a log ratio would not: it charges a part by the step
 it is measured on, and the residual of parts that add milliseconds drifts from 0 by about half
 the square of the total). A detail (native-fp32-logits, lightning-no-sigterm) is a piece of a
-part, shown beside it, not summed.
+part, shown beside it, not summed. While a part has no runs here (every run of its ablation
+failed, or the experiment ran some ablations only), there is no residual: the total minus the
+measured parts would hold that part's cost and blame the interactions; the sentence names the
+part instead (a part one rank cannot isolate costs nothing there, and does not count).
 
 Each number is a t interval over the complete blocks (every arm of the decomposition ran) by
 stats.blocks (paired by block, the time term from 5 blocks: the block's order of the arms in
@@ -66,6 +69,8 @@ class Item:
     with_arm: str | None
     without_arm: str | None
     why: str | None = None
+    # a part that has a cost here but no runs to measure it: the residual would hold it
+    unmeasured: bool = False
 
     @property
     def named(self) -> str:
@@ -116,6 +121,13 @@ class Layout:
     def parts(self) -> tuple[Item, ...]:
         """The measured parts: the items summed."""
         return tuple(i for i in self.items if i.kind == "part" and i.with_arm is not None)
+
+    @property
+    def unmeasured(self) -> tuple[Item, ...]:
+        """The parts of the total that no runs measured here (a part one rank cannot isolate
+        costs nothing here, and is not one): while there is one, the total minus the parts
+        is no residual."""
+        return tuple(i for i in self.items if i.unmeasured)
 
 
 def _chain(labels: Sequence[str]) -> list[str]:
@@ -168,9 +180,9 @@ def layout_of(labels: Sequence[str], baseline: str, world: int) -> Layout | None
             if ran:
                 items.append(Item(r.key, r.title, "part", *_sides(ran[0])))
             elif candidates:
-                items.append(
-                    Item(r.key, r.title, "part", None, None, _missing(candidates[0], world))
-                )
+                isolates = not (world == 1 and candidates[0].one_rank is not None)
+                why = _missing(candidates[0], world)
+                items.append(Item(r.key, r.title, "part", None, None, why, isolates))
         for a in table.TABLE:
             if a.role != "detail" or a.responsibility != r.key:
                 continue
@@ -459,25 +471,42 @@ def decompose(
         (layout.top, NATIVE),
         f"{layout.top} vs {NATIVE}",
     )
-    rest = _row(
-        c,
-        "residual",
-        "residual",
-        residual_weights(layout),
-        None,
-        "total minus the parts",
-        given=residual,
+    rest = (
+        _row(
+            c,
+            "residual",
+            "residual",
+            residual_weights(layout),
+            None,
+            "total minus the parts",
+            given=residual,
+        )
+        if not layout.unmeasured
+        else _unmeasured(
+            layout.world,
+            Item(
+                "residual",
+                "residual",
+                "residual",
+                None,
+                None,
+                "not computed: " + ", ".join(i.title for i in layout.unmeasured) + " not measured",
+            ),
+        )
     )
-    tost = share_test(residual_weights(layout), found, first_stage, "the residual")(
-        1.0 - 2.0 * EQUIVALENCE_ALPHA
-    )
+    sentence = no_residual(layout)
+    if not layout.unmeasured:
+        tost = share_test(residual_weights(layout), found, first_stage, "the residual")(
+            1.0 - 2.0 * EQUIVALENCE_ALPHA
+        )
+        sentence = residual_sentence(rest, equivalence_interval(tost))
     return Decomposition(
         layout.world,
         (*rows, total, rest),
         len(found.runs),
         found.dropped,
         c.native_ms,
-        residual_sentence(rest, equivalence_interval(tost)),
+        sentence,
         family,
     )
 
@@ -495,9 +524,20 @@ def residual_test(
     """The residual's interval as a function of the confidence, for the report's Holm family;
     None when there are no complete blocks."""
     found = complete(layout, points)
-    if found is None or not found.runs:
+    if found is None or not found.runs or layout.unmeasured:
         return None
     return share_test(residual_weights(layout), found, first_stage, "the residual")
+
+
+def no_residual(layout: Layout) -> str:
+    """Why there is no residual: the parts no runs measured, named (the total minus the
+    measured parts would hold their cost, not only what the parts leave unexplained)."""
+    names = "; ".join(f"{i.title} ({i.why})" for i in layout.unmeasured)
+    return (
+        f"no residual: the total minus the parts would hold what no run measured here, {names};"
+        " run every ablation (e.g. --plan responsibilities) to see whether the parts explain"
+        " the total"
+    )
 
 
 def explains(equivalence: tuple[float, float] | None) -> bool:

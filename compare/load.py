@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+from common import arms as table
 from common.bounds import MAX_GPU_WATTS
 from common.errors import one_line
 from common.manifest import MANIFEST, load_manifest
@@ -232,6 +233,7 @@ def _load(entries: Sequence[_Entry]) -> list[Run]:
         data = read_bytes(entry.path, follow=not entry.in_folder)
         result = load_result(entry.path, parse_json(entry.path, data))
         _check_usable(entry.path, result)
+        _check_label(entry, result)
         if isinstance(result, Result):
             result = _energy_as_read(result)
         name = entry.path.name
@@ -248,6 +250,23 @@ def _load(entries: Sequence[_Entry]) -> list[Run]:
     if not runs:
         raise ResultError("no result to compare; give result files or experiment folders")
     return runs
+
+
+def _check_label(entry: _Entry, result: Result | OriginalResult) -> None:
+    """A manifest's label that names an arm of the arms table (common/arms.py) must be the arm
+    the result is: the arm it records, else (older results) the one its runner and recorded
+    options make. compare reads the label as that arm (its parent, its part of "Where the
+    cost comes from")."""
+    if entry.label not in table.ARMS or not isinstance(result, Result):
+        return
+    recorded = result.arm or table.arm_of(result.implementation, result.config)
+    if recorded != entry.label:
+        ran = f"the arm {recorded}" if recorded else f"a {result.implementation} run of no arm"
+        raise ResultError(
+            f"{entry.path}: labelled {entry.label} in {MANIFEST}, an arm of the arms table"
+            f" (common/arms.py), but the result records {ran}; it would be read as the arm it"
+            " is not: label it as its own arm"
+        )
 
 
 def _close(recorded: float, expected: float) -> bool:

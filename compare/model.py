@@ -163,6 +163,11 @@ _FACTS: tuple[tuple[str, Callable[[Result], Any]], ...] = (
     ("slurm job", lambda r: r.slurm_job_id),
     ("git commit", _commit),
     ("source digest", lambda r: r.environment.source_digest and r.environment.source_digest[:12]),
+    # a MODULE:NAME workload's module, which the source digest does not cover
+    (
+        "workload source",
+        lambda r: r.workload and r.workload.module_digest and r.workload.module_digest[:12],
+    ),
     ("GPU busy (timed step)", _busy),
     ("started (UTC)", lambda r: r.environment.started_utc),
 )

@@ -157,6 +157,12 @@ def unique_labels(arms: list[Arm], stems: list[str] | None = None) -> list[Arm]:
             label = suffixed(stem, count)
             count += 1
         check_label(label)
+        if label in table.ARMS and label != arm.runner:
+            raise UsageError(
+                f"--arms: label '{label}' names another arm of the arms table (common/arms.py)"
+                f" than the one it runs ({arm.runner}); its results would be read as {label}:"
+                " give it another label"
+            )
         taken.add(label)
         named.append(replace(arm, label=label))
     return named

@@ -17,7 +17,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.config import add_options, from_args
+from common.config import BenchConfig, add_options, from_args
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
 from experiment import launch, plans
 from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
@@ -74,23 +74,32 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) -> list[Settings]:
-    """The experiments to run, validated; UsageError on any mistake."""
+def check_shared(args: ExperimentOptions, runner: list[str]) -> None:
+    """What every experiment checks of its own options and of the runner options, the
+    in-process plan's too: the bounds, no --output (the folder names each run's), no option
+    that ends every run without a result, only known placeholders, an interpreter that exists;
+    UsageError."""
     check(args)
     for opt in runner:
         if opt.split("=")[0] in FORBIDDEN:
             raise UsageError(
                 f"runner option {opt}: results go into the experiment folder; use --out DIR"
             )
+    check_placeholders(runner)
+    check_runner_options(runner)
+    check_python(args.python)
+
+
+def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) -> list[Settings]:
+    """The experiments to run, validated; UsageError on any mistake."""
+    check_shared(args, runner)
+    for opt in runner:
         if opt.split("=")[0] in ARM_SETTINGS:
             raise UsageError(
                 f"runner option {opt}: it would make every arm another one, labelled as the"
                 " arm it was; name each arm in --arms instead (e.g. --arms"
                 " native,fabric-current-stream; the arms: common/arms.py)"
             )
-    check_placeholders(runner)
-    check_runner_options(runner)
-    check_python(args.python)
     mode = launch.resolve_mode(args.launch)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     adaptive = args.target_half_width is not None
@@ -135,6 +144,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                 f"--variant: plan {plan.name} has no variant '{args.variant}';"
                 f" choose from {', '.join(v.name for v in plan.variants)}"
             )
+        check_gpu_plan(plan, [[*plan.options, *v.options, *runner] for v in variants])
         root = args.out or Path("out") / f"{plan.name}-{stamp}"
         check_out(root)
         found = []
@@ -175,6 +185,27 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
     return found
 
 
+def check_gpu_plan(plan: plans.Plan, options: list[list[str]]) -> None:
+    """UsageError naming the plan's CPU counterpart (PLAN-cpu, where there is one) when the plan
+    would run on GPUs (a variant's --accelerator, the runners' default) and CUDA is not
+    available here: the runners' own advice, --accelerator cpu, would run the GPU plan's
+    arms and sizes on CPUs, which its CPU counterpart chose for them."""
+    cpu = next((p.name for p in plans.PLANS if p.name == f"{plan.name}-cpu"), None)
+    if cpu is None:
+        return
+    early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    early.add_argument("--accelerator", default=BenchConfig.accelerator)
+    if all(early.parse_known_args(o)[0].accelerator != "gpu" for o in options):
+        return
+    from common.gpus import cuda_capabilities  # asked of the driver, as the runners ask it
+
+    if not cuda_capabilities():
+        raise UsageError(
+            f"--plan {plan.name} runs on GPUs and CUDA is not available here; on CPUs run"
+            f" --plan {cpu}, its counterpart for CPU ranks"
+        )
+
+
 def list_plans() -> None:
     """Every plan's name and question (and its variants)."""
     width = max(len(p.name) for p in plans.PLANS)
@@ -201,9 +232,10 @@ def _in_process(args: ExperimentOptions, runner: list[str], command: list[str]) 
     """A plan of the interleaved mode (experiment/in_process.py)."""
     from experiment import in_process
 
-    flag = changed(args, IN_PROCESS_REFUSES)
-    if flag is not None:
-        with exit_on_usage_error(PROG):
+    with exit_on_usage_error(PROG):
+        check_shared(args, runner)  # --repeats 0 or below, -- --help, --python ... among them
+        flag = changed(args, IN_PROCESS_REFUSES)
+        if flag is not None:
             raise UsageError(
                 f"{flag} does not apply to plan {args.plan}: its repeats are processes of"
                 " the interleaved mode, which sets its own runs (--runs after --)"

@@ -29,6 +29,7 @@ LONG = ("--warmup-steps", "50", "--steps", "300")
 ORIGINAL_WORKLOAD = ("--warmup-steps", "50", "--steps", "200")
 COMPILED = ("--compile", "--warmup-steps", "20")
 NATIVE, TRAINER = Arm("native", "native"), Arm("lightning", "lightning")  # the Trainer arm
+FABRIC = Arm("fabric", "fabric")
 
 
 # Environments a plan's arms run in: DIR/<name>/bin/python under --envs DIR, each made by
@@ -163,20 +164,21 @@ PLANS: tuple[Plan, ...] = (
     Plan(
         "arms",
         "What does each arm cost: Fabric against native, the Trainer against Fabric,"
-        " the Trainer's services against barebones?",
-        arms=(
-            NATIVE,
-            Arm("fabric", "fabric"),
-            TRAINER,
-            Arm("lightning-services", "lightning-services"),
+        " the Trainer's services against barebones (and the three runners compiled)?",
+        arms=(NATIVE, FABRIC, TRAINER, Arm("lightning-services", "lightning-services")),
+        # compiled as transformer users run it: torch.compile before the DDP wrapper, each run
+        # loading the graphs the experiment's first run compiled (the services left out: the
+        # three runners' question in 5 minutes of one GPU)
+        variants=(
+            *REGIMES,
+            Variant("gpu-bound-compiled", (*B256, *COMPILED), (NATIVE, FABRIC, TRAINER)),
         ),
-        variants=REGIMES,
     ),
     Plan(
         "original-workload",
         "At the original workload (32/GPU, NCHW, bf16) on a fresh machine: Fabric against"
         " native, the Trainer against Fabric, an A/A, and each arm's host cost per step?",
-        arms=(NATIVE, Arm("native-b", "native"), Arm("fabric", "fabric"), TRAINER),
+        arms=(NATIVE, Arm("native-b", "native"), FABRIC, TRAINER),
         repeats=8,
         options=ORIGINAL_WORKLOAD,
     ),
@@ -347,8 +349,9 @@ PLANS += (
     Plan(
         "gpt",
         "On a GPT-style decoder (GPT-2 small, bf16): what do Fabric and the Trainer cost against"
-        " native, GPU-bound (8 sequences per GPU) and with 1 sequence per GPU?",
-        arms=(NATIVE, Arm("fabric", "fabric"), TRAINER),
+        " native, GPU-bound (8 sequences per GPU; eager, and compiled as users run it) and with 1"
+        " sequence per GPU?",
+        arms=(NATIVE, FABRIC, TRAINER),
         repeats=5,
         variants=(
             Variant(
@@ -356,6 +359,10 @@ PLANS += (
                 (*GPT, "--batch-size-per-device", "8", "--warmup-steps", "15", "--steps", "60"),
             ),
             Variant("small-batch", (*GPT, "--batch-size-per-device", "1", *LONG)),
+            Variant(
+                "gpu-bound-compiled",
+                (*GPT, "--batch-size-per-device", "8", *COMPILED, "--steps", "60"),
+            ),
         ),
     ),
 )
@@ -413,6 +420,9 @@ PLANS += (
             Variant(
                 "gpt",
                 (*GPT, "--batch-size-per-device", "8", "--warmup-steps", "10", "--steps", "40"),
+            ),
+            Variant(
+                "gpt-compiled", (*GPT, "--batch-size-per-device", "8", *COMPILED, "--steps", "40")
             ),
         ),
     ),

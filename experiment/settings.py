@@ -98,11 +98,25 @@ def run_environment(s: Settings) -> dict[str, str]:
     return env
 
 
+# Where torch.compile keeps what it compiled (torch._inductor's on-disk caches)
+COMPILE_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+# What torch.compile imports at its first call (TorchDynamo and Inductor: seconds a run, paid by
+# every forked run of a compiling experiment unless its fork server imported it once)
+COMPILE_MODULES = ("torch._inductor.compile_fx",)
+
+
+def compiles(s: Settings) -> bool:
+    """Whether the experiment's runs compile their model (--compile, for every arm or one)."""
+    return "--compile" in s.options or any("--compile" in arm.argv for arm in s.arms)
+
+
 def fork_modules(s: Settings) -> dict[str, list[str]]:
-    """The fork servers an experiment needs: arm interpreter -> the runner modules it warms."""
+    """The fork servers an experiment needs: arm interpreter -> the modules it warms (the
+    runners', and torch.compile's where the runs compile)."""
     modules: dict[str, set[str]] = {}
     for arm in s.arms:
         if arm_mode(s, arm) == "fork":
             module, _ = launch.fork_target(arm.argv)
             modules.setdefault(arm.python or s.python, set()).add(module)
-    return {python: sorted(names) for python, names in modules.items()}
+    extra = list(COMPILE_MODULES) if compiles(s) else []
+    return {python: sorted(names) + extra for python, names in modules.items()}

@@ -128,7 +128,7 @@ class RawModule:
     def __init__(self, wrapped) -> None:
         """Take DDP's module, the model and the precision from a _FabricModule."""
         self.ddp = wrapped._forward_module  # the DistributedDataParallel wrapper
-        self.module = wrapped.module
+        self.module = self.ddp.module  # not wrapped.module: it fails on a compiled model
         self.precision = wrapped._strategy.precision
 
     def __call__(self, *args, **kwargs) -> object:
@@ -137,6 +137,10 @@ class RawModule:
         with self.precision.forward_context():
             output = self.ddp(*args, **kwargs)
         return self.precision.convert_output(output)
+
+    def parameters(self):
+        """The model's parameters, as _FabricModule's (the run's digest reads them)."""
+        return self.module.parameters()
 
 
 def sigterm_broadcasts(cfg: BenchConfig, trainer) -> None:

@@ -166,8 +166,10 @@ def run(
             omp_num_threads=threads,
             lightning=lightning_facts(world_size, trainer=False),  # native: none
         )
-        result = build_result(facts, model.module, loss, hooks.timer.summary(), hooks.probe)
-        if result is not None:  # native: model.module is DDP's module; here Fabric's
+        # native: model.module, DDP's module; Fabric's `.module` fails on a compiled model
+        # (docs/findings/), so the digest reads the same parameters through Fabric's wrapper
+        result = build_result(facts, model, loss, hooks.timer.summary(), hooks.probe)
+        if result is not None:
             publish(result, cfg, "Lightning Fabric DDP benchmark")
         return 0
     except UsageError:

@@ -155,3 +155,97 @@ def test_an_image_report_still_counts_images(tmp_path, capsys):
     assert out.splitlines()[0].startswith("resnet50 on NVIDIA H200 · bf16 · 32 images/GPU")
     assert "img/s ↑" in out and "tok/s" not in out
     assert "MFU" not in out  # no run knows it: no column of dashes
+
+
+# --- a workload of one's own: what its declaration said, and its module's digest -------------
+
+MLP = "examples.custom_workload:workload"
+MLP_DIGEST = "a" * 64
+
+
+def mlp_result(
+    implementation: str,
+    seed: int,
+    *,
+    model: str = "MLP 64-256-256-10 (examples/custom_workload.py)",
+    unit: str = "samples",
+    units: int = 1,
+    flops: float | None = 4.1e5,
+    digest: str = MLP_DIGEST,
+) -> Result:
+    """A run of the example workload, as the runners record one."""
+    r = make_result(implementation, seed=seed)
+    return r.model_copy(
+        update={
+            "model": model,
+            "config": {**r.config, "workload": MLP, "mlp_width": 256},
+            "workload": WorkloadInfo(
+                name=MLP,
+                title="mlp 256",
+                unit=unit,
+                sample="sample",
+                units_per_sample=units,
+                options={"mlp_width": 256},
+                flops_per_sample=flops,
+                module_digest=digest,
+            ),
+        }
+    )
+
+
+def mlp_files(folder: Path, **fabric: object) -> list[Path]:
+    """Two runs of native as declared, two of fabric with the declaration `fabric` changes."""
+    return [
+        write(folder / f"{arm}-r{k}.json", mlp_result(arm, 10 * k + i, **(fabric if i else {})))
+        for i, arm in enumerate(("native", "fabric"))
+        for k in range(2)
+    ]
+
+
+@pytest.mark.parametrize(
+    "changed,field",
+    [
+        ({"model": "MLP 64-512-512-10 (examples/custom_workload.py)"}, "model: native MLP 64-256"),
+        ({"flops": 8.2e5}, "flops_per_sample: native 410000, fabric 820000"),
+        ({"flops": None}, "flops_per_sample: native 410000, fabric -"),
+        ({"units": 4}, "units_per_sample: native 1, fabric 4"),
+    ],
+)
+def test_a_user_workload_whose_declaration_changed_between_runs_is_a_mismatch(
+    changed, field, tmp_path, capsys
+):
+    """Its options are the same, but its code was edited between the runs: the model or the
+    work a sample counts differ, which the suite's source digest does not cover."""
+    files = mlp_files(tmp_path, **changed)
+    code, out, err = report(files, capsys=capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "the runs measure different workloads" in err and field in err, err
+    code, out, _ = report(files, "--allow-mismatch", capsys=capsys)
+    assert code == 0 and f"workload differs (allowed by --allow-mismatch): {field}" in out
+
+
+def test_results_of_one_workload_that_count_different_units_are_refused_even_if_allowed(
+    tmp_path, capsys
+):
+    """A result whose unit was changed (by hand, or by an edit of the workload) would be
+    counted in the first run's unit."""
+    files = mlp_files(tmp_path, unit="items")
+    for extra in ((), ("--allow-mismatch",)):
+        code, out, err = report(files, *extra, capsys=capsys)
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "the runs of one workload count different units (native-r0.json samples" in err
+        assert "fabric-r0.json items per sample" in err
+
+
+def test_a_user_workloads_module_edited_between_runs_is_a_warning_naming_its_digest(
+    tmp_path, capsys
+):
+    """The same declared model and work, other code (a change that does not show in what it
+    declares): a difference of code, warned about as the suite's own source digest is."""
+    code, out, _ = report(mlp_files(tmp_path, digest="b" * 64), capsys=capsys)
+    assert code == 0
+    assert "environment differs: workload source: native aaaaaaaaaaaa, fabric bbbbbbbbbbbb" in out
+    same = tmp_path / "same"
+    same.mkdir()
+    _, out, _ = report(mlp_files(same), "--verbose", capsys=capsys)
+    assert "workload source" in out and "environment differs: workload source" not in out

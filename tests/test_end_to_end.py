@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
+from conftest import ROOT, TINY, clean_env, lightning_installed, needs_lightning, run_module
 
 from common.result import Result, load_interleaved, load_result
 from common.source import source_digest
@@ -417,6 +418,8 @@ def test_your_own_workload_runs_in_every_arm(module, extra, tmp_path):
     result = load_result(out)
     assert result.workload.name == CUSTOM and result.workload.unit == "samples"
     assert result.model.startswith("MLP 64-16-16-10") and result.config["mlp_width"] == 16
+    module = (ROOT / "examples" / "custom_workload.py").read_bytes()  # the code that ran
+    assert result.workload.module_digest == hashlib.sha256(module).hexdigest()
 
 
 @needs_lightning

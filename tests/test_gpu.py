@@ -172,3 +172,22 @@ def test_the_one_gpu_ablations_run_on_a_gpu_and_record_their_arm(arm, tmp_path):
     assert proc.returncode == 0, proc.stderr
     r = load_result(out)
     assert r.arm == arm and r.parameters_synchronized and r.environment.diagnostics is None
+
+
+@needs_lightning
+def test_every_runner_compiles_on_a_gpu_from_one_cache(tmp_path):
+    """--compile on one GPU (tiny gpt, bf16) in native, Fabric and the Trainer, one compile
+    cache between them: native compiles, the other two load its graphs; each result records
+    the allocator's round trips of its timed window."""
+    env = clean_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    states = {}
+    for module in ("native", "lightning_impl.fabric", "lightning_impl"):
+        out = tmp_path / f"{module}.json"
+        proc = run_module(module, [*GPT, "--compile", "--output", str(out)], env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        r = load_result(out)
+        assert r.config["compile"] and r.parameters_synchronized
+        [rank] = r.ranks
+        states[module] = rank.compile_cache.state
+        assert rank.telemetry.allocator_device_allocs is not None
+    assert states == {"native": "miss", "lightning_impl.fabric": "hit", "lightning_impl": "hit"}

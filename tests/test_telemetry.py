@@ -335,6 +335,45 @@ def test_the_summary_gives_the_reason_when_there_is_no_energy(capsys):
     assert "energy              n/a (a CPU run has no GPU)" in capsys.readouterr().out
 
 
+def test_the_allocators_round_trips_in_the_window_are_counted_and_named(tmp_path, capsys):
+    counts = iter(
+        [
+            {"num_device_alloc": 7, "num_device_free": 1, "num_sync_all_streams": 0},
+            {"num_device_alloc": 10, "num_device_free": 3, "num_sync_all_streams": 2},
+        ]
+    )
+    stat = tmp_path / "stat"
+    stat.write_text(proc_stat(1000, 0))
+    window = tm.WindowTelemetry(
+        "a CPU run has no GPU",
+        proc_stat=stat,
+        allocator=lambda: {k: 0 for k in tm.ALLOCATOR_COUNTERS} | next(counts),
+    )
+    window.start()
+    window.stop()
+    record = window.record()
+    assert (
+        record["allocator_device_allocs"],
+        record["allocator_device_frees"],
+        record["allocator_stream_syncs"],
+        record["allocator_retries"],
+    ) == (3, 2, 2, 0)  # the window's own calls, not the process's
+    result = with_telemetry(
+        make_result("native"), RankTelemetry(**record), EnergySummary(unavailable="no GPU")
+    )
+    print_summary(result, None, "title")
+    assert (
+        "allocator: 3 cudaMalloc, 2 cudaFree, 2 stream syncs, 0 retries" in capsys.readouterr().out
+    )
+    quiet = RankTelemetry(window_seconds=1.0, **{n: 0 for n in tm.ALLOCATOR_COUNTERS.values()})
+    print_summary(with_telemetry(make_result("native"), quiet, EnergySummary()), None, "t")
+    assert "no allocator round trips" in capsys.readouterr().out
+
+
+def test_off_a_gpu_there_are_no_allocator_counters():
+    assert tm.allocator_counts(torch.device("cpu")) is None
+
+
 def with_telemetry(result, telemetry: RankTelemetry, energy: EnergySummary):
     ranks = [r.model_copy(update={"telemetry": telemetry}) for r in result.ranks]
     return result.model_copy(update={"ranks": ranks, "energy": energy})
@@ -445,7 +484,7 @@ def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
     name = pynvml.nvmlDeviceGetName(gpu.handle)
     name = name.decode() if isinstance(name, bytes) else name
     assert name == torch.cuda.get_device_name(device)  # the same GPU, by UUID
-    window = tm.WindowTelemetry(gpu)
+    window = tm.WindowTelemetry(gpu, allocator=lambda: tm.allocator_counts(device))
     x = torch.randn(4096, 4096, device=device)
     torch.cuda.synchronize(device)
     window.start()
@@ -459,6 +498,10 @@ def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
     assert record["energy_unavailable"] is None, record["energy_unavailable"]
     assert 20.0 < record["energy_joules"] / record["window_seconds"] < 2000.0  # watts
     assert record["sm_clock_mhz_min"] is not None
+    # the allocator's own counters: a fresh 4096 x 4096 block each product is served from its
+    # cache after the first, so the window's cudaMalloc calls are few and nothing is freed
+    assert record["allocator_device_allocs"] is not None and record["allocator_device_allocs"] <= 4
+    assert record["allocator_device_frees"] == record["allocator_retries"] == 0
     assert 5.0 < record["gpu_temperature_c_end"] < 110.0  # a working die's, in degrees C
 
 

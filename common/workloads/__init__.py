@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from common.errors import UsageError
+from common.workloads import checks
 
 DEFAULT = "image"
 # The workloads of this suite by --workload name: each module's `workload`
@@ -92,7 +93,8 @@ def option_names(wl: Workload) -> list[str]:
 @functools.cache
 def resolve(spec: str) -> Workload:
     """The workload `--workload spec` names: a built-in, or NAME in the importable MODULE of
-    MODULE:NAME; UsageError (one line naming --workload and the fix) when there is none."""
+    MODULE:NAME (common.workloads.checks imports it); UsageError (one line naming --workload
+    and the fix) when there is none."""
     if spec in BUILTIN:
         return importlib.import_module(BUILTIN[spec]).workload
     module_name, colon, name = spec.partition(":")
@@ -101,18 +103,7 @@ def resolve(spec: str) -> Workload:
             f"--workload {spec!r} is not a workload; use {', '.join(BUILTIN)}"
             f" or MODULE:NAME (e.g. {EXAMPLE})"
         )
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name or module_name.startswith(f"{error.name}."):
-            raise UsageError(
-                f"--workload {spec}: no module {module_name!r} can be imported from here;"
-                " run from the folder that holds it or add it to PYTHONPATH"
-            ) from None
-        raise UsageError(f"--workload {spec}: importing {module_name} failed: {error}") from None
-    except Exception as error:  # the module's own mistake, or a name no module can have
-        why = f"{type(error).__name__}: {error}"
-        raise UsageError(f"--workload {spec}: importing {module_name} failed: {why}") from None
+    module = checks.import_module(spec, module_name, name)
     found = getattr(module, name, None) if name.isidentifier() else None
     if found is None:
         raise UsageError(
@@ -129,7 +120,12 @@ def resolve(spec: str) -> Workload:
             f"--workload {spec}: its options must be a dataclass declared with"
             " common.config.option() (see examples/custom_workload.py)"
         )
+    _DIGESTS[spec] = checks.module_digest(module)
     return found
+
+
+# MODULE:NAME -> sha256 of MODULE's file as resolved (a result's workload.module_digest)
+_DIGESTS: dict[str, str | None] = {}
 
 
 def info(wl: Workload, spec: str, options: Any) -> dict[str, Any]:
@@ -143,6 +139,7 @@ def info(wl: Workload, spec: str, options: Any) -> dict[str, Any]:
         "units_per_sample": int(wl.units_per_sample(options)),
         "options": {k: _plain(v) for k, v in dataclasses.asdict(options).items()},
         "flops_per_sample": None if flops is None else float(flops),
+        "module_digest": _DIGESTS.get(spec),
     }
 
 
