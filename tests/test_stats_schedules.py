@@ -25,8 +25,8 @@ import pytest
 from test_experiment import experiment
 
 from common.config import from_args
-from experiment import cli
-from experiment.options import ADAPTIVE_MAX_BLOCKS, ExperimentOptions
+from experiment import cli, plans
+from experiment.options import ADAPTIVE_MAX_BLOCKS, ExperimentOptions, default_repeats
 
 
 def settings(argv: list[str], tmp_path: Path) -> list:
@@ -44,10 +44,8 @@ def settings(argv: list[str], tmp_path: Path) -> list:
         (["--arms", "all"], 8),  # 4 arms
         (["--arms", "native,fabric,lightning", "--repeats", "4"], 4),
         (["--plan", "gpt", "--variant", "gpu-bound"], 5),  # a plan's own
-        (["--plan", "responsibilities", "--variant", "image"], 8),
         # Stein's rule: the adaptive maximum, whatever the plan's fixed design
         (["--plan", "gpt", "--variant", "gpu-bound", "--target-half-width", "0.5"], 20),
-        (["--plan", "responsibilities", "--variant", "gpt", "--target-half-width", "1"], 20),
         (["--arms", "native,fabric,lightning", "--target-half-width", "0.5"], 20),
         # ... which an explicit --repeats still caps
         (
@@ -68,6 +66,17 @@ def settings(argv: list[str], tmp_path: Path) -> list:
 def test_the_blocks_an_experiment_runs(argv, repeats, tmp_path):
     assert ADAPTIVE_MAX_BLOCKS == 20
     assert [s.repeats for s in settings(argv, tmp_path)] == [repeats]
+
+
+def test_the_responsibilities_plan_runs_eight_blocks_or_steins():
+    """The plan (GPU only: refused here without CUDA) by the same rule: its 8 blocks, or with
+    --target-half-width the adaptive maximum (tests/test_stats_residual.py says why 8)."""
+    plan = plans.find("responsibilities")
+    arms = len(plan.arms)
+    assert arms == 7 and plan.repeats == 8
+    assert default_repeats(arms, False, plan.repeats) == 8
+    assert default_repeats(arms, True, plan.repeats) == ADAPTIVE_MAX_BLOCKS
+    assert default_repeats(arms, False) == 14  # a whole cycle of 7 arms, without a plan
 
 
 def manifest(out: Path) -> dict:
