@@ -327,5 +327,5 @@ def test_a_folder_whose_ablation_runs_all_failed_gives_no_residual_on_the_page(
         costs.residual.startswith("no residual: ") and "no fabric-raw-step runs" in costs.residual
     )
     top = costs_html([costs])
-    assert '<td>residual</td><td>not computed: backward and step wrappers not' in top
+    assert "<td>residual</td><td>not computed: backward and step wrappers not" in top
     assert "no residual: the total minus the parts would hold what no run measured here" in top
