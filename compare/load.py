@@ -97,6 +97,8 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
     stop = manifest.stopping
     first_stage = stop.first_stage_blocks if stop is not None and stop.rule is not None else None
     found = []
+    ordered = sorted(manifest.runs, key=lambda r: r.index)
+    before = {id(run): prev.label for prev, run in zip(ordered, ordered[1:])}
     for run in manifest.runs:
         if not (run.status == "ok" or (include_warmup and run.status == "warmup")):
             continue
@@ -107,7 +109,12 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
             )
         if run.result:
             placement = Placement(
-                run.block, run.position, run.warmup, first_stage, manifest.settling
+                run.block,
+                run.position,
+                run.warmup,
+                first_stage,
+                manifest.settling,
+                before.get(id(run)),
             )
             found.append(_Entry(inside(folder, run.result), run.label, placement, in_folder=True))
     if not any(entry.placement.warmup is None for entry in found):

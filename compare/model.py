@@ -187,6 +187,7 @@ class Placement:
     # Stein's two-stage rule, when the experiment stopped by it: its first stage's complete blocks
     first_stage_blocks: int | None = None
     settling: ManifestSettling | None = None  # how its experiment waited for a settled host
+    after: str | None = None  # the label of the run right before it (warm-up and failed too)
 
 
 @dataclass(frozen=True)

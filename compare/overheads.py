@@ -74,6 +74,7 @@ def run_points(
             position=r.position,
             started_s=started_s(r),
             name=r.file,
+            after=r.placement.after,
         )
         for r, v in zip(chosen, values)
     ]

@@ -1,6 +1,6 @@
 """The typed rows of a report: one frozen dataclass per table, its fields the columns.
 
-    ArmRow.columns("speed")          # (field name, header, format) of the speed table
+    ArmRow.columns("speed", report.headers)   # (field name, header, format) of the speed table
     aggregate("native", 2, runs, "yes")   # an ArmRow from the repeats of one arm
 
 A field's metadata carries what every output needs: the header the text, markdown and HTML

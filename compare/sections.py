@@ -162,14 +162,16 @@ def overhead(report: Report) -> Section:
         "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
-            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size whose runs show no"
-            f" outlier (calibrated for heavy tails); '-' without an interval, below"
+            f" {intervals.DETECTABLE_PROMISE:.0%} of fresh experiments of this size (calibrated"
+            " for heavy tails and disturbed runs); '-' without an interval, below"
             f" {intervals.MIN_DETECTABLE_UNITS} complete blocks (runs a side for file lists): with"
             " fewer, rare large spikes (10% of runs +30%) leave the promise unmet, so smallest"
-            f" detectable: needs >= {intervals.MIN_DETECTABLE_UNITS} blocks; or where a block"
-            f" (run) lies {intervals.OUTLIER_MADS:g}+ robust SDs from the others: one such run"
-            " would hide an overhead of the size the clean runs support, so smallest detectable:"
-            " withheld"
+            f" detectable: needs >= {intervals.MIN_DETECTABLE_UNITS} blocks. From"
+            f" {intervals.MIN_DETECTABLE_UNITS}, a block that lies {intervals.OUTLIER_MADS:g}+"
+            " robust SDs from the others and that their spread does not explain"
+            f" (p < {intervals.OUTLIER_P:g}) is left out of the interval, and named; file lists"
+            " keep every run and withhold the size where a run lies that far from its arm's"
+            " others (it holds for experiments without one)"
         ),
         f"fastest-run % = {run_level.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",

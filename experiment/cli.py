@@ -31,12 +31,11 @@ from experiment.inputs import (
 )
 from experiment.labelled_arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.options import (
-    ADAPTIVE_MAX_BLOCKS,
-    DEFAULT_REPEATS,
     ExperimentOptions,
     changed,
     check,
     check_blocks,
+    default_repeats,
 )
 from experiment.run import Experiment
 from experiment.settings import PROFILE_RUNS, PROG, Settings, check_placeholders
@@ -104,9 +103,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
             )
     mode = launch.resolve_mode(args.launch)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    adaptive_repeats = (
-        ADAPTIVE_MAX_BLOCKS if args.target_half_width is not None else DEFAULT_REPEATS
-    )
+    adaptive = args.target_half_width is not None
     common = dict(
         python=args.python,
         launch=mode,
@@ -132,7 +129,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                 out=out,
                 arms=arms,
                 options=runner,
-                repeats=args.repeats or adaptive_repeats,
+                repeats=args.repeats or default_repeats(len(arms), adaptive),
                 run_timeout=args.run_timeout,
                 profile_runs=profile_runs,
                 **common,
@@ -162,7 +159,8 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                     out=root / v.name if v.name else root,
                     arms=check_arms(arms, {**os.environ, **v.env}),
                     options=options,
-                    repeats=args.repeats or plan.repeats,
+                    # with --target-half-width Stein's rule, not the plan's fixed design, decides
+                    repeats=args.repeats or default_repeats(len(arms), adaptive, plan.repeats),
                     experiment=f"{plan.name}/{v.name}" if v.name else plan.name,
                     run_timeout=args.run_timeout or v.run_timeout,
                     allow_mismatch=plan.allow_mismatch,
@@ -173,7 +171,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
             )
     for s in found:
         if s.target_half_width is not None:
-            check_blocks(s.repeats, s.first_stage_blocks, args.repeats is not None)
+            check_blocks(s.repeats, s.first_stage_blocks)
         if s.profile_runs != "all" and any(o.split("=")[0] == "--trace" for o in s.options):
             raise UsageError("--trace records every run's profiled steps: give --profile-runs all")
         if mode == "srun":

@@ -383,10 +383,17 @@ PLANS += (
 # responsibilities-cpu (2 gloo ranks, bf16 autocast on the CPU) runs every arm, native-fp32-logits
 # too, and its stream ablation is a true no-op (a CPU has no CUDA streams): an A/A of an ablation
 # in real runs. The GPU runs are short (ResNet-50 25 timed steps, GPT-2 small 40: about 7-8.5 s
-# forked on an H100), so the imports, one warm-up round and 4-5 blocks of 7 arms (about a minute
-# a block) end within 6 minutes per variant, both in 12:
-#   python -m experiment --plan responsibilities --repeats 5 --settle-minutes 0 \
-#       --budget-minutes 6 --out results/h100/responsibilities -- --devices 1
+# forked on an H100, about a minute a block of 7 arms). 8 blocks by default: the residual's 90%
+# interval lies within +-1 pp (the parts explain a true 0) in 77% of simulated experiments at 5
+# blocks, 92% at 6 and 99% at 8 on a quiet GPU (0.2% run noise; 21 blocks at 0.5%, about 80 at
+# 1%: tests/test_stats_residual.py), and from 8 blocks a run that a neighbour's job slowed is
+# left out instead of opening the residual's interval (stats.blocks.outlying_blocks), and the
+# smallest detectable sizes are shown. A whole carry-over-balanced cycle of 7 arms is 14
+# blocks; the 8 run first are the cycle's best-balanced 8 (stats.orders: no two arms differ by
+# more than 2 in how often they followed an arm), which the manifest and report state. About
+# 9 minutes a variant with the imports and one warm-up round:
+#   python -m experiment --plan responsibilities --settle-minutes 0 --budget-minutes 10 \
+#       --out results/h100/responsibilities -- --devices 1
 # The rows of the table: the runners, each part, and each detail an --ablation makes (not the
 # stream's: native-side-stream and lightning-current-stream are the ddp-stream-swap plan's);
 # with one GPU, those that isolate something there, without the details.
@@ -416,7 +423,7 @@ PLANS += (
         "Where does Lightning's cost come from: what does each responsibility it takes over"
         " cost (each ablation against its parent), and do the parts add up to the total?",
         arms=named_arms(*ONE_GPU),
-        repeats=5,
+        repeats=8,
         variants=(
             Variant("image", (*B256, "--warmup-steps", "10", "--steps", "25")),
             Variant(

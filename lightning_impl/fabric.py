@@ -166,10 +166,8 @@ def run(
             omp_num_threads=threads,
             lightning=lightning_facts(world_size, trainer=False),  # native: none
         )
-        # native: model.module, DDP's module; Fabric's `.module` fails on a compiled model
-        # (docs/findings/), so the digest reads the same parameters through Fabric's wrapper
         result = build_result(facts, model, loss, hooks.timer.summary(), hooks.probe)
-        if result is not None:
+        if result is not None:  # native: model.module; Fabric's .module fails once compiled
             publish(result, cfg, "Lightning Fabric DDP benchmark")
         return 0
     except UsageError:

@@ -317,20 +317,26 @@ def test_the_report_states_where_the_cost_comes_from(tmp_path, capsys):
     assert rows[-1]["responsibility"] == "residual" and rows[-1]["ci_low"] < 0 < rows[-1]["ci_high"]
 
 
-def test_the_residual_explains_the_total_only_within_one_point():
+def test_the_residual_explains_the_total_only_by_tost_within_one_point():
+    """'Explained' is an equivalence claim: the residual's 90% interval (two one-sided tests at
+    5%) within +-1 pp, not the row's (Holm-adjusted) interval."""
     import dataclasses
 
     from compare.decomposition import CostRow, residual_sentence
 
     base = CostRow(1, "residual", "residual", "residual", "residual", "", 0.2, -0.5, 0.9, 0.95,
                    None, None, None, None, None, None, 6)  # fmt: skip
-    assert residual_sentence(base).startswith("the parts explain the total: residual +0.20%")
+    said = residual_sentence(base, (-0.4, 0.8))
+    assert said.startswith("the parts explain the total: residual +0.20%")
+    assert "its 90% interval -0.40..+0.80 lies within ±1 pp (two one-sided tests at 5%)" in said
+    # the row's interval within 1 pp is not enough: the 90% interval decides
+    assert "too wide to say the parts explain" in residual_sentence(base, (-0.4, 1.05))
+    assert "too wide to say the parts explain" in residual_sentence(base)
     wide = dataclasses.replace(base, ci_low=-3.0, ci_high=3.4)
-    assert "too wide to say the parts explain the total" in residual_sentence(wide)
+    assert "too wide to say the parts explain the total" in residual_sentence(wide, (-2.5, 2.9))
     small = dataclasses.replace(base, ci_low=0.1, ci_high=0.3)
-    assert residual_sentence(small).startswith("a residual of +0.20%") and "within ±1 pp" in (
-        residual_sentence(small)
-    )
+    assert residual_sentence(small, (0.12, 0.28)).startswith("a residual of +0.20%")
+    assert "its 90% interval +0.12..+0.28 within ±1 pp" in residual_sentence(small, (0.12, 0.28))
 
 
 def test_no_residual_while_a_part_is_not_measured_and_the_answer_names_it(tmp_path, capsys):
