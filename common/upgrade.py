@@ -88,7 +88,8 @@ def from_version_1(path: Path, data: dict[str, Any]) -> dict[str, Any]:
             names = workloads.option_names(workloads.resolve("image"))
             trained = _image(config.get("arch"), {k: config[k] for k in names if k in config})
         options = _get(trained, "options")
-        out["config"] = {k: v for k, v in config.items() if k not in (options or {})}
+        names = set(options) if isinstance(options, dict) else set()
+        out["config"] = {k: v for k, v in config.items() if k not in names}
     if isinstance(trained, dict) and "unit_label" not in trained:
         trained = {
             **trained,
@@ -98,8 +99,7 @@ def from_version_1(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if out.get("kind") is None:  # a result of separate runs
         _throughput_and_energy(out, _number(_get(trained, "units_per_sample")))
         _busy_share(out)
-        ranks = out.get("ranks")
-        each = [_number(_get(r, "host_ms_per_step")) for r in ranks or ()]
+        each = [_number(_get(r, "host_ms_per_step")) for r in _list(out.get("ranks"))]
         if out.get("host_ms_per_step") is None and each and None not in each:
             out["host_ms_per_step"] = sum(each) / len(each)  # type: ignore[arg-type]
     return out
@@ -117,6 +117,11 @@ def _side(size: str | None) -> int | str | None:
     """'224x224' -> 224; images that are not square keep both sides."""
     height, _, width = (size or "").partition("x")
     return int(height) if size and height == width else size
+
+
+def _list(value: Any) -> list[Any]:
+    """A list read from a file, else none: validation names what is wrong."""
+    return value if isinstance(value, list) else []
 
 
 def _get(value: Any, key: str) -> Any:
@@ -142,7 +147,7 @@ def _throughput_and_energy(out: dict[str, Any], units: float | None) -> None:
             per_device = _times(out.get("samples_per_second_per_device"), units)
             out["units_per_second_per_device"] = per_device
     energy = out.get("energy")
-    for part in [energy, *(_get(r, "telemetry") for r in out.get("ranks") or ())]:
+    for part in [energy, *(_get(r, "telemetry") for r in _list(out.get("ranks")))]:
         if isinstance(part, dict) and "joules_per_image" in part:
             part["joules_per_sample"] = part.pop("joules_per_image")
     if isinstance(energy, dict) and energy.get("joules_per_unit") is None and units:
