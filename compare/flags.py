@@ -188,13 +188,13 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
                 )
             )
         silent = silent_counter(run.result) if isinstance(run.result, Result) else None
-        if silent is not None:  # compare.load made its J/image unavailable
+        if silent is not None:  # compare.load made its energy unavailable
             warnings.append(
                 Flag(
                     "energy",
                     "the GPU energy counter of rank {rank} did not tick in the timed window"
-                    " (0 J): no J/image for this run; more --steps give the counter time to tick",
-                    words={"rank": str(silent)},
+                    " (0 J): no {energy} for this run; more --steps give the counter time to tick",
+                    words={"rank": str(silent), "energy": run.unit.energy},
                     **about,
                 )
             )

@@ -49,13 +49,9 @@ COUNT_FIELDS = (
 # Workload fields read from a result's `config` (a free dict in the schema), by type: a boolean
 # is not an integer there either (True == 1 would make two workloads look equal).
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "arch": (str,),
-    "image_size": (int,),
     "accelerator": (str,),
-    "num_classes": (int,),
     "compile": (bool,),
     "compile_mode": (str, type(None)),
-    "channels_last": (bool,),
     "cudnn_benchmark": (bool,),
     "sgd_impl": (str,),
     "bucket_cap_mb": (int, float),
@@ -287,16 +283,25 @@ def _check_summary(path: Path, result: Result) -> None:
         (f"step_time_ms.{name}", getattr(result.step_time_ms, name), getattr(pooled, name))
         for name in ("median", "p5", "p95", "min", "max", "mean")
     ]
+    units = result.workload.units_per_sample
     checks += [
         (
-            "images_per_second_median",
-            result.images_per_second_median,
+            "samples_per_second_median",
+            result.samples_per_second_median,
             result.global_batch_size / pooled.median * 1e3,
         ),
         (
-            "images_per_second_per_device",
-            result.images_per_second_per_device,
+            "samples_per_second_per_device",
+            result.samples_per_second_per_device,
             result.batch_size_per_device / pooled.median * 1e3,
+        ),
+        *(
+            (f"units_per_{name}", getattr(result, f"units_per_{name}"), units * samples)
+            for name, samples in (
+                ("second", result.samples_per_second),
+                ("second_median", result.samples_per_second_median),
+                ("second_per_device", result.samples_per_second_per_device),
+            )
         ),
     ]
     for rank in result.ranks:
@@ -337,8 +342,8 @@ def _check_wall_clock(path: Path, result: Result | OriginalResult) -> None:
                 result.elapsed_seconds / result.measured_steps * 1e3,
             ),
             (
-                "images_per_second",
-                result.images_per_second,
+                "samples_per_second",
+                result.samples_per_second,
                 result.global_batch_size * result.measured_steps / result.elapsed_seconds,
             ),
         ],
@@ -362,7 +367,7 @@ def _check_host(path: Path, result: Result) -> None:
 
 
 def _check_energy(path: Path, result: Result) -> None:
-    """Energy as step times are: each rank's J per step and per image follow from its counter,
+    """Energy as step times are: each rank's J per step and per sample follow from its counter,
     at a power a GPU can draw, and the run's summary adds up its ranks (common/report.py
     energy_summary writes it so); nothing to add up where a rank read no counter."""
     checks: list[tuple[str, float, float]] = []
@@ -380,13 +385,19 @@ def _check_energy(path: Path, result: Result) -> None:
             )
         for name, value, expected in (
             ("joules_per_step", t.joules_per_step, joules / steps),
-            ("joules_per_image", t.joules_per_image, joules / steps / result.batch_size_per_device),
+            (
+                "joules_per_sample",
+                t.joules_per_sample,
+                joules / steps / result.batch_size_per_device,
+            ),
         ):
             if value is not None:
                 checks.append((f"{where}.{name}", value, expected))
     _agree(path, checks, "their energy_joules", "counter")
     e = result.energy
-    if e is None or all(v is None for v in (e.joules_per_step, e.joules_per_image, e.watts)):
+    if e is None or all(
+        v is None for v in (e.joules_per_step, e.joules_per_sample, e.joules_per_unit, e.watts)
+    ):
         return
     counters = [rank.telemetry.energy_joules if rank.telemetry else None for rank in result.ranks]
     if any(j is None for j in counters):
@@ -400,9 +411,11 @@ def _check_energy(path: Path, result: Result) -> None:
         for rank in result.ranks
         if rank.telemetry and rank.telemetry.window_seconds > 0
     )
+    per_sample = total / steps / result.global_batch_size
     expected = {
         "joules_per_step": total / steps,
-        "joules_per_image": total / steps / result.global_batch_size,
+        "joules_per_sample": per_sample,
+        "joules_per_unit": per_sample / result.workload.units_per_sample,
         "watts": watts,
     }
     _agree(
@@ -440,7 +453,7 @@ def _check_usable(path: Path, result: Result | OriginalResult) -> None:
             _check_summary(path, result)
             _check_host(path, result)
             _check_energy(path, result)
-    except OverflowError:  # e.g. a batch of 10**400 images over a step time
+    except OverflowError:  # e.g. a batch of 10**400 samples over a step time
         raise ResultError(
             f"{path}: its numbers overflow the arithmetic; not a measurement"
         ) from None

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common import arms as table
-from compare.errors import CompareError, WorkloadMismatch
-from compare.model import IMAGES, ORIGINAL_LABEL, Run, Unit, text_of
+from compare.model import ORIGINAL_LABEL, CompareError, Run, Unit, WorkloadMismatch, text_of
 
 # (arm label, world size) -> the cell's runs, in run order
 Cells = Mapping[tuple[str, int], Sequence[Run]]
@@ -123,16 +122,16 @@ def one_workload(runs: Sequence[Run]) -> Unit:
             f"the runs train different workloads ({which}), whose units differ: compare each"
             " workload's runs on their own"
         )
-    units: dict[tuple[str, str], Run] = {}
+    units: dict[Unit, Run] = {}
     for run in runs:
-        units.setdefault((run.unit.plural, run.unit.sample), run)
+        units.setdefault(run.unit, run)
     if len(units) > 1:  # one workload's results, one of them edited (or its code changed)
-        which = "; ".join(f"{run.file} {unit[0]} per {unit[1]}" for unit, run in units.items())
+        which = "; ".join(f"{run.file} {u.plural} per {u.sample}" for u, run in units.items())
         raise WorkloadMismatch(
             f"the runs of one workload count different units ({which}): their throughput"
             " counts different things; compare the runs of one unit"
         )
-    return runs[0].unit if runs else IMAGES
+    return runs[0].unit
 
 
 def environment_differences(runs: Sequence[Run]) -> list[Difference]:

@@ -10,7 +10,7 @@ this model, this batch and this loss, in the same order of operations, and resul
 count its unit. Copy this file and change the four functions and the options; nothing else in
 the suite changes. What is checked before any process starts: docs/failures.md.
 
-- `options`: a frozen dataclass whose fields are declared with `common.config.option()`. Each
+- `options`: a frozen dataclass whose fields are declared with `common.option_fields.option()`. Each
   becomes a flag of every runner (`mlp_width` is `--mlp-width`), checked against its bounds
   before any process starts; a name the suite already uses (a runner's, the interleaved
   mode's, --help) is refused. No options: leave `options` out.
@@ -21,7 +21,8 @@ the suite changes. What is checked before any process starts: docs/failures.md.
   `generator` (seeded from --seed + the global rank): a `Batch(inputs, targets)`. It is made
   once and used at every step, as the image and gpt workloads do.
 - `loss(output, targets)`: a scalar tensor from the model's output and the targets.
-- `unit`/`sample`, `units_per_sample`: what throughput counts (here one sample is one unit);
+- `unit`/`sample`, `units_per_sample`: what throughput counts (here one sample is one unit;
+  `unit_label`, a short label for column headers, is the unit itself unless given);
   `flops_per_sample`: the model FLOPs of one sample's forward and backward, for MFU (leave it
   out where unknown: MFU is shown as "-"); `check(options, cfg)`: checks across options, a
   `UsageError` naming the flag, or the options to run with.
@@ -39,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.config import Group, option
+from common.option_fields import Group, option
 from common.workloads import Batch, Workload
 
 MLP = Group("workload: examples.custom_workload:workload", "a small MLP on random vectors")

@@ -17,10 +17,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.config import BenchConfig, add_options, from_args
+from common.config import BenchConfig
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
+from common.option_fields import add_options, from_args
 from experiment import launch, plans
-from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.inputs import (
     ARM_SETTINGS,
     check_out,
@@ -29,6 +29,7 @@ from experiment.inputs import (
     check_runners,
     take_folder,
 )
+from experiment.labelled_arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.options import (
     ExperimentOptions,
     changed,

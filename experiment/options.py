@@ -17,9 +17,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.config import Group, check_bounds, option
 from common.errors import UsageError
-from experiment.arms import DEFAULT_ARMS
+from common.option_fields import Group, check_bounds, option
+from experiment.labelled_arms import DEFAULT_ARMS
 from experiment.settings import PROFILE_RUNS, SETTLE_MINUTES
 from stats import orders
 from stats.settling import SETTLE_BETWEEN_RUNS, SETTLE_GPU_RISE_C, SETTLE_WITHIN_RUN
@@ -94,7 +94,7 @@ class ExperimentOptions:
         f" settled (a trend of its run medians over {SETTLE_BETWEEN_RUNS * 100:g}%% a minute"
         f" ruled out, the last run's halves within {SETTLE_WITHIN_RUN * 100:g}%%) and the GPU"
         f" has warmed (its temperature rising at most {SETTLE_GPU_RISE_C:g} C a minute: a"
-        f" warming GPU's J/image climbs), for at most M minutes of warm-up in all (default"
+        f" warming GPU's energy per unit climbs), for at most M minutes of warm-up in all (default"
         f" {SETTLE_MINUTES:g}; 0: no settling; with --warmup-runs 0 there is no warm-up and no"
         " settling); the manifest and the report say how long it took, or that the host had"
         " not settled or the GPU was still warming (and, where M was too short for the rule to"
@@ -156,7 +156,7 @@ class ExperimentOptions:
 
 def check(opts: ExperimentOptions) -> None:
     """UsageError for the first option out of its bounds (one line naming it), in the words
-    the command has always used; then common.config's check that every number is finite."""
+    the command has always used; then common.option_fields' check that every number is finite."""
     if opts.repeats is not None and opts.repeats < 1:
         raise UsageError(f"--repeats must be 1 or more, got {opts.repeats}")
     if opts.warmup_runs < 0:

@@ -29,8 +29,8 @@ from common.errors import EXIT_USAGE, one_line
 from common.manifest import MANIFEST_VERSION, Manifest, ManifestArm, ManifestRun
 from common.output import OutputError, make_folder
 from experiment import launch
-from experiment.arms import Arm
 from experiment.groups import Signals, Stopped
+from experiment.labelled_arms import LabelledArm
 from experiment.recorder import NotRecorded, Recorder, RunSpec
 from experiment.reporter import Reporter
 from experiment.schedules import Blocks, RunRefused, WarmUp, initial_stopping
@@ -147,7 +147,9 @@ class Experiment:
         self.recorder.write()
 
     # --- one run ----------------------------------------------------------------------
-    def one(self, block: int, position: int, arm: Arm, progress: str, warmup: bool) -> ManifestRun:
+    def one(
+        self, block: int, position: int, arm: LabelledArm, progress: str, warmup: bool
+    ) -> ManifestRun:
         """Run, record and report one run (none starts after a signal); RunRefused when it
         exited 2, after its line.
 
@@ -164,7 +166,7 @@ class Experiment:
             raise RunRefused
         return record
 
-    def spec(self, block: int, position: int, arm: Arm, warmup: bool) -> RunSpec:
+    def spec(self, block: int, position: int, arm: LabelledArm, warmup: bool) -> RunSpec:
         """One run of an arm: the runner options with their placeholders filled in (folders
         they name under the experiment folder made), the profiled window or not, srun's
         options; its name, label and place in the design."""

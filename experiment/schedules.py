@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from common.manifest import ManifestMakeup, ManifestRun, ManifestSettling, ManifestStopping
 from compare import api
-from experiment.arms import Arm
+from experiment.labelled_arms import LabelledArm
 from experiment.recorder import Recorder
 from experiment.reporter import Reporter, compare_error
 from experiment.settings import PROG, Settings
@@ -38,7 +38,7 @@ from stats import distributions, orders, settling, stopping
 
 # Runs one run, records and reports it (block, position, arm, progress text, warm-up?);
 # RunRefused when it exited 2.
-RunOne = Callable[[int, int, Arm, str, bool], ManifestRun]
+RunOne = Callable[[int, int, LabelledArm, str, bool], ManifestRun]
 
 
 class RunRefused(Exception):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from common.errors import UsageError
 from experiment import launch
-from experiment.arms import Arm
+from experiment.labelled_arms import LabelledArm
 from stats import stopping
 
 PROG = "experiment"
@@ -67,7 +67,7 @@ class Settings:
     """One experiment, fully resolved (the CLI or a plan builds it)."""
 
     out: Path
-    arms: list[Arm]
+    arms: list[LabelledArm]
     options: list[str]
     repeats: int
     python: str
@@ -86,7 +86,7 @@ class Settings:
     command: list[str] = field(default_factory=list)
 
 
-def arm_mode(s: Settings, arm: Arm) -> str:
+def arm_mode(s: Settings, arm: LabelledArm) -> str:
     """How an arm's runs start: its own launch (the fork-check plan) or the experiment's."""
     return arm.launch or s.launch
 

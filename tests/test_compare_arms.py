@@ -231,7 +231,7 @@ def test_arm_and_diagnostic_options_in_config_are_not_workload(tmp_path: Path, c
     ("field", "path"),
     [
         ("step_time_ms.median", ("step_time_ms", "median")),
-        ("images_per_second_median", ("images_per_second_median",)),
+        ("samples_per_second_median", ("samples_per_second_median",)),
         ("milliseconds_per_step", ("milliseconds_per_step",)),
         ("ranks.0.step_time_ms.p95", ("ranks", 0, "step_time_ms", "p95")),
     ],

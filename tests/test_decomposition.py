@@ -27,15 +27,14 @@ import numpy as np
 import pytest
 
 from compare.decomposition import decompose, layout_of
+from experiment import plans
 from stats import intervals
 
 REPS = 1000
 MC_SE = math.sqrt(0.05 * 0.95 / REPS)
-ONE_GPU = [
-    "native", "fabric", "lightning", "lightning-services",
-    "fabric-current-stream", "fabric-torch-autocast", "fabric-raw-step",
-]  # fmt: skip
-TWO_RANKS = [*ONE_GPU, "fabric-native-launch", "lightning-no-sigterm", "native-fp32-logits"]
+# The responsibilities plans' arms, read from the arms table (common/arms.py)
+ONE_GPU = list(plans.ONE_GPU)
+TWO_RANKS = [*ONE_GPU, *(a for a in plans.RESPONSIBILITY_ARMS if a not in ONE_GPU)]
 # ms each responsibility adds (the truth of the simulation)
 COST = {"launch": 0.0, "wrapper": 1.5, "precision": 4.0, "step": 1.0, "loop": 1.0, "services": 4.0}
 

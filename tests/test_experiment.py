@@ -618,7 +618,7 @@ def test_the_gpt_plan_asks_native_fabric_and_the_trainer_on_cpu(tmp_path):
 
 def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_path):
     from common.manifest import ManifestRun
-    from experiment.arms import label_arms
+    from experiment.labelled_arms import label_arms
     from experiment.run import Experiment
     from experiment.settings import Settings
 

@@ -303,7 +303,7 @@ def test_an_experiment_with_no_ok_run_ends_with_one_line_per_fact_no_traceback(t
 
 
 def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch):
-    from experiment.arms import label_arms
+    from experiment.labelled_arms import label_arms
     from experiment.run import Experiment
     from experiment.settings import Settings
 

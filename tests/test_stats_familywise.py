@@ -137,7 +137,7 @@ def test_a_report_says_what_its_families_of_verdicts_mean_together(tmp_path) -> 
 
     from compare.analysis import analyse
     from compare.api import load
-    from compare.report import render
+    from compare.outputs import render
     from compare_factory import make_result, write
 
     assert verdicts.families_line(["step time"]) is None

@@ -128,17 +128,17 @@ def proc_stat(busy: int, steal: int, idle: int = 5000) -> str:
 # --- energy arithmetic and the mapping to torch's device ---------------------------------------
 
 
-def test_energy_over_the_window_gives_joules_per_step_and_per_image(tmp_path):
+def test_energy_over_the_window_gives_joules_per_step_and_per_sample(tmp_path):
     gpus = four_gpus()
     window = window_on(FakeNvml(gpus), tm.DeviceIdentity("GPU-222", None), tmp_path)
     window.start()
     gpus[2].energy_mj += 351_000  # 351 J on the GPU torch's device is
     gpus[0].energy_mj += 999_000  # another GPU's work must not count
     window.stop()
-    record = rank_energy(window.record(), steps=10, images_per_step=256)
+    record = rank_energy(window.record(), steps=10, samples_per_step=256)
     assert record["energy_joules"] == pytest.approx(351.0)
     assert record["joules_per_step"] == pytest.approx(35.1)
-    assert record["joules_per_image"] == pytest.approx(35.1 / 256)
+    assert record["joules_per_sample"] == pytest.approx(35.1 / 256)
     assert record["energy_unavailable"] is None and record["gpu_unavailable"] is None
     RankTelemetry.model_validate(record)
 
@@ -150,7 +150,7 @@ def test_the_run_sums_its_ranks_energy_over_the_global_batch():
     ]
     summary = energy_summary(ranks, steps=10, global_batch=512)
     assert summary.joules_per_step == pytest.approx(64.0)
-    assert summary.joules_per_image == pytest.approx(64.0 / 512)
+    assert summary.joules_per_sample == pytest.approx(64.0 / 512)
     assert summary.watts == pytest.approx(1280.0)
     assert summary.unavailable is None
 
@@ -161,7 +161,7 @@ def test_one_rank_without_a_counter_leaves_the_run_without_energy_and_says_why()
         {"energy_joules": None, "window_seconds": 0.5, "energy_unavailable": "older GPU"},
     ]
     summary = energy_summary(ranks, steps=10, global_batch=512)
-    assert summary.joules_per_image is None and summary.unavailable == "older GPU"
+    assert summary.joules_per_sample is None and summary.unavailable == "older GPU"
 
 
 def test_cuda_visible_devices_is_respected_by_finding_the_gpu_by_uuid(tmp_path, monkeypatch):
@@ -235,7 +235,7 @@ def test_a_gpu_without_an_energy_counter_still_reports_clocks(tmp_path):
     assert "Not Supported" in record["energy_unavailable"]
     assert record["sm_clock_mhz_min"] == 1980  # the instants at the two ends
     summary = energy_summary([record], steps=5, global_batch=32)
-    assert summary.joules_per_image is None and "Not Supported" in summary.unavailable
+    assert summary.joules_per_sample is None and "Not Supported" in summary.unavailable
 
 
 def test_a_counter_that_goes_backwards_is_refused(tmp_path):
@@ -315,7 +315,9 @@ def test_the_summary_names_throttles_but_not_low_utilization(capsys):
     result = with_telemetry(
         make_result("native"),
         telemetry,
-        EnergySummary(joules_per_step=35.1, joules_per_image=35.1 / 32, watts=645),
+        EnergySummary(
+            joules_per_step=35.1, joules_per_sample=35.1 / 32, joules_per_unit=35.1 / 32, watts=645
+        ),
     )
     print_summary(result, None, "title")
     out = capsys.readouterr().out
@@ -384,12 +386,12 @@ def test_telemetry_round_trips_through_a_result_file(tmp_path):
         window_seconds=2.0, energy_joules=10.0, joules_per_step=1.0, throttle_seconds={"power": 0}
     )
     result = with_telemetry(
-        make_result("native"), telemetry, EnergySummary(joules_per_step=1.0, joules_per_image=0.03)
+        make_result("native"), telemetry, EnergySummary(joules_per_step=1.0, joules_per_sample=0.03)
     )
     write_result(result, tmp_path / "r.json", overwrite=False)
     loaded = load_result(tmp_path / "r.json")
     assert loaded.ranks[0].telemetry == telemetry
-    assert loaded.energy.joules_per_image == pytest.approx(0.03)
+    assert loaded.energy.joules_per_sample == pytest.approx(0.03)
     older = make_result("native")  # results written before telemetry existed still load
     write_result(older, tmp_path / "old.json", overwrite=False)
     assert load_result(tmp_path / "old.json").energy is None
@@ -514,7 +516,7 @@ def test_every_rank_of_a_run_records_its_window(tmp_path):
     assert result.energy == EnergySummary(unavailable="a CPU run has no GPU")
     for rank in result.ranks:
         t = rank.telemetry
-        assert t.gpu_unavailable == "a CPU run has no GPU" and t.joules_per_image is None
+        assert t.gpu_unavailable == "a CPU run has no GPU" and t.joules_per_sample is None
         assert t.window_seconds >= rank.elapsed_seconds
         if Path("/proc/stat").exists():
             assert 0 <= t.steal_share <= 1 and t.voluntary_context_switches is not None

@@ -16,14 +16,14 @@ import pytest
 import torch
 from conftest import ROOT, clean_env, needs_lightning, run_module
 
-from common import config, workload, workloads
+from common import config, training, workloads
 from common.errors import UsageError
 from common.workloads import checks
 
 HEAD = """\
 import dataclasses
 from dataclasses import dataclass
-from common.config import Group, option
+from common.option_fields import Group, option
 from examples import custom_workload as c
 X = Group("x")
 """
@@ -142,8 +142,8 @@ workload = dataclasses.replace(c.workload, options=O)
         ),
         ("no_barebones: int = option(1, X, 'n')", "its option --no-barebones is already an option"),
         ("compile: bool = option(False, X, 'c')", "its option --compile is already an option"),
-        ("width: int", "its options field 'width' is not declared with common.config.option()"),
-        ("width: int = 4", "its options field 'width' is not declared with common.config.option()"),
+        ("width: int", "options field 'width' is not declared with common.option_fields.option()"),
+        ("width: int = 4", "field 'width' is not declared with common.option_fields.option()"),
         (
             "width: int = option(4, X, 'w', at_least='positve')",
             "its option --width has at_least='positve'; use 'positive' or 'not negative'",
@@ -294,13 +294,13 @@ workload = dataclasses.replace(c.workload, make_batch=make_batch)
 def test_a_batch_of_other_than_the_samples_asked_is_refused_before_the_timed_steps(
     made, message, tmp_path, monkeypatch, request
 ):
-    """Every runner (and the interleaved mode) makes its batch with common.workload.make_batch,
+    """Every runner (and the interleaved mode) makes its batch with common.training.make_batch,
     once, before its steps: a batch 4x the samples asked trained and reported 4x too low."""
     name = module_name(request, "batch")
     spec = declare(tmp_path, monkeypatch, name, BATCHES.format(made=made))
     cfg = config.parse(["--workload", spec, "--accelerator", "cpu"], "test")
     with pytest.raises(UsageError) as error:
-        workload.make_batch(cfg, 4, 0, torch.device("cpu"))
+        training.make_batch(cfg, 4, 0, torch.device("cpu"))
     assert str(error.value).startswith(f"--workload {spec}: its make_batch ")
     assert message in str(error.value), error.value
 
@@ -309,7 +309,7 @@ def test_a_batch_of_nested_tensors_with_the_samples_asked_is_taken(tmp_path, mon
     made = "Batch({'x': b.inputs, 'mask': (b.inputs > 0,)}, b.targets)"
     spec = declare(tmp_path, monkeypatch, "batch_nested", BATCHES.format(made=made))
     cfg = config.parse(["--workload", spec, "--accelerator", "cpu"], "test")
-    batch = workload.make_batch(cfg, 3, 0, torch.device("cpu"))
+    batch = training.make_batch(cfg, 3, 0, torch.device("cpu"))
     assert batch.inputs["x"].shape == (3, 64) and batch.targets.shape == (3,)
 
 

@@ -2,7 +2,7 @@
 
     wl = resolve("gpt")          # "image" (the default), "gpt", or "MODULE:NAME" of your own
     opts = cfg.workload_options  # its options, parsed and checked by common.config
-    model = wl.build_model(opts)                        # on the CPU; common.workload seeds first
+    model = wl.build_model(opts)                        # on the CPU; common.training seeds first
     batch = wl.make_batch(opts, 8, generator, device)   # Batch(inputs, targets), on the device
     loss = wl.loss(model(batch.inputs), batch.targets)
 
@@ -65,7 +65,7 @@ class Workload:
     """What is trained and what a step counts, for every runner alike.
 
     The callables take the workload's options (an instance of `options`, a frozen dataclass
-    whose fields are declared with common.config's `option()`: each is a command-line flag).
+    whose fields are declared with `common.option_fields.option()`: each is a command-line flag).
     Results name a workload as --workload did (image, gpt, MODULE:NAME)."""
 
     unit: str  # what throughput counts, plural: images, tokens
@@ -83,6 +83,18 @@ class Workload:
     # (options, BenchConfig) -> the options to run with (e.g. a preset's sizes filled in), or
     # UsageError naming the flag; called after every option's bounds were checked
     check: Callable[[Any, Any], Any] = _as_given
+    # the modules its functions import when called (its torch side): a runner imports a
+    # built-in workload's ahead (import_built_in), so that a fork server holds them
+    imports: tuple[str, ...] = ()
+    # the unit's short label, as a column header names it (img/s, tok/s); "": the unit itself
+    unit_label: str = ""
+
+
+def import_built_in() -> None:
+    """Import every built-in workload and what its functions import when called."""
+    for spec in BUILTIN:
+        for module in resolve(spec).imports:
+            importlib.import_module(module)
 
 
 def option_names(wl: Workload) -> list[str]:
@@ -118,7 +130,7 @@ def resolve(spec: str) -> Workload:
     if not (dataclasses.is_dataclass(found.options) and isinstance(found.options, type)):
         raise UsageError(
             f"--workload {spec}: its options must be a dataclass declared with"
-            " common.config.option() (see examples/custom_workload.py)"
+            " common.option_fields.option() (see examples/custom_workload.py)"
         )
     _DIGESTS[spec] = checks.module_digest(module)
     return found
@@ -135,6 +147,7 @@ def info(wl: Workload, spec: str, options: Any) -> dict[str, Any]:
         "name": spec,
         "title": wl.title(options),
         "unit": wl.unit,
+        "unit_label": wl.unit_label or wl.unit,
         "sample": wl.sample,
         "units_per_sample": int(wl.units_per_sample(options)),
         "options": {k: _plain(v) for k, v in dataclasses.asdict(options).items()},

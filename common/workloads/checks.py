@@ -7,7 +7,7 @@ traceback, a script's usage line or a run that fails after its steps.
 
 Its options are checked as flags with the option machinery (common.config.check_declaration,
 which names the interleaved mode's INTERLEAVED_OPTIONS); make_batch's batch once in each rank,
-before the timed steps (common.workload.make_batch); what fails in a rank is one line there
+before the timed steps (common.training.make_batch); what fails in a rank is one line there
 (common.report.rank_failed). Imports neither torch nor the rest of the suite.
 """
 
@@ -121,8 +121,8 @@ def checked(wl: Any, spec: str, options: Any, cfg: Any) -> Any:
     """The workload `wl`'s own `check` (UsageError as it raised it; any other error one line naming
     --workload), whose answer must be its options; then what a result records of the
     workload, computed now (units_per_sample a whole number from 1, flops_per_sample None or
-    finite and positive, describe/data/title text), so that no declared number fails after
-    the run. Returns the options to run with."""
+    finite and positive, describe/data/title and the unit's labels text), so that no declared
+    number fails after the run. Returns the options to run with."""
     where = f"--workload {spec}"
     found = _call(where, "check", wl.check, options, cfg)
     if not isinstance(found, wl.options):
@@ -155,6 +155,11 @@ def checked(wl: Any, spec: str, options: Any, cfg: Any) -> Any:
         text = _call(where, name, call, *args)
         if not isinstance(text, str):
             raise UsageError(f"{where}: its {name} returned a {type(text).__name__}, not text")
+    for name in ("unit", "unit_label", "sample"):  # the report's labels
+        if not isinstance(getattr(wl, name), str):
+            raise UsageError(
+                f"{where}: its {name} is a {type(getattr(wl, name)).__name__}, not text"
+            )
     return found
 
 

@@ -19,16 +19,15 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-import torchvision  # noqa: F401  (BUILT_IN below: the image workload builds its models)
 
-from common import workloads
+from common import arms, workloads
 from common.config import BenchConfig
 from common.errors import UsageError
-from common.workloads import Batch, Workload, gpt, gpt_model, image
+from common.workloads import Batch, Workload
 
 # The built-in workloads and their torch side, imported with every runner: a fork server
 # imports the runners (common/forkserver.py), so a forked run of any of them imports nothing.
-BUILT_IN = (image, gpt, gpt_model)
+workloads.import_built_in()
 
 
 def configure_threads(threads: int) -> None:
@@ -44,21 +43,26 @@ def seed_everything(seed: int) -> None:
 
 
 def declared(cfg: BenchConfig) -> Workload:
-    """The workload `--workload` names (common.workloads.resolve; the parser checked it). With
-    --ablation fp32-logits (native-fp32-logits in common/arms.py; native's alone) its loss first
-    casts the model's floating output to the default dtype (fp32), as Fabric's precision plugin
-    converts a forward's outputs (MixedPrecision.convert_output): for gpt a full fp32 copy of
-    the logits a step. Under autocast the loss would make that cast itself: the numbers stay."""
-    wl = workloads.resolve(cfg.workload)
-    if cfg.ablation != "fp32-logits":
-        return wl
+    """The workload `--workload` names (common.workloads.resolve; the parser checked it), as
+    --ablation's arm changes it (Fp32Logits)."""
+    return arms.hooks(cfg.ablation).workload(workloads.resolve(cfg.workload))
 
-    def loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        if torch.is_floating_point(output):
-            output = output.to(torch.get_default_dtype())
-        return wl.loss(output, targets)
 
-    return dataclasses.replace(wl, loss=loss)
+class Fp32Logits(arms.Hooks):
+    """--ablation fp32-logits (native's alone): the loss first casts the model's floating
+    output to the default dtype (fp32), as Fabric's precision plugin converts a forward's
+    outputs (MixedPrecision.convert_output): for gpt a full fp32 copy of the logits a step.
+    Under autocast the loss would make that cast itself: the numbers stay."""
+
+    arm = "native-fp32-logits"
+
+    def workload(self, wl: Workload) -> Workload:
+        def loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            if torch.is_floating_point(output):
+                output = output.to(torch.get_default_dtype())
+            return wl.loss(output, targets)
+
+        return dataclasses.replace(wl, loss=loss)
 
 
 def build_model(cfg: BenchConfig) -> torch.nn.Module:

@@ -27,9 +27,6 @@ from common import arms as table
 from common.errors import UsageError, one_line
 from experiment.together import CannotStart, run_together
 
-# An arm of the table (common/arms.py, by its name) -> (the module that runs it, the options
-# that make it): the "runner" an experiment's manifest records.
-ARMS: dict[str, tuple[str, tuple[str, ...]]] = {a.name: (a.module, a.options) for a in table.TABLE}
 DEFAULT_ARMS = ("native", "lightning")
 # A label names files (results/<label>-r<k>.json): safe file-name text, no markup, no spaces.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -87,12 +84,12 @@ class Env:
 
 
 @dataclass(frozen=True)
-class Arm:
+class LabelledArm:
     """One arm of an experiment: a label, the runner it starts, extra options for it alone,
     and optionally its own interpreter (python) or a plan's env (resolved to python)."""
 
     label: str  # "" until check_arms names it (an interpreter named without LABEL=)
-    runner: str  # a key of ARMS
+    runner: str  # the arm of the table it runs (common/arms.py), by its name
     options: tuple[str, ...] = ()
     python: str | None = None  # None: the experiment's --python
     env: Env | None = None
@@ -101,8 +98,8 @@ class Arm:
     @property
     def argv(self) -> list[str]:
         """The runner's arguments after the interpreter, before the shared options."""
-        module, own = ARMS[self.runner]
-        return ["-m", module, *own, *self.options]
+        arm = table.ARMS[self.runner]
+        return ["-m", arm.module, *arm.options, *self.options]
 
 
 @dataclass(frozen=True)
@@ -117,7 +114,7 @@ class Probe:
 
 def available(runner: str) -> bool:
     """True when the runner's module is present (and Lightning, for Lightning's); no import."""
-    module = ARMS[runner][0]
+    module = table.ARMS[runner].module
     top = module.split(".")[0]
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
@@ -136,12 +133,12 @@ def suffixed(name: str, count: int) -> str:
     return f"{name}-{chr(ord('a') + count)}" if count < 26 else f"{name}-{count + 1}"
 
 
-def label_arms(names: list[str]) -> list[Arm]:
+def label_arms(names: list[str]) -> list[LabelledArm]:
     """Arms for names; a name listed again gets -b, -c, ... (A/A: native, native-b)."""
-    return unique_labels([Arm("", name) for name in names])
+    return unique_labels([LabelledArm("", name) for name in names])
 
 
-def unique_labels(arms: list[Arm], stems: list[str] | None = None) -> list[Arm]:
+def unique_labels(arms: list[LabelledArm], stems: list[str] | None = None) -> list[LabelledArm]:
     """Blank labels become their stem (by default the runner's name), suffixed where taken; a
     label given twice, or one that is not safe file-name text, is refused."""
     given = [a.label for a in arms if a.label]
@@ -177,14 +174,14 @@ def check_label(label: str) -> None:
         )
 
 
-def parse_arm(item: str) -> Arm:
+def parse_arm(item: str) -> LabelledArm:
     """One --arms item: [LABEL=]RUNNER[@PYTHON]."""
     head, at, python = item.partition("@")
     label, _, runner = head.rpartition("=")
     label, runner, python = label.strip(), runner.strip(), python.strip()
-    if runner not in ARMS:
+    if runner not in table.ARMS:
         raise UsageError(
-            f"--arms: unknown arm '{one_line(runner)}'; choose from {', '.join(ARMS)} or all"
+            f"--arms: unknown arm '{one_line(runner)}'; choose from {', '.join(table.ARMS)} or all"
             " ([LABEL=]RUNNER[@PYTHON]; the arms: common/arms.py)"
         )
     if at and not python:
@@ -194,19 +191,21 @@ def parse_arm(item: str) -> Arm:
     if not python and not available(runner):
         raise UsageError(
             f"--arms: arm '{runner}' is not available here"
-            f" (module {ARMS[runner][0]} or Lightning missing)"
+            f" (module {table.ARMS[runner].module} or Lightning missing)"
         )
     # the path the runs use and the manifest records: ~ expanded, made absolute
-    return Arm(label, runner, python=str(Path(python).expanduser().absolute()) if python else None)
+    return LabelledArm(
+        label, runner, python=str(Path(python).expanduser().absolute()) if python else None
+    )
 
 
-def parse_arms(text: str) -> list[Arm]:
+def parse_arms(text: str) -> list[LabelledArm]:
     """--arms: comma-separated [LABEL=]RUNNER[@PYTHON] items, or `all`; UsageError with the
     one-line reason. Arms with an interpreter and no label are named by check_arms."""
     if not text.strip():
         raise UsageError("--arms is empty; name the arms, e.g. --arms native,lightning")
     if text == "all":  # the runners as they are; ablation arms are named, or a plan's
-        arms = [Arm("", a) for a in table.MAIN if available(a)]
+        arms = [LabelledArm("", a) for a in table.MAIN if available(a)]
     else:
         arms = [parse_arm(item) for item in text.split(",")]
     if len(arms) < 2:
@@ -218,7 +217,9 @@ def parse_arms(text: str) -> list[Arm]:
     return unique_labels(arms)
 
 
-def with_envs(arms: list[Arm], envs: Path | None, base: str, plan: str) -> list[Arm]:
+def with_envs(
+    arms: list[LabelledArm], envs: Path | None, base: str, plan: str
+) -> list[LabelledArm]:
     """A plan's arms with each env's interpreter (DIR/<env>/bin/python); UsageError naming the
     command that makes a missing env."""
     needed = list(dict.fromkeys(a.env for a in arms if a.env is not None))
@@ -256,7 +257,7 @@ def probe_all(pythons: list[tuple[str, str]], env: dict[str, str]) -> list[Probe
             raise UsageError(f"{where}: no such interpreter")
         if not os.access(path, os.X_OK):
             raise UsageError(f"{where}: the interpreter is not executable")
-        commands.append(([python, "-c", PROBE, ARMS[runner][0]], env))
+        commands.append(([python, "-c", PROBE, table.ARMS[runner].module], env))
     try:
         finished = run_together(commands, PROBE_TIMEOUT_S, merge_stderr=False)
     except CannotStart as failed:
@@ -277,13 +278,13 @@ def _cannot_run(python: str, runner: str) -> str:
     return f"--arms: {runner}@{one_line(python)}: cannot run it as Python 3"
 
 
-def check_arms(arms: list[Arm], env: dict[str, str]) -> list[Arm]:
+def check_arms(arms: list[LabelledArm], env: dict[str, str]) -> list[LabelledArm]:
     """Probe every arm's own interpreter (env: the runs' environment) and name the unnamed:
     UsageError, one line, for an interpreter that is missing, cannot import the runner, has a
     Lightning the runner refuses, or not the Lightning its env was made for."""
 
-    def key(arm: Arm) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-        return (str(arm.python), ARMS[arm.runner][0], tuple(sorted(env.items())))
+    def key(arm: LabelledArm) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        return (str(arm.python), table.ARMS[arm.runner].module, tuple(sorted(env.items())))
 
     todo: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
     for arm in arms:  # a plan's variants share their interpreters: each is probed once
@@ -298,7 +299,7 @@ def check_arms(arms: list[Arm], env: dict[str, str]) -> list[Arm]:
         found = PROBED[key(arm)]
         where = f"--arms: {arm.label or arm.runner}@{one_line(arm.python)}"
         if not found.found:
-            raise UsageError(f"{where}: cannot import the runner ({ARMS[arm.runner][0]})")
+            raise UsageError(f"{where}: cannot import the runner ({table.ARMS[arm.runner].module})")
         if found.problem:
             raise UsageError(f"{where}: {one_line(found.problem)}")
         expected = arm.env.lightning if arm.env else None
@@ -307,6 +308,6 @@ def check_arms(arms: list[Arm], env: dict[str, str]) -> list[Arm]:
                 f"{where}: has Lightning {found.lightning}, but its env {arm.env.name} was made"
                 f" for {arm.env.spec}; make it again"
             )
-        version = found.lightning if ARMS[arm.runner][0] != "native" else found.torch
+        version = found.lightning if table.ARMS[arm.runner].module != "native" else found.torch
         stems[-1] = f"{arm.runner}-{version}"
     return unique_labels(arms, stems)
