@@ -249,7 +249,6 @@ class Run:
     wall_ms: float  # wall-clock mean step (milliseconds_per_step): the originals' only time
     ranks: tuple[RankFacts, ...]  # empty for original results: they recorded no step times
     facts: dict[str, Any]  # provenance by ENVIRONMENT_FIELDS name (those recorded)
-    parameters_synchronized: bool
     parameter_checksum_max_difference: float
     final_loss_mean: float
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
@@ -348,7 +347,6 @@ def run_from(
         warmup_steps=result.warmup_steps,
         seed=result.seed,
         wall_ms=result.milliseconds_per_step,
-        parameters_synchronized=result.parameters_synchronized,
         parameter_checksum_max_difference=result.parameter_checksum_max_difference,
         final_loss_mean=result.final_loss_mean,
         result=result,
