@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -45,12 +46,10 @@ def device_name(device: torch.device) -> str:
 
 def cpu_model() -> str:
     """CPU model string from /proc/cpuinfo (platform's guess elsewhere)."""
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 
@@ -58,14 +57,12 @@ def driver_version() -> str | None:
     """NVIDIA driver version via NVML or nvidia-smi; None without a GPU."""
     if not torch.cuda.is_available():
         return None
-    try:
+    with contextlib.suppress(Exception):
         import pynvml  # nvidia-ml-py, present on most GPU images
 
         pynvml.nvmlInit()
         version = pynvml.nvmlSystemGetDriverVersion()
         return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:
-        pass
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

@@ -24,6 +24,7 @@ process was made. No torch at import: the experiment's side of this module is li
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -302,10 +303,8 @@ def _stop(pids: dict[int, int]) -> None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _run(module: str, argv: list[str]) -> int:
