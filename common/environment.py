@@ -39,9 +39,7 @@ def lightning_version() -> str | None:
 
 def device_name(device: torch.device) -> str:
     """GPU model name, or the CPU model for CPU runs."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return cpu_model()
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
 
 
 def cpu_model() -> str:

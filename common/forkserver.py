@@ -231,9 +231,7 @@ def _leader(start: Start, parent: int, import_seconds: float, in_session: int) -
         os.environ.clear()
         os.environ.update(start.env)
         _PROCESS.update(kind="forked", server_import_seconds=round(import_seconds, 3))
-        if start.ranks == 1:
-            return _run(start.module, start.argv)
-        return _ranks(start)
+        return _run(start.module, start.argv) if start.ranks == 1 else _ranks(start)
     except BaseException:  # noqa: BLE001 - a leader never returns into the server's loop
         traceback.print_exc()
         return 1
