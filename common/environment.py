@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -38,19 +39,15 @@ def lightning_version() -> str | None:
 
 def device_name(device: torch.device) -> str:
     """GPU model name, or the CPU model for CPU runs."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return cpu_model()
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
 
 
 def cpu_model() -> str:
     """CPU model string from /proc/cpuinfo (platform's guess elsewhere)."""
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 
@@ -58,14 +55,12 @@ def driver_version() -> str | None:
     """NVIDIA driver version via NVML or nvidia-smi; None without a GPU."""
     if not torch.cuda.is_available():
         return None
-    try:
+    with contextlib.suppress(Exception):
         import pynvml  # nvidia-ml-py, present on most GPU images
 
         pynvml.nvmlInit()
         version = pynvml.nvmlSystemGetDriverVersion()
         return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:
-        pass
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

@@ -24,6 +24,7 @@ process was made. No torch at import: the experiment's side of this module is li
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -230,9 +231,7 @@ def _leader(start: Start, parent: int, import_seconds: float, in_session: int) -
         os.environ.clear()
         os.environ.update(start.env)
         _PROCESS.update(kind="forked", server_import_seconds=round(import_seconds, 3))
-        if start.ranks == 1:
-            return _run(start.module, start.argv)
-        return _ranks(start)
+        return _run(start.module, start.argv) if start.ranks == 1 else _ranks(start)
     except BaseException:  # noqa: BLE001 - a leader never returns into the server's loop
         traceback.print_exc()
         return 1
@@ -302,10 +301,8 @@ def _stop(pids: dict[int, int]) -> None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _run(module: str, argv: list[str]) -> int:

@@ -9,6 +9,7 @@ agree on what they were started by, and both reject the same mistakes.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -575,11 +576,9 @@ def _wait_for_listener(launch: Launch, addresses: list[tuple], wait: float, wher
         for family, sockaddr in addresses:
             with socket.socket(family, socket.SOCK_STREAM) as s:
                 s.settimeout(max(0.1, min(2.0, deadline - time.monotonic())))
-                try:
+                with contextlib.suppress(OSError):
                     s.connect(sockaddr)
                     return
-                except OSError:
-                    pass
         if time.monotonic() >= deadline:
             raise UsageError(
                 f"nothing listens at {where} port {launch.master_port} after {wait:g} s: rank 0"

@@ -145,38 +145,17 @@ def check_bounds(obj: Any) -> None:
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         name = flag(field.name)
-        _finite(name, value)
-        if spec.at_most is not None:
-            _at_most(name, value, spec.at_most)
-        if spec.at_least == "positive":
-            _positive(name, value)
-        elif spec.at_least == "not negative":
-            _not_negative(name, value)
+        if isinstance(value, float) and not math.isfinite(value):  # argparse's float takes nan
+            raise UsageError(f"{name} must be a finite number, got {value}")
+        if spec.at_most is not None and value > spec.at_most:
+            limit = _show(spec.at_most)
+            raise UsageError(f"{name} {_show(value)} is too large; use at most {limit}")
+        if spec.at_least == "positive" and value <= 0:
+            raise UsageError(f"{name} must be positive, got {_show(value)}")
+        if spec.at_least == "not negative" and value < 0:
+            raise UsageError(f"{name} must be 0 or more, got {_show(value)}")
 
 
 def _show(value: float) -> str:
     """A number as typed: ints exactly (%g would overflow on a huge one), floats by %g."""
     return str(value) if isinstance(value, int) else f"{value:g}"
-
-
-def _finite(name: str, value: float) -> None:
-    """Floats come from argparse's float(), which accepts nan, inf and 1e999."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"{name} must be a finite number, got {value}")
-
-
-def _positive(name: str, value: float) -> None:
-    _finite(name, value)
-    if value <= 0:
-        raise UsageError(f"{name} must be positive, got {_show(value)}")
-
-
-def _not_negative(name: str, value: float) -> None:
-    _finite(name, value)
-    if value < 0:
-        raise UsageError(f"{name} must be 0 or more, got {_show(value)}")
-
-
-def _at_most(name: str, value: float, limit: float) -> None:
-    if value > limit:
-        raise UsageError(f"{name} {_show(value)} is too large; use at most {_show(limit)}")

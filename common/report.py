@@ -377,20 +377,11 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
         verdict = "host-bound" if a.host_bound else "GPU-bound"
         share = a.gpu_busy_share_of_timed_step
         busy = "unknown" if share is None else f"{share:.1%} of the timed step"
-        rows.append(
-            (
-                "GPU busy",
-                f"{busy} ({verdict}; {a.gpu_ms_per_step:.2f} ms"
-                f" of kernels, {a.kernels_per_step:.0f} kernels/step)",
-            )
-        )
-    if result.host_ms_per_step is not None:
-        rows.append(
-            (
-                "host CPU/step",
-                f"{result.host_ms_per_step:.2f} ms (main thread, timed steps, mean over ranks)",
-            )
-        )
+        kernels = f"{a.gpu_ms_per_step:.2f} ms of kernels, {a.kernels_per_step:.0f} kernels/step"
+        rows.append(("GPU busy", f"{busy} ({verdict}; {kernels})"))
+    host = result.host_ms_per_step
+    if host is not None:
+        rows.append(("host CPU/step", f"{host:.2f} ms (main thread, timed steps, mean over ranks)"))
     cache = result.ranks[0].compile_cache
     if cache is not None:
         rows.append(("compile (rank 0)", _compiled(cache)))
@@ -401,14 +392,8 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
     telemetry = result.ranks[0].telemetry
     if telemetry is not None:
         rows.append(("machine (rank 0)", _machine(telemetry)))
-    rows.append(
-        (
-            "parameters synced",
-            "yes"
-            if result.parameters_synchronized
-            else f"NO (max checksum difference {result.parameter_checksum_max_difference:g})",
-        )
-    )
+    unsynced = f"NO (max checksum difference {result.parameter_checksum_max_difference:g})"
+    rows.append(("parameters synced", "yes" if result.parameters_synchronized else unsynced))
     rows.append(("final loss", f"{result.final_loss_mean:.6g} (mean over ranks)"))
     rows.append(("result", output or "not written (no --output)"))
     width = max(len(k) for k, _ in rows)

@@ -29,6 +29,7 @@ device round trip the steps paid, which a steady run never makes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import statistics
@@ -177,12 +178,10 @@ class GpuCounters:
             energy, error = None, _err(e)
         violations = {}
         for name, policy in VIOLATION_POLICIES.items():
-            try:
+            with contextlib.suppress(Exception):  # not every GPU reports every policy
                 violations[name] = int(
                     nvml.nvmlDeviceGetViolationStatus(handle, policy).violationTime
                 )
-            except Exception:
-                pass  # not every GPU reports every policy
         try:
             clock = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
         except Exception:
@@ -210,10 +209,8 @@ class GpuCounters:
 
     def close(self) -> None:
         """Release NVML (it counts its initialisations)."""
-        try:
+        with contextlib.suppress(Exception):
             self.nvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def open_gpu(identity: DeviceIdentity, nvml: Any) -> GpuCounters | str:

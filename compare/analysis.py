@@ -83,9 +83,7 @@ class Report:
     steady_state: list[SteadyState] = field(default_factory=list)
     warnings: list[Flag] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    samples_ms: dict[str, list[float]] = field(
-        default_factory=dict
-    )  # "label@N" -> step times, for plots
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)  # "label@N": step times
     baseline: str = "native"
     labels: list[str] = field(default_factory=list)  # arm labels, baseline first
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"

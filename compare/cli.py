@@ -271,7 +271,7 @@ def run_interleaved(opts: CompareOptions, files: list[Path]) -> None:
     """The interleaved mode's question alone (compare.interleaved), in its formats."""
     for name in NOT_INTERLEAVED:
         if getattr(opts, name) not in (None, False):
-            flag = "--" + name.replace("_", "-")
+            flag = option_fields.flag(name)
             raise CompareError(
                 f"{flag} does not apply to interleaved results (each names its own baseline loop"
                 f" and workload; their report has no figures); leave out {flag}"

@@ -81,13 +81,8 @@ class Item:
 
     @property
     def measured(self) -> str:
-        """'with vs without' as the report states the comparison (arm vs parent)."""
-        if self.with_arm is None or self.without_arm is None:
-            return ""
-        arm = table.ARMS.get(self.with_arm)
-        if arm is not None and arm.parent == self.without_arm:
-            return f"{self.with_arm} vs {self.without_arm}"
-        return f"{self.without_arm} vs {self.with_arm}"
+        """'arm vs parent' as the report states the comparison, or "" when not measured."""
+        return "" if self.comparison is None else " vs ".join(self.comparison)
 
     @property
     def comparison(self) -> tuple[str, str] | None:

@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 
 from compare.analysis import Report
 from compare.model import Run
+from compare.overheads import parse_utc
 from compare.verdicts import NO_OVERHEAD
 
 PALETTE = (
@@ -218,16 +219,6 @@ class DriftPoint:
     block: int | None
     joules_per_unit: float | None = None
     gpu_temperature_c: float | None = None
-
-
-def parse_utc(text: str | None) -> datetime | None:
-    """An ISO 8601 time ('...Z' or '+00:00'), or None when missing or unreadable."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:

@@ -130,7 +130,7 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
     sigterm: dict[str, list[str]] = {}
     for run in runs:
         about = {"file": run.file, "arm": run.label}
-        if not run.parameters_synchronized:
+        if not run.values.parameters_synchronized:
             warnings.append(
                 Flag(
                     "unsynchronised",

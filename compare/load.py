@@ -34,7 +34,7 @@ from common.result import (
     read_json,
     silent_counter,
 )
-from compare.model import Placement, Run, run_from
+from compare.model import CONFIG_TYPES, Placement, Run, run_from
 
 # Counts above 2**53 are no run's, and a float cannot hold them (10**400 / x overflows).
 MAX_COUNT = 2**53
@@ -46,19 +46,6 @@ COUNT_FIELDS = (
     "warmup_steps",
     "seed",
 )
-# Workload fields read from a result's `config` (a free dict in the schema), by type: a boolean
-# is not an integer there either (True == 1 would make two workloads look equal).
-_CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "accelerator": (str,),
-    "compile": (bool,),
-    "compile_mode": (str, type(None)),
-    "cudnn_benchmark": (bool,),
-    "sgd_impl": (str,),
-    "bucket_cap_mb": (int, float),
-    "gradient_as_bucket_view": (bool,),
-    "static_graph": (bool,),
-    "broadcast_buffers": (bool,),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -472,7 +459,7 @@ def _check_ranks(path: Path, result: Result) -> None:
             f"{path}: field ranks.*.rank: the rank ids {_few(ids)} are not"
             f" 0..{result.world_size - 1} once each"
         )
-    for name, kinds in _CONFIG_TYPES.items():
+    for name, kinds in CONFIG_TYPES.items():
         value = result.config.get(name)
         if value is not None and (
             not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)

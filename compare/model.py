@@ -53,17 +53,19 @@ TOP_LEVEL_FIELDS = (
     "world_size",
     "measured_steps",
 )
-CONFIG_FIELDS = (
-    "accelerator",
-    "compile",
-    "compile_mode",
-    "cudnn_benchmark",
-    "sgd_impl",
-    "bucket_cap_mb",
-    "gradient_as_bucket_view",
-    "static_graph",
-    "broadcast_buffers",
-)
+# the config's, with the types compare.load holds them to (`config` is a free dict in the
+# schema): a boolean is no integer there (True == 1 would make two workloads look equal)
+CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "accelerator": (str,),
+    "compile": (bool,),
+    "compile_mode": (str, type(None)),
+    "cudnn_benchmark": (bool,),
+    "sgd_impl": (str,),
+    "bucket_cap_mb": (int, float),
+    "gradient_as_bucket_view": (bool,),
+    "static_graph": (bool,),
+    "broadcast_buffers": (bool,),
+}
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,6 @@ class Run:
     wall_ms: float  # wall-clock mean step (milliseconds_per_step): the originals' only time
     ranks: tuple[RankFacts, ...]  # empty for original results: they recorded no step times
     facts: dict[str, Any]  # provenance by ENVIRONMENT_FIELDS name (those recorded)
-    parameters_synchronized: bool
     parameter_checksum_max_difference: float
     final_loss_mean: float
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
@@ -348,7 +349,6 @@ def run_from(
         warmup_steps=result.warmup_steps,
         seed=result.seed,
         wall_ms=result.milliseconds_per_step,
-        parameters_synchronized=result.parameters_synchronized,
         parameter_checksum_max_difference=result.parameter_checksum_max_difference,
         final_loss_mean=result.final_loss_mean,
         result=result,
@@ -470,7 +470,7 @@ def _workload(result: Result | OriginalResult) -> dict[str, Any]:
     key["accelerator"] = config.get("accelerator")
     key["precision_resolved"] = result.precision.resolved
     key.update({name: getattr(result, name) for name in TOP_LEVEL_FIELDS})
-    key.update({name: config.get(name) for name in CONFIG_FIELDS if name not in key})
+    key.update({name: config.get(name) for name in CONFIG_TYPES if name not in key})
     if not key["compile"]:
         key["compile_mode"] = None  # the mode means nothing without compile; not a mismatch
     if isinstance(key["bucket_cap_mb"], int):

@@ -44,14 +44,20 @@ def per_run_ms(runs: Sequence[Run], wall_clock: bool) -> list[float]:
     return [run.wall_ms if wall_clock else run.pace_median_ms for run in runs]
 
 
-def started_s(run: Run) -> float | None:
-    """The run's start as POSIX seconds (from its result), or None when unknown."""
-    if run.started_utc is None:
+def parse_utc(text: str | None) -> datetime | None:
+    """An ISO 8601 time ('...Z' or '+00:00'), or None when missing or unreadable."""
+    if not text:
         return None
     try:
-        return datetime.fromisoformat(run.started_utc.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def started_s(run: Run) -> float | None:
+    """The run's start as POSIX seconds (from its result), or None when unknown."""
+    started = parse_utc(run.started_utc)
+    return None if started is None else started.timestamp()
 
 
 def run_points(

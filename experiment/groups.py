@@ -17,6 +17,7 @@ Imports neither torch nor lightning.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -110,11 +111,9 @@ def wait_for(run: Run, timeout_s: float | None, signals: Signals) -> Ended:
     exited_at: float | None = None  # when the leader was first seen gone without a status
     timed_out = False
     while True:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             status = run.wait(timeout=POLL_S)
             return Ended(TIMED_OUT if timed_out else status, timed_out)
-        except subprocess.TimeoutExpired:
-            pass
         now = time.monotonic()
         if term_at is None and (
             signals.count or (timeout_s is not None and now - start >= timeout_s)

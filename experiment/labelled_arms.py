@@ -212,9 +212,7 @@ def parse_arms(text: str) -> list[LabelledArm]:
         raise UsageError(
             "--arms needs at least two arms (the baseline first), e.g. native,lightning"
         )
-    if any(a.python and not a.label for a in arms):
-        return arms
-    return unique_labels(arms)
+    return arms if any(a.python and not a.label for a in arms) else unique_labels(arms)
 
 
 def with_envs(

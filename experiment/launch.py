@@ -7,6 +7,7 @@ runners derive their rendezvous port from the job id themselves (`slurm_master_p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -269,23 +270,18 @@ class ForkServer:
     def kill(self) -> None:
         """SIGKILL the server (it no longer answers): the leader of a run it forked dies with
         it (its parent-death signal), and that run's ranks with their leader."""
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        # a process in the kernel's hands (uninterruptible sleep): nothing more to do
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=KILL_WAIT_S)
-        except subprocess.TimeoutExpired:
-            pass  # a process in the kernel's hands (uninterruptible sleep): nothing more to do
         self.channel.sock.close()
 
     def close(self, deadline: float | None = None) -> None:
         """End the server (closing its socket ends its loop); SIGKILL if it lingers past
         `deadline` (default: 5 s from now)."""
-        try:
+        with contextlib.suppress(OSError):
             self.channel.sock.close()
-        except OSError:
-            pass
         left = 5.0 if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             self.proc.wait(timeout=left)
@@ -348,10 +344,9 @@ class ServerPool:
         write_atomically(
             log, lambda tmp: shutil.copyfile(server.log, tmp), mode="new", option="log"
         )
-        try:
+        # a server that died: the experiment's first run says so, from its log
+        with contextlib.suppress(OSError):
             server.channel.send(forkserver.Log(str(log.resolve())))
-        except OSError:
-            pass  # a server that died: the experiment's first run says so, from its log
         server.log.unlink(missing_ok=True)
         server.log = log
         return server

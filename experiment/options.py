@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import UsageError
-from common.option_fields import Group, check_bounds, option
+from common.option_fields import Group, check_bounds, flag, option
 from experiment.labelled_arms import DEFAULT_ARMS
 from experiment.settings import PROFILE_RUNS, SETTLE_MINUTES
 from stats import orders
@@ -212,5 +212,5 @@ def changed(opts: ExperimentOptions, names: tuple[str, ...]) -> str | None:
     defaults = ExperimentOptions()
     for name in names:
         if getattr(opts, name) != getattr(defaults, name):
-            return "--" + name.replace("_", "-")
+            return flag(name)
     return None

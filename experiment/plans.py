@@ -28,10 +28,8 @@ LONG = ("--warmup-steps", "50", "--steps", "300")
 # round, settling and 5+ ABBA blocks of four arms fit; the block pairing absorbs slow drift.
 ORIGINAL_WORKLOAD = ("--warmup-steps", "50", "--steps", "200")
 COMPILED = ("--compile", "--warmup-steps", "20")
-NATIVE, TRAINER = (
-    LabelledArm("native", "native"),
-    LabelledArm("lightning", "lightning"),
-)  # the Trainer arm
+NATIVE = LabelledArm("native", "native")
+TRAINER = LabelledArm("lightning", "lightning")  # the Trainer arm
 FABRIC = LabelledArm("fabric", "fabric")
 
 
@@ -52,24 +50,9 @@ ALLOW_OLD = {"DDPBENCH_ALLOW_OLD_LIGHTNING": "1"}
 # The per-step SIGTERM broadcast on CPU: 2 gloo ranks, a small model (the fixed per-step host
 # cost weighs more), fp32 (no autocast, so 2.5.1's cast cache changes nothing).
 CPU_GLOO = (
-    "--accelerator",
-    "cpu",
-    "--devices",
-    "2",
-    "--arch",
-    "mobilenet_v3_small",
-    "--image-size",
-    "32",
-    "--num-classes",
-    "10",
-    "--batch-size-per-device",
-    "2",
-    "--precision",
-    "fp32",
-    "--warmup-steps",
-    "10",
-    "--steps",
-    "60",
+    *("--accelerator", "cpu", "--devices", "2", "--arch", "mobilenet_v3_small"),
+    *("--image-size", "32", "--num-classes", "10", "--batch-size-per-device", "2"),
+    *("--precision", "fp32", "--warmup-steps", "10", "--steps", "60"),
 )
 
 
@@ -263,12 +246,8 @@ PLANS: tuple[Plan, ...] = (
         profile_runs="all",
         allow_mismatch=True,
         options=(
-            "--batch-size-per-device",
-            "256",
-            "--profile-steps",
-            "3",
-            "--trace",
-            "{out}/traces/{run}.trace.json",
+            *("--batch-size-per-device", "256", "--profile-steps", "3"),
+            *("--trace", "{out}/traces/{run}.trace.json"),
         ),
         variants=(
             Variant("bf16", ("--precision", "bf16", "--channels-last")),
