@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
 
+import image_before
 from common.result import Result, load_interleaved, load_result
 from common.source import source_digest
 
@@ -336,23 +337,24 @@ def test_summary_is_printed_even_without_output(tmp_path):
 
 # --- workloads: the image workload as before, gpt and your own in every arm -------------------
 
-# tests/test_workload.py BEFORE, trained: a run of main at a763650 (before common/workloads)
-# ended with this digest and loss on this suite's CPU test machine (torch 2.14.1).
+# The image workload's run of before (main at a763650, before common/workloads), trained: its
+# loop written out in plain torch (tests/image_before.py) and computed here, on this CPU.
 BEFORE_RUN = [
-    *("--accelerator", "cpu", "--arch", "resnet18", "--image-size", "64", "--num-classes", "10"),
-    *("--lr", "0.01", "--batch-size-per-device", "4", "--warmup-steps", "1", "--steps", "2"),
+    *image_before.OPTIONS,
+    *("--batch-size-per-device", "4", "--warmup-steps", "1", "--steps", "2"),
 ]
-BEFORE_DIGEST = "3290a0642de2e5c58bc3cf3548767a7e92361ec84bf85d6128e4f0fa3de5c337"
-BEFORE_LOSS = 0.0681525245308876
 CUSTOM = "examples.custom_workload:workload"
 
 
 def test_an_image_run_ends_with_the_parameters_and_loss_of_before(tmp_path):
+    """A run of native (one rank, a process group and DDP) ends bit for bit where before's plain
+    loop ends on this machine: the workload's declaration changed no number."""
     out = tmp_path / "r.json"
     proc = run_module("native", [*BEFORE_RUN, "--output", str(out)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = load_result(out)
-    assert (result.parameter_digest, result.ranks[0].final_loss) == (BEFORE_DIGEST, BEFORE_LOSS)
+    expected = image_before.trained(samples=4, steps=1 + 2)
+    assert (result.parameter_digest, result.ranks[0].final_loss) == expected
     assert result.model == "torchvision.models.resnet18" and result.workload.name == "image"
     assert result.data == "synthetic CPU-resident 3x64x64 images with random labels"
     assert result.units_per_second == result.images_per_second_median  # an image is the unit
