@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Where a site caps or pins torch (CI here: torch==2.14.1 torchvision==0.29.1), say so here.
 TORCH_PACKAGES ?= torch torchvision
 
-.PHONY: setup demo test test-fast lint format schema lesson clean
+.PHONY: setup demo test test-fast test-exhaustive lint format schema lesson clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,11 @@ test: setup
 # Without the multi-process, Slurm and multi-node tests.
 test-fast: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow and not slurm and not multinode"
+
+# The tests `make test` cuts, in full: Monte Carlo at full repetitions, the architecture table
+# derived anew. Run it when stats/, compare/decomposition.py or torchvision change.
+test-exhaustive: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q --exhaustive -m exhaustive
 
 # Lint and format checks, as tests/test_style.py runs them (pyproject.toml: [tool.ruff]).
 lint: setup
