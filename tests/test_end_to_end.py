@@ -34,34 +34,37 @@ def run_to_result(module: str, out: Path, *extra: str, launcher: list[str] | Non
     return result
 
 
-@pytest.fixture(scope="module")
-def native_self(tmp_path_factory) -> Result:
-    return run_to_result("native", tmp_path_factory.mktemp("n") / "native.json")
+# The fresh self-launched run of each runner (and the Trainer's services), made once in the
+# session by the corpus (tests/conftest.py): tests/test_ablations.py reads Fabric's too.
+SELF = [*TINY, "--devices", "2"]
 
 
 @pytest.fixture(scope="module")
-def lightning_self(tmp_path_factory) -> Result:
+def native_self(corpus) -> Result:
+    return corpus.run("native", SELF, fresh=True).result
+
+
+@pytest.fixture(scope="module")
+def lightning_self(corpus) -> Result:
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    return run_to_result("lightning_impl", tmp_path_factory.mktemp("l") / "lightning.json")
+    return corpus.run("lightning_impl", SELF, fresh=True).result
 
 
 @pytest.fixture(scope="module")
-def fabric_self(tmp_path_factory) -> Result:
+def fabric_self(corpus) -> Result:
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    return run_to_result("lightning_impl.fabric", tmp_path_factory.mktemp("f") / "fabric.json")
+    return corpus.run("lightning_impl.fabric", SELF, fresh=True).result
 
 
 @pytest.fixture(scope="module")
-def services_run(tmp_path_factory) -> tuple[Result, Path]:
+def services_run(corpus) -> tuple[Result, Path]:
     """The Trainer with its services on; returns the result and its services folder."""
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    out = tmp_path_factory.mktemp("s") / "services.json"
-    return run_to_result("lightning_impl", out, "--no-barebones"), out.with_name(
-        "services.lightning"
-    )
+    run = corpus.run("lightning_impl", [*SELF, "--no-barebones"], fresh=True)
+    return run.result, run.folder / "result.lightning"
 
 
 def check_valid_two_rank_run(result: Result, implementation: str, launcher: str) -> None:
@@ -361,9 +364,9 @@ def test_an_image_run_ends_with_the_parameters_and_loss_of_before(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def gpt_runs(tmp_path_factory) -> dict[str, Result]:
-    """gpt (tiny) in every arm, 2 gloo ranks each."""
-    folder = tmp_path_factory.mktemp("gpt")
+def gpt_runs(corpus) -> dict[str, Result]:
+    """gpt (tiny) in every arm, 2 gloo ranks each, forked by the corpus (the fresh starts are
+    the image runs' above)."""
     arms = {"native": ("native",)}
     if lightning_installed():
         arms |= {
@@ -371,13 +374,10 @@ def gpt_runs(tmp_path_factory) -> dict[str, Result]:
             "lightning": ("lightning_impl",),
             "lightning-services": ("lightning_impl", "--no-barebones"),
         }
-    runs = {}
-    for arm, (module, *extra) in arms.items():
-        out = folder / f"{arm}.json"
-        proc = run_module(module, [*GPT_TINY, "--devices", "2", "--output", str(out), *extra])
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        runs[arm] = load_result(out)
-    return runs
+    return {
+        arm: corpus.run(module, [*GPT_TINY, "--devices", "2", *extra]).result
+        for arm, (module, *extra) in arms.items()
+    }
 
 
 def test_a_gpt_run_records_its_workload_tokens_and_no_mfu_on_cpu(gpt_runs):
