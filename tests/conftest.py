@@ -80,12 +80,11 @@ def run_module(
 
 
 def lightning_installed() -> bool:
-    """True when the optional Lightning extra is importable."""
-    try:
-        import lightning  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """True when the optional Lightning extra is installed: found, not imported (importing it
+    costs seconds, which every pytest process would pay before its first test)."""
+    import importlib.util
+
+    return importlib.util.find_spec("lightning") is not None
 
 
 needs_lightning = pytest.mark.skipif(
@@ -205,11 +204,12 @@ CORPUS_RUN_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class CorpusRun:
     """One run of the corpus: its result, its folder (result.json, run.log and the files its
-    options name there) and its log."""
+    options name there), its log (stdout and stderr) and its stderr (a forked run's: the log)."""
 
     result: object  # common.result.Result
     folder: Path
     log: str
+    stderr: str
 
 
 class Corpus:
@@ -239,20 +239,38 @@ class Corpus:
             self.server = server
         return self.server
 
-    def run(self, module: str, options: list[str], fresh: bool = False) -> CorpusRun:
+    def run(
+        self,
+        module: str,
+        options: list[str],
+        fresh: bool = False,
+        env: dict[str, str] | None = None,
+        launcher: list[str] | None = None,
+    ) -> CorpusRun:
         """The run of `module` with `options` ("{folder}" in one stands for the run's folder;
-        --output is the corpus's), made the first time it is asked for; it must succeed.
-        Forked, or with `fresh` started as `python -m module` (run_module): self-launched."""
-        key = (module, tuple(options), fresh)
+        --output is the corpus's) and clean_env(**env), made the first time it is asked for;
+        it must succeed. Forked, or with `fresh` started as `python -m module` (run_module,
+        under `launcher` if given): self-launched."""
+        assert fresh or launcher is None, "a forked run has no launcher"
+        env = env or {}
+        key = (module, tuple(options), fresh, tuple(sorted(env.items())), tuple(launcher or ()))
         if key not in self.runs:
             folder = self.folder / f"run{len(self.runs) + 1}"
-            self.runs[key] = self._make(module, options, folder, fresh)
+            self.runs[key] = self._make(module, options, folder, fresh, env, launcher)
         found = self.runs[key]
         if isinstance(found, str):
             pytest.fail(found, pytrace=False)
         return found
 
-    def _make(self, module: str, options: list[str], folder: Path, fresh: bool) -> CorpusRun | str:
+    def _make(
+        self,
+        module: str,
+        options: list[str],
+        folder: Path,
+        fresh: bool,
+        env: dict[str, str],
+        launcher: list[str] | None,
+    ) -> CorpusRun | str:
         from common.result import load_result
 
         folder.mkdir()
@@ -261,18 +279,21 @@ class Corpus:
         log = folder / "run.log"
         started = time.monotonic()
         if fresh:
-            proc = run_module(module, argv, timeout=CORPUS_RUN_TIMEOUT_S)
+            proc = run_module(
+                module, argv, CORPUS_RUN_TIMEOUT_S, env=clean_env(**env), launcher=launcher
+            )
             log.write_text(proc.stdout + proc.stderr)
-            status = proc.returncode
+            status, stderr = proc.returncode, proc.stderr
         else:
-            run = self._server().start(module, argv, clean_env(), log)
+            run = self._server().start(module, argv, clean_env(**env), log)
             status = run.wait(CORPUS_RUN_TIMEOUT_S)
+            stderr = log.read_text()
         text = log.read_text()
         if status != 0 or "Traceback" in text:  # every test that reads it fails with this
             return f"corpus run {module} {' '.join(argv)}: exit status {status}\n{text[-3000:]}"
         how = "fresh" if fresh else "forked"
         print(f"corpus: {module} {' '.join(options)} ({how}): {time.monotonic() - started:.1f} s")
-        return CorpusRun(load_result(folder / "result.json"), folder, text)
+        return CorpusRun(load_result(folder / "result.json"), folder, text, stderr)
 
     def close(self) -> None:
         if self.server is not None:

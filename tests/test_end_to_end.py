@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, clean_env, lightning_installed, needs_lightning, run_module
+from conftest import TINY, lightning_installed, needs_lightning, refusal, run_module
 
 import image_before
 from common.result import Result, load_interleaved, load_result
 from common.source import source_digest
 
 pytestmark = pytest.mark.slow
+# The main() of each program's `python -m` (refusals run it in this process)
+MAINS = {
+    "native": "native.launch",
+    "lightning_impl": "lightning_impl.trainer",
+    "lightning_impl.fabric": "lightning_impl.fabric",
+    "lightning_impl.interleaved": "lightning_impl.interleaved",
+}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 # The gpt workload's CPU configuration: the tiny preset, a few steps
 GPT_TINY = [
@@ -39,9 +47,12 @@ def run_to_result(module: str, out: Path, *extra: str, launcher: list[str] | Non
 SELF = [*TINY, "--devices", "2"]
 
 
+IMPORTTIME = [sys.executable, "-X", "importtime"]  # the parent's flag only: its imports
+
+
 @pytest.fixture(scope="module")
 def native_self(corpus) -> Result:
-    return corpus.run("native", SELF, fresh=True).result
+    return corpus.run("native", SELF, fresh=True, launcher=IMPORTTIME).result
 
 
 @pytest.fixture(scope="module")
@@ -165,14 +176,12 @@ def test_services_run_logs_every_step_and_checkpoints(services_run):
 @needs_lightning
 def test_services_refuse_an_existing_folder(tmp_path):
     (tmp_path / "r.lightning").mkdir()
-    proc = run_module(
-        "lightning_impl", [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")]
-    )
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (
+    main = importlib.import_module(MAINS["lightning_impl"]).main
+    line = refusal(main, [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")])
+    assert line == (
         f"lightning_impl: error: --no-barebones keeps the Trainer's logs and"
         f" checkpoints in {tmp_path / 'r.lightning'}, which already exists;"
-        " move it away or choose another --output"
+        " move it away or choose another --output\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.lightning"]
 
@@ -224,32 +233,22 @@ def imported(stderr: str) -> set[str]:
 
 
 @pytest.mark.parametrize("options", [TINY, GPT_TINY], ids=["image", "gpt"])
-def test_a_self_launched_native_parent_imports_no_torch(options, tmp_path):
+def test_a_self_launched_native_parent_imports_no_torch(options, corpus):
     """The launching process decides and starts the ranks without torch: one import per rank
-    (a built-in workload's declaration imports no torch; its model is imported in the ranks)."""
-    out = tmp_path / "r.json"
-    proc = run_module(
-        "native",
-        [*options, "--devices", "2", "--output", str(out)],
-        launcher=[sys.executable, "-X", "importtime"],
-    )  # the parent's flag only
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    names = imported(proc.stderr)
+    (a built-in workload's declaration imports no torch; its model is imported in the ranks).
+    The image run is native_self's."""
+    run = corpus.run("native", [*options, "--devices", "2"], fresh=True, launcher=IMPORTTIME)
+    names = imported(run.stderr)
     assert "native.launch" in names and "common.preflight" in names
     assert not names & {"torch", "torchvision", "numpy", "native.benchmark"}, names
-    assert load_result(out).world_size == 2
+    assert run.result.world_size == 2
 
 
-def test_one_device_runs_in_the_one_process(tmp_path):
-    out = tmp_path / "r.json"
-    proc = run_module(
-        "native",
-        [*TINY, "--devices", "1", "--output", str(out)],
-        launcher=[sys.executable, "-X", "importtime"],
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "native.benchmark" in imported(proc.stderr)  # trained here, not in a child
-    result = load_result(out)
+def test_one_device_runs_in_the_one_process(corpus):
+    """before's run (below) is one device: it trains in the process that was started."""
+    run = corpus.run("native", BEFORE_RUN, fresh=True, launcher=IMPORTTIME)
+    assert "native.benchmark" in imported(run.stderr)  # trained here, not in a child
+    result = run.result
     assert result.phase_seconds.launch is None and result.host_ms_per_step > 0
 
 
@@ -276,15 +275,13 @@ def test_check_validates_like_a_rank_and_launches_nothing(module, tmp_path):
     assert list(tmp_path.iterdir()) == []
     if module == "native":  # the others import their runner, which imports torch and Lightning
         assert "torch" not in imported(proc.stderr)
-    bad = run_module(
-        module, [*TINY, "--devices", "2", "--check"], env=clean_env(OMP_NUM_THREADS="many")
-    )
-    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
-    assert "OMP_NUM_THREADS='many' must be a whole number" in bad.stderr.strip().splitlines()[-1]
+    main = importlib.import_module(MAINS[module]).main
+    line = refusal(main, [*TINY, "--devices", "2", "--check"], OMP_NUM_THREADS="many")
+    assert "OMP_NUM_THREADS='many' must be a whole number" in line
 
 
 @needs_lightning
-def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
+def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(corpus):
     """The Trainer's per-step SIGTERM broadcast (2 gloo ranks) lies inside the timed steps on
     the main thread, so host_ms_per_step counts it. One broadcast costs ~0.1 ms of CPU here,
     below the run-to-run spread of a step's compute, so a test-only switch makes the loop
@@ -312,15 +309,9 @@ def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
         "2",
     ]
     host = {}
-    for times in (0, repeats):
-        out = tmp_path / f"b{times}.json"
-        proc = run_module(
-            "lightning_impl",
-            [*args, "--output", str(out)],
-            env=clean_env(DDPBENCH_SIGTERM_BROADCASTS=str(times)),
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        result = load_result(out)
+    for times in (0, repeats):  # forked by the corpus: the loop is the same, the start cheaper
+        run = corpus.run("lightning_impl", args, env={"DDPBENCH_SIGTERM_BROADCASTS": str(times)})
+        result = run.result
         assert result.lightning.per_step_sigterm_sync
         assert result.environment.diagnostics == {"DDPBENCH_SIGTERM_BROADCASTS": str(times)}
         host[times] = [r.host_ms_per_step for r in result.ranks]
@@ -349,13 +340,10 @@ BEFORE_RUN = [
 CUSTOM = "examples.custom_workload:workload"
 
 
-def test_an_image_run_ends_with_the_parameters_and_loss_of_before(tmp_path):
+def test_an_image_run_ends_with_the_parameters_and_loss_of_before(corpus):
     """A run of native (one rank, a process group and DDP) ends bit for bit where before's plain
     loop ends on this machine: the workload's declaration changed no number."""
-    out = tmp_path / "r.json"
-    proc = run_module("native", [*BEFORE_RUN, "--output", str(out)])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = load_result(out)
+    result = corpus.run("native", BEFORE_RUN, fresh=True, launcher=IMPORTTIME).result
     expected = image_before.trained(samples=4, steps=1 + 2)
     assert (result.parameter_digest, result.ranks[0].final_loss) == expected
     assert result.model == "torchvision.models.resnet18" and result.workload.name == "image"
@@ -411,12 +399,9 @@ def test_every_arm_is_bit_identical_to_native_on_cpu_for_gpt(gpt_runs):
         pytest.param("lightning_impl", ("--no-barebones",), marks=needs_lightning),
     ],
 )
-def test_your_own_workload_runs_in_every_arm(module, extra, tmp_path):
-    out = tmp_path / "r.json"
+def test_your_own_workload_runs_in_every_arm(module, extra, corpus):
     args = ["--accelerator", "cpu", "--workload", CUSTOM, "--mlp-width", "16", "--steps", "2"]
-    proc = run_module(module, [*args, *extra, "--warmup-steps", "1", "--output", str(out)])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = load_result(out)
+    result = corpus.run(module, [*args, *extra, "--warmup-steps", "1"]).result  # forked
     assert result.workload.name == CUSTOM and result.workload.unit == "samples"
     assert result.model.startswith("MLP 64-16-16-10") and result.config["mlp_width"] == 16
 
@@ -451,20 +436,9 @@ def test_your_own_workload_and_gpt_run_in_the_interleaved_mode(tmp_path):
 )
 def test_a_missing_workload_is_refused_in_one_line_by_every_arm(module, extra, tmp_path):
     out = tmp_path / "r.json"
-    proc = run_module(
-        module,
-        [
-            "--accelerator",
-            "cpu",
-            "--workload",
-            "examples.nope:workload",
-            *extra,
-            "--output",
-            str(out),
-        ],
-    )
-    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
-    assert proc.stderr == (
+    argv = ["--accelerator", "cpu", "--workload", "examples.nope:workload", *extra]
+    line = refusal(importlib.import_module(MAINS[module]).main, [*argv, "--output", str(out)])
+    assert line == (
         f"{module}: error: --workload examples.nope:workload: no module 'examples.nope' can be"
         " imported from here; run from the folder that holds it or add it to PYTHONPATH\n"
     )
