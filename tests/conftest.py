@@ -165,13 +165,29 @@ def _no_process(*args: object, **kwargs: object) -> None:
     raise AssertionError("a refused command line started a process")
 
 
-def refusal(main: Callable[[list[str]], int | None], argv: list[str], **env: str) -> str:
-    """`main(argv)` of a program, in this process, under clean_env(**env), refused: exit status
-    2, one line on stderr, nothing on stdout, no process started (subprocess.Popen and os.fork
-    fail here); the line. The cheap form of a subprocess's refusal: each program keeps one
-    subprocess test of its own for what only a process shows (nothing imported, the real
-    streams). A launcher's variables are followed without asking the kernel to signal pytest."""
+# The function each `python -m PROGRAM` runs, for refusal()
+MAINS = {
+    "native": "native.launch",
+    "lightning_impl": "lightning_impl.trainer",
+    "lightning_impl.fabric": "lightning_impl.fabric",
+    "lightning_impl.interleaved": "lightning_impl.interleaved",
+    "experiment": "experiment.cli",
+    "compare": "compare.cli",
+}
+
+
+def refusal(program: str | Callable[[list[str]], int | None], argv: list[str], **env: str) -> str:
+    """`python -m PROGRAM ARGV` (a key of MAINS; or a main function) run as its main(argv) in
+    this process, under clean_env(**env), refused: exit status 2, one line on stderr, nothing
+    on stdout, no process started (subprocess.Popen and os.fork fail here); the line. The cheap
+    form of a subprocess's refusal: each program keeps one subprocess test of its own for what
+    only a process shows (nothing imported, the real streams). A launcher's variables are
+    followed without asking the kernel to signal pytest."""
+    import importlib
+
     from common import lifetime
+
+    main = importlib.import_module(MAINS[program]).main if isinstance(program, str) else program
 
     out, err = io.StringIO(), io.StringIO()
     given = clean_env(**env)

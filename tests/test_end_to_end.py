@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib
 import re
 import sys
 from pathlib import Path
@@ -16,13 +15,6 @@ from common.result import Result, load_interleaved, load_result
 from common.source import source_digest
 
 pytestmark = pytest.mark.slow
-# The main() of each program's `python -m` (refusals run it in this process)
-MAINS = {
-    "native": "native.launch",
-    "lightning_impl": "lightning_impl.trainer",
-    "lightning_impl.fabric": "lightning_impl.fabric",
-    "lightning_impl.interleaved": "lightning_impl.interleaved",
-}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 # The gpt workload's CPU configuration: the tiny preset, a few steps
 GPT_TINY = [
@@ -176,8 +168,9 @@ def test_services_run_logs_every_step_and_checkpoints(services_run):
 @needs_lightning
 def test_services_refuse_an_existing_folder(tmp_path):
     (tmp_path / "r.lightning").mkdir()
-    main = importlib.import_module(MAINS["lightning_impl"]).main
-    line = refusal(main, [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")])
+    line = refusal(
+        "lightning_impl", [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")]
+    )
     assert line == (
         f"lightning_impl: error: --no-barebones keeps the Trainer's logs and"
         f" checkpoints in {tmp_path / 'r.lightning'}, which already exists;"
@@ -275,8 +268,7 @@ def test_check_validates_like_a_rank_and_launches_nothing(module, tmp_path):
     assert list(tmp_path.iterdir()) == []
     if module == "native":  # the others import their runner, which imports torch and Lightning
         assert "torch" not in imported(proc.stderr)
-    main = importlib.import_module(MAINS[module]).main
-    line = refusal(main, [*TINY, "--devices", "2", "--check"], OMP_NUM_THREADS="many")
+    line = refusal(module, [*TINY, "--devices", "2", "--check"], OMP_NUM_THREADS="many")
     assert "OMP_NUM_THREADS='many' must be a whole number" in line
 
 
@@ -437,7 +429,7 @@ def test_your_own_workload_and_gpt_run_in_the_interleaved_mode(tmp_path):
 def test_a_missing_workload_is_refused_in_one_line_by_every_arm(module, extra, tmp_path):
     out = tmp_path / "r.json"
     argv = ["--accelerator", "cpu", "--workload", "examples.nope:workload", *extra]
-    line = refusal(importlib.import_module(MAINS[module]).main, [*argv, "--output", str(out)])
+    line = refusal(module, [*argv, "--output", str(out)])
     assert line == (
         f"{module}: error: --workload examples.nope:workload: no module 'examples.nope' can be"
         " imported from here; run from the folder that holds it or add it to PYTHONPATH\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
-import importlib
 import io
 import json
 import math
@@ -308,12 +307,6 @@ SLURM_ONE_TASK = {
 }
 
 
-# The main() of each runner's `python -m` (refusal: in this process, no process may start)
-MAINS = {
-    "native": "native.launch",
-    "lightning_impl": "lightning_impl.trainer",
-    "lightning_impl.fabric": "lightning_impl.fabric",
-}
 TORCHRUN_RANK = {
     "TORCHELASTIC_RUN_ID": "x",
     "RANK": "1",
@@ -366,8 +359,7 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
                 f"MASTER_PORT={port} is already in use on this host",
             ),
         }[case]
-        main = importlib.import_module(MAINS[module]).main
-        line = refusal(main, [*args, "--output", str(out)], **env)
+        line = refusal(module, [*args, "--output", str(out)], **env)
     assert line.startswith(f"{module}: error: ") and message in line, line
     assert list(tmp_path.iterdir()) == []
 
