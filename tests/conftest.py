@@ -190,21 +190,23 @@ def refusal(program: str | Callable[[list[str]], int | None], argv: list[str], *
     main = importlib.import_module(MAINS[program]).main if isinstance(program, str) else program
 
     out, err = io.StringIO(), io.StringIO()
-    given = clean_env(**env)
-    with pytest.MonkeyPatch.context() as mp:
-        for name in list(os.environ):
-            mp.delenv(name)
-        for name, value in given.items():
-            mp.setenv(name, value)
-        mp.setattr(subprocess, "Popen", _no_process)
-        mp.setattr(os, "fork", _no_process)
-        mp.setattr(lifetime, "_parent_death_signal", lambda signum: True)
-        mp.setattr(lifetime, "_gone", _no_process)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as stop:
-                code = stop.code
+    given, saved = clean_env(**env), dict(os.environ)
+    os.environ.clear()
+    os.environ.update(given)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(subprocess, "Popen", _no_process)
+            mp.setattr(os, "fork", _no_process)
+            mp.setattr(lifetime, "_parent_death_signal", lambda signum: True)
+            mp.setattr(lifetime, "_gone", _no_process)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as stop:
+                    code = stop.code
+    finally:  # exactly as it was: a program sets variables for its ranks (os.environ[...])
+        os.environ.clear()
+        os.environ.update(saved)
     assert code == 2, (code, out.getvalue(), err.getvalue())
     assert out.getvalue() == "", out.getvalue()
     assert err.getvalue().count("\n") == 1 and err.getvalue().endswith("\n"), err.getvalue()
@@ -220,11 +222,13 @@ CORPUS_RUN_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class CorpusRun:
     """One run of the corpus: its result, its folder (result.json, run.log and the files its
-    options name there), its log (stdout and stderr) and its stderr (a forked run's: the log)."""
+    options name there), its log (stdout and stderr), its stdout and its stderr (a forked
+    run's: both are the log)."""
 
-    result: object  # common.result.Result
+    result: object  # common.result.Result (InterleavedResult for the interleaved mode)
     folder: Path
     log: str
+    stdout: str
     stderr: str
 
 
@@ -247,7 +251,7 @@ class Corpus:
         if self.server is None:
             modules = ["native"]
             if lightning_installed():
-                modules += ["lightning_impl", "lightning_impl.fabric"]
+                modules += ["lightning_impl", "lightning_impl.fabric", "lightning_impl.interleaved"]
             server = launch.ForkServer(
                 sys.executable, clean_env(), modules, self.folder / "server.log"
             )
@@ -287,7 +291,7 @@ class Corpus:
         env: dict[str, str],
         launcher: list[str] | None,
     ) -> CorpusRun | str:
-        from common.result import load_result
+        from common.result import load_interleaved, load_result
 
         folder.mkdir()
         argv = [o.replace("{folder}", str(folder)) for o in options]
@@ -299,17 +303,18 @@ class Corpus:
                 module, argv, CORPUS_RUN_TIMEOUT_S, env=clean_env(**env), launcher=launcher
             )
             log.write_text(proc.stdout + proc.stderr)
-            status, stderr = proc.returncode, proc.stderr
+            status, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         else:
             run = self._server().start(module, argv, clean_env(**env), log)
             status = run.wait(CORPUS_RUN_TIMEOUT_S)
-            stderr = log.read_text()
+            stdout = stderr = log.read_text()
         text = log.read_text()
         if status != 0 or "Traceback" in text:  # every test that reads it fails with this
             return f"corpus run {module} {' '.join(argv)}: exit status {status}\n{text[-3000:]}"
         how = "fresh" if fresh else "forked"
         print(f"corpus: {module} {' '.join(options)} ({how}): {time.monotonic() - started:.1f} s")
-        return CorpusRun(load_result(folder / "result.json"), folder, text, stderr)
+        load = load_interleaved if module == "lightning_impl.interleaved" else load_result
+        return CorpusRun(load(folder / "result.json"), folder, text, stdout, stderr)
 
     def close(self) -> None:
         if self.server is not None:

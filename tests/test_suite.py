@@ -101,6 +101,7 @@ def test_an_in_process_refusal_starts_no_process_and_leaves_the_environment():
 
     def refuses(argv: list[str]) -> int:
         assert os.environ["MY_VARIABLE"] == "x" and "SLURM_JOB_ID" not in os.environ
+        os.environ["SET_FOR_THE_RANKS"] = "1"  # as a runner does before it fails: not kept
         print(f"prog: error: {argv[0]} is wrong", file=sys.stderr)
         raise SystemExit(2)
 
