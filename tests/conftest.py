@@ -311,8 +311,9 @@ class Corpus:
         text = log.read_text()
         if status != 0 or "Traceback" in text:  # every test that reads it fails with this
             return f"corpus run {module} {' '.join(argv)}: exit status {status}\n{text[-3000:]}"
-        how = "fresh" if fresh else "forked"
-        print(f"corpus: {module} {' '.join(options)} ({how}): {time.monotonic() - started:.1f} s")
+        with (self.folder / "runs.txt").open("a") as runs:  # what the session made, and how long
+            how = "fresh" if fresh else "forked"
+            runs.write(f"{time.monotonic() - started:6.1f} s  {how}  {module} {' '.join(argv)}\n")
         load = load_interleaved if module == "lightning_impl.interleaved" else load_result
         return CorpusRun(load(folder / "result.json"), folder, text, stdout, stderr)
 
