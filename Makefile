@@ -20,9 +20,14 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	PY=$(PY) tools/demo.sh
 
+# Two pytest workers (pytest-xdist): many tests wait on processes, so two keep both cores of a
+# small machine busy; tests/conftest.py keeps the tests that share a run or the Slurm cluster on
+# one worker. `make test PARALLEL=` runs them in one process.
+PARALLEL ?= -n 2 --dist loadgroup
+
 # Everything: unit, CPU end-to-end (2 gloo ranks), failure injection, real local Slurm (as root).
 test: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PARALLEL)
 
 # Without the multi-process, Slurm and multi-node tests.
 test-fast: setup

@@ -158,6 +158,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 _SETUP_SECONDS = pytest.StashKey[float]()
 
 
+# --- parallel runs (pytest-xdist, make test: -n 2 --dist loadgroup) ---------------------------
+
+# A file's tests run on one worker (its module fixtures are made once); these files share one
+# worker: the corpus's fresh runs, and the local Slurm (one cluster configuration at a time).
+XDIST_GROUPS = {
+    "test_end_to_end.py": "corpus",
+    "test_ablations.py": "corpus",
+    "test_interleaved.py": "corpus",
+    "test_slurm.py": "slurm",
+    "test_multinode.py": "slurm",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            name = item.path.name
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(name, name)))
+
+
 # --- refusals in this process --------------------------------------------------------------
 
 
