@@ -124,6 +124,9 @@ def repetitions(full: int, quick: int) -> int:
     return full if _EXHAUSTIVE else quick
 
 
+_SETUP_SECONDS = pytest.StashKey[float]()  # a test's setup time, until its call is reported
+
+
 def _time_limit() -> float:
     """SLOW_SECONDS, stretched by how far the machine was overloaded while the test ran: its
     1-minute load average over the CPUs this process may use, where that exceeds 1 (then each
@@ -153,9 +156,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 " mark it @pytest.mark.slow (make test-fast leaves it out) or make it faster"
             )
     return report
-
-
-_SETUP_SECONDS = pytest.StashKey[float]()
 
 
 # --- parallel runs (pytest-xdist, make test: -n 2 --dist loadgroup) ---------------------------
