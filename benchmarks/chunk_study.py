@@ -32,7 +32,7 @@ import random
 import sys
 from dataclasses import asdict, dataclass
 
-from common import config, preflight, workload
+from common import config, option_fields, preflight, training
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
 from common.output import output_path_problem, write_text
 from compare.interleaved import pair_values
@@ -58,26 +58,26 @@ def _pairings(text: str) -> tuple[str, ...]:
     return values
 
 
-STUDY = config.Group("chunk study", "what the study sweeps and how long it spends on each")
+STUDY = option_fields.Group("chunk study", "what the study sweeps and how long it spends on each")
 
 
 @dataclass(frozen=True)
 class StudyOptions:
     """What the study sweeps and how long it spends on each configuration."""
 
-    chunk_sizes: tuple[int, ...] = config.option(
+    chunk_sizes: tuple[int, ...] = option_fields.option(
         (1, 2, 5, 10, 20), STUDY, "chunk sizes K to measure", metavar="K,K,...", parse=_ints
     )
-    pairings: tuple[str, ...] = config.option(
+    pairings: tuple[str, ...] = option_fields.option(
         ("AB", "ABBA"), STUDY, "pairings to measure", metavar="AB,ABBA", parse=_pairings
     )
-    seconds_per_config: float = config.option(
+    seconds_per_config: float = option_fields.option(
         11.0, STUDY, "seconds of chunks per configuration, over all rounds", at_least="positive"
     )
-    rounds: int = config.option(
+    rounds: int = option_fields.option(
         2, STUDY, "rounds, each over every configuration", at_least="positive", at_most=100
     )
-    budget_seconds: float = config.option(
+    budget_seconds: float = option_fields.option(
         300.0, STUDY, "the estimate's time the half-width is implied for", at_least="positive"
     )
 
@@ -100,16 +100,16 @@ class Row:
 def parse(argv: list[str]) -> tuple[config.BenchConfig, StudyOptions]:
     """The runners' options plus the study's; exits 2 with one line naming the option."""
     p = OneLineParser(prog=PROG, add_help=False, allow_abbrev=False)
-    config.add_options(p, StudyOptions)
+    option_fields.add_options(p, StudyOptions)
     known, rest = p.parse_known_args(argv)
     if "-h" in rest or "--help" in rest:
         full = config.build_parser(PROG)
-        config.add_options(full, StudyOptions)
+        option_fields.add_options(full, StudyOptions)
         full.parse_args(["--help"])
     cfg = config.parse(rest, PROG)
-    options = config.from_args(StudyOptions, known)
+    options = option_fields.from_args(StudyOptions, known)
     with exit_on_usage_error(PROG, cfg.verbose):
-        config.check_bounds(options)
+        option_fields.check_bounds(options)
         if any(not 1 <= k <= 10_000 for k in options.chunk_sizes):
             raise UsageError("--chunk-sizes must be whole numbers from 1 to 10000")
         if cfg.output is None:
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_usage_error(PROG, cfg.verbose):
         il.check_lightning(il.LIGHTNING)
         plan = preflight.check(cfg)
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         il.workarounds.quiet_lightning(cfg.verbose)
         fabric = il.ddp_setup(cfg, plan.launch, plan.precision)
     import torch.distributed as dist
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
         precision.apply_backend_flags(plan.precision, cfg.cudnn_benchmark)
         device, rank = fabric.device, fabric.global_rank
-        batch = workload.make_batch(cfg, cfg.per_device_batch(fabric.world_size), rank, device)
+        batch = training.make_batch(cfg, cfg.per_device_batch(fabric.world_size), rank, device)
         loops = [
             il.build_loop(name, name, cfg, fabric, plan.precision, batch)
             for name in ("native", "fabric")

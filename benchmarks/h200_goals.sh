@@ -24,9 +24,19 @@
 #   ablation-tests     the GPU-marked tests of the one-GPU ablations (tests/test_gpu.py)
 #   gpt                the gpt workload (GPT-2 small, bf16, 8 sequences): native, Fabric, the
 #                      Trainer by Stein's rule to +-0.5 pp within 5 minutes (plan gpt)
-#   responsibilities-gpt, responsibilities-image
+#   gpt-compiled       the same, every arm compiled (torch.compile before the DDP wrapper, one
+#                      compile cache for the experiment)
+#   image-compiled     GPU-bound ResNet-50, native, Fabric, the Trainer compiled, to +-0.5 pp
+#                      within 5 minutes (plan arms, variant gpu-bound-compiled)
+#   gpt-eager-native   three eager native gpt runs (fresh processes), for compiled tokens/s
+#                      against eager on the same machine
+#   responsibilities-gpt, responsibilities-image, responsibilities-gpt-compiled
 #                      one variant of the responsibilities plan (native, Fabric, the Trainer,
-#                      its services, Fabric's ablations), up to 5 blocks within 6 minutes
+#                      its services, Fabric's ablations), up to REPEATS blocks (default 10)
+#                      within 8.5 minutes
+#   trainer-jumps      GPT-2 small, 200 timed steps a run: native, Fabric, the Trainer and the
+#                      Trainer on the current stream, 3 blocks, for steps that jump mid-run
+#                      (each run's allocator round trips, context switches and clocks say why)
 # Each step is bounded (its own budget flags, then `timeout`); a step that fails is logged and
 # the next one runs. With OUT set (the device tool), the folders this call wrote and the step log
 # are packed into $OUT/h200.tgz after every step, so what finished comes back even if the call
@@ -99,12 +109,26 @@ for s in "$@"; do
       --junit-xml "$d/test-gpu-gpt-$day.xml" ;;
     ablation-tests) step "$s" 150 "$PY" -m pytest -q -m gpu tests/test_gpu.py -k ablations \
       --junit-xml "$d/test-gpu-ablations-$day.xml" ;;
-    gpt) step "$s" 330 "$PY" -m experiment --plan gpt --variant gpu-bound \
-      --target-half-width 0.5 --budget-minutes 5 --settle-minutes 1 \
-      --out "$d/gpt-$day" -- --devices 1 ;;
-    responsibilities-gpt | responsibilities-image) step "$s" 420 "$PY" -m experiment \
-      --plan responsibilities --variant "${s#responsibilities-}" --repeats 5 --settle-minutes 0 \
-      --budget-minutes 6 --out "$d/$s-$day" -- --devices 1 ;;
+    gpt | gpt-compiled) step "$s" 330 "$PY" -m experiment --plan gpt \
+      --variant "gpu-bound${s#gpt}" --target-half-width 0.5 --budget-minutes 5 \
+      --settle-minutes 1 --out "$d/$s-$day" -- --devices 1 ;;
+    image-compiled) step "$s" 330 "$PY" -m experiment --plan arms --variant gpu-bound-compiled \
+      --target-half-width 0.5 --budget-minutes 5 --settle-minutes 1 --out "$d/$s-$day" \
+      -- --devices 1 ;;
+    gpt-eager-native) mkdir -p "$d/$s-$day"
+      for k in 1 2 3; do
+        step "$s" 90 "$PY" -m native --devices 1 --workload gpt --precision bf16 \
+          --batch-size-per-device 8 --warmup-steps 20 --steps 60 \
+          --output "$d/$s-$day/native-r$k.json"
+      done ;;
+    responsibilities-gpt | responsibilities-image | responsibilities-gpt-compiled)
+      step "$s" 540 "$PY" -m experiment --plan responsibilities \
+      --variant "${s#responsibilities-}" --repeats "${REPEATS:-10}" --settle-minutes 0 \
+      --budget-minutes 8.5 --out "$d/$s-$day" -- --devices 1 ;;
+    trainer-jumps) step "$s" 200 "$PY" -m experiment \
+      --arms native,fabric,lightning,lightning-current-stream --repeats 3 --settle-minutes 0 \
+      --budget-minutes 3 --out "$d/$s-$day" -- --devices 1 --workload gpt --precision bf16 \
+      --batch-size-per-device 8 --warmup-steps 15 --steps 200 ;;
     *) echo "h200_goals: no step '$s' (see the list at the top of $0)" >&2; exit 2 ;;
   esac
 done

@@ -10,14 +10,16 @@ compare (its order of arms, the comparisons it states, "Where the cost comes fro
 lesson page all read this table: adding an arm is one row. An ablation arm is one runner with
 one change that hands one responsibility back to native's way ("removes": its parent does it
 Lightning's way) or across to native ("adds": native does it Lightning's way), keeping the
-numerics exact. No torch, no Lightning: compare reads it on any laptop.
+numerics exact: one row here and one `Hooks` class, the change, where its runner lives
+(native's in common/training.py, Lightning's in lightning_impl/ablations.py). No torch, no
+Lightning: compare reads it on any laptop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from common.errors import UsageError
 
@@ -154,6 +156,59 @@ ARMS = {arm.name: arm for arm in TABLE}
 MAIN = tuple(arm.name for arm in TABLE if not arm.ablation)  # `--arms all`
 # --ablation's values: each names one change of one runner
 ABLATIONS = {str(value): arm for arm in TABLE for name, value in arm.settings if name == "ablation"}
+
+
+class Hooks:
+    """What an arm changes in its runner, at the points where the runners call it. This base
+    changes nothing: a runner as it is, or an arm made by an option every runner reads
+    (--no-barebones, --ddp-stream). Each --ablation's arm is a subclass naming it (`arm`), one
+    per row, registered in HOOKS when its module is imported (a second, or an unknown name, is
+    refused); its runner calls `hooks(cfg.ablation)`."""
+
+    arm: ClassVar[str] = ""  # the row of TABLE whose --ablation this is
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        row = ARMS.get(cls.arm)
+        if row is None or dict(row.settings).get("ablation") is None:
+            raise TypeError(f"{cls.__name__}.arm {cls.arm!r} is no --ablation row of the table")
+        if cls.arm in HOOKS:
+            raise TypeError(f"{cls.__name__}: the arm {cls.arm} has hooks already")
+        HOOKS[cls.arm] = cls()
+
+    def workload(self, wl: Any) -> Any:
+        """The workload the runner trains (common.training.declared): `wl` as declared."""
+        return wl
+
+    def precision(self, plugin: dict[str, object]) -> dict[str, object]:
+        """Fabric's precision keyword arguments: `plugin`, Lightning's for the precision."""
+        return plugin
+
+    def starts_ranks(self) -> bool:
+        """True: native's launcher starts the ranks of a plain start of several."""
+        return False
+
+    def before_launch(self, cfg: Any, launch: Any, fabric: Any, prec: Any) -> None:
+        """What changes on this run's Fabric before fabric.launch(): nothing."""
+
+    def sigterm_broadcasts(self) -> int | None:
+        """The Trainer loop's SIGTERM broadcasts a step (None: as Lightning makes them)."""
+        return None
+
+
+# --ablation's arm name -> its hooks (registered by each subclass of Hooks)
+HOOKS: dict[str, Hooks] = {}
+NO_CHANGE = Hooks()
+
+
+def hooks(ablation: str | None) -> Hooks:
+    """The hooks of --ablation's arm (None: NO_CHANGE); the runner's module registered them."""
+    if ablation is None:
+        return NO_CHANGE
+    arm = ABLATIONS[ablation].name  # the parser allows only these
+    if arm not in HOOKS:
+        raise RuntimeError(f"no hooks for the arm {arm}: import {ABLATIONS[ablation].module}")
+    return HOOKS[arm]
 
 
 def effective(runner: str, values: Mapping[str, object]) -> dict[str, object]:

@@ -27,7 +27,7 @@ MAX_SECONDS = 1e7  # about 16 weeks: no run, phase, window or wait lasts longer
 MAX_GIB = 2.0**20  # a PiB of memory on one device
 MAX_MHZ = 1e5  # a clock 30 times today's fastest
 MAX_GPU_WATTS = 1e4  # one GPU: ten times the hungriest accelerator's rated power
-MIN_JOULES = 1e-9  # below a nanojoule is no GPU's energy for timed work, per step or image
+MIN_JOULES = 1e-9  # below a nanojoule is no GPU's energy for timed work, per step, sample or unit
 MAX_JOULES = MAX_GPU_WATTS * MAX_SECONDS
 GPU_TEMPERATURE_C = (-40.0, 150.0)  # a die reads within this; GPUs shut down near 100 C
 MAX_INTEGER = 2**63  # no 64-bit counter holds more
@@ -39,7 +39,7 @@ UNITS: tuple[tuple[str, float, float, float, str], ...] = (
     (r"_minutes$", 0.0, MAX_SECONDS / 60, 0.0, "min"),
     (r"^std$", 0.0, MAX_STEP_MS, 0.0, "ms"),  # step times' spread: rounding makes it tiny
     (r"(_ms|_ms_per_step|^milliseconds_per_step)$", 0.0, MAX_STEP_MS, MIN_STEP_MS, "ms"),
-    (r"(^|_)joules(_per_step|_per_image)?$", 0.0, MAX_JOULES, MIN_JOULES, "J"),
+    (r"(^|_)joules(_per_step|_per_sample|_per_unit)?$", 0.0, MAX_JOULES, MIN_JOULES, "J"),
     (r"_gib$", 0.0, MAX_GIB, 0.0, "GiB"),
     (r"_mhz_(min|median)$", 0.0, MAX_MHZ, 0.0, "MHz"),
     (r"temperature_c_(start|end)$", *GPU_TEMPERATURE_C, 0.0, "C"),

@@ -11,28 +11,10 @@ a dataclass of its own: the parser has every built-in workload's (and a MODULE:N
 workload's, once named), `cfg.workload_options` holds those of the one chosen, checked by its
 declaration, and an option of another workload is refused (it would change nothing).
 
-Each option is a field of `BenchConfig`, declared once with `option(...)`: its default, its
-argument group, its help, and what `validate` checks of its value. The parser, the bounds
-checks and `DIAGNOSTIC_OPTIONS` are all read from those fields. The same conventions serve
-any frozen dataclass of options (another command's options, e.g. a mode's own settings):
-
-    @dataclass(frozen=True)
-    class ChunkOptions:
-        chunk_steps: int = option(10, CHUNKS, "timed steps per chunk", metavar="N",
-                                  at_least="positive", at_most=MAX_COUNT)
-
-    add_options(parser, ChunkOptions)          # one argparse group per `Group`, in field order
-    opts = from_args(ChunkOptions, namespace)  # the dataclass from the parsed namespace
-    check_bounds(opts)                         # UsageError naming the flag, as validate does
-
-- `Group(title, description, exclusive=True)`: the group's options exclude each other.
-- The flag is the field's name with dashes; the type comes from the annotation (`int`,
-  `float`, `str`, `Path`, optional or not); a `bool` is `--x/--no-x`, or with `switch=True`
-  a plain `--x` that is off by default. `parse=` gives argparse another converter.
-- A field whose default is None says its own default in its help ("(default: none)");
-  every other help gets argparse's "(default: ...)".
-- `at_least` ("positive" or "not negative") and `at_most` bound a number; floats must be
-  finite. Checks across fields stay in code (`validate`).
+Each option is a field of `BenchConfig`, declared once with `option(...)`
+(common/option_fields.py: its default, its argument group, its help, and the bounds
+`validate` checks of its value). The parser, the bounds checks and `DIAGNOSTIC_OPTIONS` are
+all read from those fields.
 """
 
 from __future__ import annotations
@@ -42,148 +24,40 @@ import dataclasses
 import math
 import sys
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from common import arms, workloads
 from common.errors import OneLineParser, UsageError
+from common.option_fields import (
+    MAX_COUNT,
+    OPTION,
+    Group,
+    Option,
+    add_options,
+    check_bounds,
+    flag,
+    from_args,
+    option,
+    option_fields,
+    value_type,
+)
 from common.output import output_path_problem
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ACCELERATORS = ("gpu", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 SGD_IMPL_CHOICES = ("auto", "foreach", "fused", "for-loop")
-DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.workload.ddp_stream)
+DDP_STREAMS = ("auto", "current", "side")  # auto = the runner's own (common.training.ddp_stream)
 MAX_HOST_DELAY_US = 10_000_000  # 10 s a step is already far beyond any framework's host work
 DEFAULT_BATCH_SIZE_PER_DEVICE = 32
 
-# Largest value of a count or size option: beyond it torch's C++ sizes overflow (and no run
-# could finish); a mistake caught here instead of a traceback in every rank.
-MAX_COUNT = 2**31 - 1
 # --seed + global rank seeds torch's generators, which take values below 2**64.
 SEED_LIMIT = 2**64
 # The process-group timeout: at least a second (c10d counts milliseconds; less can never
 # complete a rendezvous) and at most a week (a collective that waits longer is a hang).
 TIMEOUT_RANGE = (1.0, 7 * 24 * 3600.0)
-
-# --- options declared on a dataclass's fields (the module docstring shows how) ---------------
-
-OPTION = "option"  # the key of a field's metadata that holds its `Option`
-Bound = Literal["positive", "not negative"]
-
-
-@dataclass(frozen=True)
-class Group:
-    """An argument group of the help: title, a paragraph under it, and whether its options
-    exclude each other (argparse's mutually exclusive group: at most one may be given).
-    Without a title, the options join the parser's own section, under --help."""
-
-    title: str | None
-    description: str | None = None
-    exclusive: bool = False
-
-
-@dataclass(frozen=True)
-class Option:
-    """How one dataclass field is an option: what `option()` was given."""
-
-    group: Group
-    help: str
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    parse: Callable[[str], Any] | None = None
-    switch: bool = False
-    at_least: Bound | None = None
-    at_most: float | None = None
-
-
-def option(
-    default: Any,
-    group: Group,
-    help: str,
-    *,
-    metavar: str | None = None,
-    choices: tuple[str, ...] | None = None,
-    parse: Callable[[str], Any] | None = None,
-    switch: bool = False,
-    at_least: Bound | None = None,
-    at_most: float | None = None,
-) -> Any:
-    """A dataclass field that is also a command-line option (see the module docstring)."""
-    spec = Option(group, help, metavar, choices, parse, switch, at_least, at_most)
-    return dataclasses.field(default=default, metadata={OPTION: spec})
-
-
-def flag(name: str) -> str:
-    """The option of a field: `--` and the name with dashes."""
-    return "--" + name.replace("_", "-")
-
-
-def option_fields(cls: type) -> list[tuple[dataclasses.Field, Option]]:
-    """The fields of `cls` declared with `option()`, in declaration order."""
-    return [(f, f.metadata[OPTION]) for f in dataclasses.fields(cls) if OPTION in f.metadata]
-
-
-def _value_type(hint: Any) -> type:
-    """A field's annotation without its `| None`."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if args else hint
-
-
-def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add every `option()` field of `cls` to `parser`, one argument group per `Group`, the
-    groups and their options in the order of the fields."""
-    groups: dict[Group, Any] = {}
-    hints = typing.get_type_hints(cls)
-    for field, spec in option_fields(cls):
-        if spec.group not in groups:
-            group = (
-                parser  # no title: the parser's own section
-                if spec.group.title is None
-                else parser.add_argument_group(spec.group.title, spec.group.description)
-            )
-            groups[spec.group] = (
-                group.add_mutually_exclusive_group() if spec.group.exclusive else group
-            )
-        kind = _value_type(hints[field.name])
-        # "%(default).0s" prints nothing: it only stops argparse adding "(default: None)"
-        text = spec.help + ("%(default).0s" if field.default is None else "")
-        kwargs: dict[str, Any] = {"default": field.default, "help": text}
-        if kind is bool:
-            kwargs["action"] = "store_true" if spec.switch else argparse.BooleanOptionalAction
-        else:
-            if spec.parse is not None or kind is not str:
-                kwargs["type"] = spec.parse or kind
-            if spec.choices is not None:
-                kwargs["choices"] = spec.choices
-            if spec.metavar is not None:
-                kwargs["metavar"] = spec.metavar
-        groups[spec.group].add_argument(flag(field.name), **kwargs)
-
-
-def from_args(cls: type, namespace: argparse.Namespace, **values: Any) -> Any:
-    """An instance of `cls` from a namespace `add_options(..., cls)` parsed; `values` win."""
-    given = {f.name: getattr(namespace, f.name) for f, _ in option_fields(cls)}
-    return cls(**{**given, **values})
-
-
-def check_bounds(obj: Any) -> None:
-    """UsageError for the first option of `obj` (in field order) outside its bounds: a float
-    that is not finite, a value above `at_most`, or one below `at_least`."""
-    for field, spec in option_fields(type(obj)):
-        value = getattr(obj, field.name)
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        name = flag(field.name)
-        _finite(name, value)
-        if spec.at_most is not None:
-            _at_most(name, value, spec.at_most)
-        if spec.at_least == "positive":
-            _positive(name, value)
-        elif spec.at_least == "not negative":
-            _not_negative(name, value)
 
 
 def _microseconds(text: str) -> int:
@@ -454,13 +328,10 @@ class BenchConfig:
         return self.per_device_batch(world) * world
 
     def as_dict(self) -> dict[str, object]:
-        """Plain JSON-ready dict of every option, the workload's beside the others (paths as
-        strings): an image run's keys are those of the results before workloads had options."""
+        """Plain JSON-ready dict of every option of BenchConfig (paths as strings); the
+        workload's options are its own (a result's `workload.options`: common.workloads.info)."""
         own = {f.name: getattr(self, f.name) for f, _ in option_fields(BenchConfig)}
-        every = {**own, **dataclasses.asdict(self.workload_options)}
-        return {
-            name: str(value) if isinstance(value, Path) else value for name, value in every.items()
-        }
+        return {name: str(v) if isinstance(v, Path) else v for name, v in own.items()}
 
     def diagnostics(self) -> dict[str, str]:
         """{option: value} for each diagnostic option that differs from its default."""
@@ -509,6 +380,8 @@ def _chosen_workload(argv: list[str], prog: str) -> tuple[str, workloads.Workloa
     early.add_argument("--workload", default=workloads.DEFAULT)
     spec = early.parse_known_args(argv)[0].workload
     wl = workloads.resolve(spec)
+    if wl not in map(workloads.resolve, workloads.BUILTIN):
+        check_declaration(wl, spec)
     taken = {f.name for f, _ in option_fields(BenchConfig)}
     for name in workloads.BUILTIN:
         other = workloads.resolve(name)
@@ -521,6 +394,96 @@ def _chosen_workload(argv: list[str], prog: str) -> tuple[str, workloads.Workloa
             " rename that field of its options"
         )
     return spec, wl
+
+
+# The types a flag converts its text to without option(parse=...) (add_options)
+FLAG_TYPES = (int, float, str, bool, Path)
+
+
+def check_declaration(wl: workloads.Workload, spec: str) -> None:
+    """UsageError, one line naming --workload, unless a workload of one's own has options that
+    every command reading them can parse: a dataclass whose every field is declared with
+    option() (so it has a default), of a type a flag converts to, with bounds that are bounds
+    and defaults within them (and among their choices), named like no option of the runners,
+    of their help or of the interleaved mode (common.workloads.checks.INTERLEAVED_OPTIONS)."""
+    cls, where = wl.options, f"--workload {spec}: its"  # a dataclass: resolve checked
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as error:  # a forward reference nothing defines
+        raise UsageError(
+            f"{where} options' annotations cannot be read ({workloads.checks.error_line(error)})"
+        ) from None
+    taken = {s: "is already an option of this command" for s in _option_strings()}
+    taken.update({s: "is the commands' --help" for s in ("-h", "--help")})
+    for name in workloads.checks.INTERLEAVED_OPTIONS:
+        taken[flag(name)] = (
+            "is an option of the interleaved mode (python -m lightning_impl.interleaved),"
+            " which would take it"
+        )
+    for field in dataclasses.fields(cls):
+        declared = field.metadata.get(OPTION)
+        if declared is None:
+            raise UsageError(
+                f"{where} options field {field.name!r} is not declared with"
+                f" common.option_fields.option(): every field is a flag with a default, e.g."
+                f" {field.name}: int = option(DEFAULT, GROUP, HELP)"
+            )
+        name, kind = flag(field.name), value_type(hints.get(field.name))
+        if declared.parse is None and kind not in FLAG_TYPES:
+            raise UsageError(
+                f"{where} option {name} is of type {getattr(kind, '__name__', kind)}; a flag"
+                " is an int, float, str, bool or Path, or give option(parse=...)"
+            )
+        _check_bounds_declared(where, name, declared, kind)
+        negated = [f"--no-{name[2:]}"] if kind is bool and not declared.switch else []
+        for given in (name, *negated):
+            if given in taken:
+                raise UsageError(
+                    f"{where} option {given} {taken[given]}; rename that field of its options"
+                )
+    try:
+        defaults = cls()
+    except Exception as error:
+        why = workloads.checks.error_line(error)
+        raise UsageError(f"{where} options cannot be made from their defaults ({why})") from None
+    for field, declared in option_fields(cls):
+        value = getattr(defaults, field.name)
+        if declared.choices is not None and value is not None and value not in declared.choices:
+            raise UsageError(
+                f"{where} option {flag(field.name)} has the default {value!r}, not one"
+                f" of its choices ({', '.join(map(str, declared.choices))})"
+            )
+    try:
+        check_bounds(defaults)
+    except UsageError as error:
+        raise UsageError(f"{where} options' defaults break their own bounds: {error}") from None
+
+
+def _option_strings() -> set[str]:
+    """Every option string of the runners' command line (the built-in workloads' too)."""
+    return {s for action in build_parser("runner")._actions for s in action.option_strings}
+
+
+def _check_bounds_declared(where: str, name: str, spec: Option, kind: Any) -> None:
+    """at_least a known word, at_most a finite number, and either only on a number."""
+    if spec.at_least not in (None, "positive", "not negative"):
+        raise UsageError(
+            f"{where} option {name} has at_least={spec.at_least!r}; use 'positive' or"
+            " 'not negative' (or leave it out)"
+        )
+    bound = spec.at_most
+    if bound is not None and (
+        isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound)
+    ):
+        raise UsageError(
+            f"{where} option {name} has at_most={bound!r}; use a finite number (or leave it out)"
+        )
+    bounded = spec.at_least is not None or bound is not None
+    if bounded and spec.parse is None and kind not in (int, float):
+        raise UsageError(
+            f"{where} option {name} has bounds but takes a {getattr(kind, '__name__', kind)};"
+            " bounds are for int and float options"
+        )
 
 
 def parse(argv: list[str] | None, prog: str) -> BenchConfig:
@@ -559,34 +522,6 @@ def parse(argv: list[str] | None, prog: str) -> BenchConfig:
     return cfg
 
 
-def _show(value: float) -> str:
-    """A number as typed: ints exactly (%g would overflow on a huge one), floats by %g."""
-    return str(value) if isinstance(value, int) else f"{value:g}"
-
-
-def _finite(name: str, value: float) -> None:
-    """Floats come from argparse's float(), which accepts nan, inf and 1e999."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"{name} must be a finite number, got {value}")
-
-
-def _positive(name: str, value: float) -> None:
-    _finite(name, value)
-    if value <= 0:
-        raise UsageError(f"{name} must be positive, got {_show(value)}")
-
-
-def _not_negative(name: str, value: float) -> None:
-    _finite(name, value)
-    if value < 0:
-        raise UsageError(f"{name} must be 0 or more, got {_show(value)}")
-
-
-def _at_most(name: str, value: float, limit: float) -> None:
-    if value > limit:
-        raise UsageError(f"{name} {_show(value)} is too large; use at most {_show(limit)}")
-
-
 def validate(cfg: BenchConfig) -> BenchConfig:
     """Checks that need only the options and the file system; raises UsageError. Returns the
     configuration to run with: the workload's check may complete its options (a preset's sizes).
@@ -618,9 +553,12 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         raise UsageError(
             f"--compile-mode {cfg.compile_mode} has no effect without --compile; add --compile"
         )
-    wl = workloads.resolve(cfg.workload)
     check_bounds(cfg.workload_options)
-    cfg = dataclasses.replace(cfg, workload_options=wl.check(cfg.workload_options, cfg))
+    # its own check, then what a result records of it (a declared number that fails, or an
+    # error of its own, is one line naming --workload now, not after the run)
+    wl = workloads.resolve(cfg.workload)
+    options = workloads.checks.checked(wl, cfg.workload, cfg.workload_options, cfg)
+    cfg = dataclasses.replace(cfg, workload_options=options)
     _validate_output(cfg.output, cfg.overwrite_output, cfg.pyprofile or cfg.trace)
     validate_diagnostics(cfg)
     return cfg
@@ -647,15 +585,15 @@ def validate_diagnostics(cfg: BenchConfig) -> None:
         _validate_file("--trace", cfg.trace, cfg.overwrite_output)
     files = {"--output": cfg.output, "--pyprofile": cfg.pyprofile, "--trace": cfg.trace}
     seen: dict[Path, str] = {}
-    for flag, path in files.items():
+    for name, path in files.items():
         if path is None:
             continue
         where = path.resolve()
         if where in seen:
             raise UsageError(
-                f"{flag} {path} is the same file as {seen[where]}; give each its own path"
+                f"{name} {path} is the same file as {seen[where]}; give each its own path"
             )
-        seen[where] = flag
+        seen[where] = name
 
 
 def _validate_output(output: Path | None, overwrite: bool, other_files: Path | None = None) -> None:

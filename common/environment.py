@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision
 
 from common.clock import utc_now
 from common.config import BenchConfig
@@ -107,6 +106,16 @@ def hostname() -> str:
     return socket.gethostname()
 
 
+def _torchvision_version() -> str | None:
+    """torchvision's version, or None where it is not installed (no workload needs it but the
+    image workload)."""
+    try:
+        import torchvision
+    except ImportError:
+        return None
+    return torchvision.__version__
+
+
 def software() -> dict[str, object]:
     """Versions of everything that shapes the numbers."""
     nccl = None
@@ -118,7 +127,7 @@ def software() -> dict[str, object]:
     return {
         "python_version": platform.python_version(),
         "pytorch_version": torch.__version__,
-        "torchvision_version": torchvision.__version__,
+        "torchvision_version": _torchvision_version(),
         "numpy_version": np.__version__,
         "lightning_version": lightning_version(),
         "cuda_version": torch.version.cuda,

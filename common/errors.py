@@ -43,6 +43,10 @@ def exit_on_usage_error(prog: str, verbose: bool = False) -> Iterator[None]:
         raise SystemExit(EXIT_USAGE) from None
 
 
+class ResultError(UsageError):
+    """A result file that cannot be read or does not match the schema (names file and field)."""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors are one line and exit status 2, instead of usage + error.
 

@@ -41,8 +41,6 @@ from common.launcher import plain_start_port, self_launch_env
 from common.lifetime import _parent_death_signal
 
 RANK_GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL for the other ranks of a failed run
-# What a runner module imports before its main(): the server imports it once.
-WARM = {"native": "native.benchmark", "lightning_impl": "lightning_impl.trainer"}
 # How this process was made, for the result (`process_facts`); a forked child sets its own.
 _PROCESS: dict[str, Any] = {"kind": "fresh", "server_import_seconds": None}
 
@@ -145,7 +143,7 @@ def warm_imports(modules: list[str]) -> float:
     t0 = time.perf_counter()
     for module in modules:
         if not module.endswith(".py"):  # a program (the tests' fake runner) is run, not imported
-            importlib.import_module(WARM.get(module, module))
+            importlib.import_module(module)
     cuda_capabilities()  # the driver's answer (asked in a child), inherited by every run
     seconds = time.perf_counter() - t0
     torch = sys.modules.get("torch")

@@ -69,6 +69,9 @@ class ManifestRun(_Strict):
     started_utc: str
     finished_utc: str
     seconds: float = Field(ge=0)
+    # A run with --compile: its graphs loaded from the experiment's compile cache (hit), all
+    # compiled (miss) or some of each (common.result.CompileCache); absent otherwise
+    compile_cache: Literal["hit", "miss", "partial"] | None = None
 
     _old_names = model_validator(mode="before")(_runner_was_arm)
 
@@ -104,10 +107,20 @@ class ManifestSettling(_Strict):
         return not self.settled and self.seen == "heating"
 
 
+class ManifestMakeup(_Strict):
+    """A block run again after the planned ones because a run of it failed: its number, the
+    block it makes up (in that block's order) and why."""
+
+    block: int = Field(ge=1)
+    replaces: int = Field(ge=1)
+    reason: str
+
+
 class ManifestStopping(_Strict):
     """How the experiment decided its number of blocks: `rule` is the adaptive rule
     (compare reads it to compute Stein's interval), None for fixed --repeats; the rest says why
-    it stopped (absent while it runs). Older manifests recorded only the outcome."""
+    it stopped (absent while it runs), the make-up blocks it ran, and the balance for
+    carry-over its blocks reached. Older manifests recorded only the outcome."""
 
     rule: Literal["stein-two-stage"] | None = None
     first_stage_blocks: int | None = Field(default=None, ge=2)
@@ -117,6 +130,12 @@ class ManifestStopping(_Strict):
     reason: str | None = None
     complete_blocks: dict[str, int] | None = None  # per arm against the baseline, at the end
     blocks_needed: dict[str, int | None] | None = None  # per arm, from the rule's first stage
+    makeup: list[ManifestMakeup] | None = None  # blocks that lost a run, run again (fixed design)
+    # the blocks of one cycle over which every arm follows every arm equally often
+    # (stats.orders), and the most two arms differ in how often they ran right after one arm
+    # over the blocks run (0: balanced; whole cycles, or ABBA)
+    cycle_blocks: int | None = Field(default=None, ge=1)
+    carry_over_imbalance: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _rule_is_complete(self) -> ManifestStopping:

@@ -16,20 +16,22 @@ from dataclasses import dataclass, field
 
 import torch
 
-from common import arms, checks, environment, workload, workloads
+from common import arms, checks, environment, training, workloads
 from common.config import BenchConfig
+from common.errors import one_line
 from common.forkserver import process_facts
 from common.output import OutputError
 from common.precision import Precision
 from common.profiling import GpuActivityProbe
 from common.result import (
     SCHEMA_VERSION,
+    CompileCache,
     EnergySummary,
     PhaseSeconds,
     RankTelemetry,
     Result,
     StepStats,
-    gpu_share,
+    joules_text,
     write_result,
 )
 from common.telemetry import NOT_THROTTLES
@@ -89,29 +91,30 @@ def _rank_record(
         "final_loss": float(last_loss.detach().float().cpu()),
         "omp_num_threads": run.omp_num_threads,
         "host_ms_per_step": timing.host_ms_per_step,
+        "compile_cache": training.compile_cache_counts(run.cfg),
         "phase_seconds": phases,
         "telemetry": timing.telemetry,
     }
 
 
-def rank_energy(telemetry: dict | None, steps: int, images_per_step: int) -> dict | None:
-    """A rank's telemetry with its J per timed step and J per image (its own batch) added."""
+def rank_energy(telemetry: dict | None, steps: int, samples_per_step: int) -> dict | None:
+    """A rank's telemetry with its J per timed step and J per sample (its own batch) added."""
     if telemetry is None:
         return None
     joules = telemetry.get("energy_joules")
     return {
         **telemetry,
         "joules_per_step": None if joules is None else joules / steps,
-        "joules_per_image": None if joules is None else joules / steps / images_per_step,
+        "joules_per_sample": None if joules is None else joules / steps / samples_per_step,
     }
 
 
 def energy_summary(
     ranks: list[dict | None], steps: int, global_batch: int, units_per_sample: int = 1
 ) -> EnergySummary:
-    """All ranks' GPU energy per timed step, per sample (image) and per unit of work (token) of
-    the global batch, or why not (the first rank without a counter's reason): a sum over some
-    GPUs only would not be the run's."""
+    """All ranks' GPU energy per timed step, per sample (an image, a sequence) and per unit of
+    work (an image, a token) of the global batch, or why not (the first rank without a
+    counter's reason): a sum over some GPUs only would not be the run's."""
     for r in ranks:
         if r is None or r.get("energy_joules") is None:
             reason = "no telemetry recorded" if r is None else r.get("energy_unavailable")
@@ -121,9 +124,9 @@ def energy_summary(
     watts = sum(r["energy_joules"] / r["window_seconds"] for r in ranks if r["window_seconds"] > 0)  # type: ignore[index]
     return EnergySummary(
         joules_per_step=per_step,
-        joules_per_image=per_step / global_batch,
-        watts=watts,
+        joules_per_sample=per_step / global_batch,
         joules_per_unit=per_step / (global_batch * units_per_sample),
+        watts=watts,
     )
 
 
@@ -145,7 +148,7 @@ def build_result(
     cfg, world = run.cfg, run.world_size
     per_device = cfg.per_device_batch(world)
     global_batch = per_device * world
-    wl, options = workload.declared(cfg), cfg.workload_options
+    wl, options = training.declared(cfg), cfg.workload_options
     trained = workloads.info(wl, cfg.workload, options)
     units = trained["units_per_sample"]
     for r in records:
@@ -186,12 +189,9 @@ def build_result(
         world_size=world,
         warmup_steps=cfg.warmup_steps,
         measured_steps=cfg.steps,
-        precision_requested=run.precision.requested,
-        precision_resolved=run.precision.resolved,
         seed=cfg.seed,
         elapsed_seconds=elapsed,
         milliseconds_per_step=elapsed / cfg.steps * 1e3,
-        images_per_second=global_batch * cfg.steps / elapsed,
         final_loss_mean=sum(losses) / len(losses),
         peak_allocated_gib=max(peak_alloc) if peak_alloc else None,
         peak_reserved_gib=max(peak_res) if peak_res else None,
@@ -200,7 +200,6 @@ def build_result(
         gpu_name_rank_zero=records[0]["device_name"],
         hostname_rank_zero=records[0]["hostname"],
         pytorch_version=env["pytorch_version"],
-        torchvision_version=env["torchvision_version"],
         cuda_version=env["cuda_version"],
         cudnn_version=env["cudnn_version"],
         python_version=env["python_version"],
@@ -209,9 +208,14 @@ def build_result(
         lightning_barebones=lightning["barebones"] if lightning else None,
         config=cfg.as_dict(),
         precision=run.precision.as_dict(),
+        workload=trained,
         step_time_ms=stats,
-        images_per_second_median=samples_per_second,
-        images_per_second_per_device=per_device / stats.median * 1e3,
+        samples_per_second=global_batch * cfg.steps / elapsed,
+        samples_per_second_median=samples_per_second,
+        samples_per_second_per_device=per_device / stats.median * 1e3,
+        units_per_second=global_batch * cfg.steps / elapsed * units,
+        units_per_second_median=samples_per_second * units,
+        units_per_second_per_device=per_device / stats.median * 1e3 * units,
         warmup_seconds=max(r["warmup_seconds"] for r in records),
         first_step_seconds=max(r["first_step_seconds"] for r in records),
         startup_seconds=max(r["startup_seconds"] for r in records),
@@ -224,9 +228,6 @@ def build_result(
         phase_seconds=phases,
         energy=energy_summary([r["telemetry"] for r in records], cfg.steps, global_batch, units),
         process=process_facts(),
-        workload=trained,
-        units_per_second=samples_per_second * units,
-        units_per_second_per_device=samples_per_second * units / world,
         peak_flops_per_device=peak,
         mfu=mfu(trained["flops_per_sample"], samples_per_second, names),
         arm=arms.arm_of(run.implementation, {n: getattr(cfg, n) for n in arms.NEUTRAL}),
@@ -263,35 +264,30 @@ def _phases(phases: PhaseSeconds) -> str:
 
 
 def _energy(result: Result) -> str:
-    """'35.10 J/step, 0.1371 J/image (645 W, 1 GPU)' (J/token for gpt) or 'n/a (why)'."""
+    """'35.10 J/step, 0.1371 J/image (645 W, 1 GPU)' (in the workload's unit: J/token for gpt)
+    or 'n/a (why)'."""
     e = result.energy
-    if e is None or e.joules_per_step is None or e.joules_per_image is None:
+    if e is None or e.joules_per_step is None or e.joules_per_unit is None:
         return f"n/a ({e.unavailable if e else 'not recorded'})"
     gpus = f"{result.world_size} GPU{'s' if result.world_size > 1 else ''}"
     watts = f"{e.watts:,.0f} W, " if e.watts is not None else ""
-    per_unit, unit = e.joules_per_image, "image"
-    if result.workload is not None and e.joules_per_unit is not None:
-        per_unit, unit = e.joules_per_unit, result.workload.unit.removesuffix("s")
-    digits = ".4f" if unit == "image" else ".4g"  # a token takes thousandths of a joule
-    return f"{e.joules_per_step:.2f} J/step, {per_unit:{digits}} J/{unit} ({watts}{gpus})"
+    per_unit = f"{joules_text(e.joules_per_unit)} J/{result.workload.unit.removesuffix('s')}"
+    return f"{e.joules_per_step:.2f} J/step, {per_unit} ({watts}{gpus})"
 
 
 def _throughput(result: Result) -> str:
     """'2,345.6 images/s (1,172.8 per device); 2,301.2 wall' in the workload's unit."""
-    unit, per_sample = "images", 1
-    if result.workload is not None:
-        unit, per_sample = result.workload.unit, result.workload.units_per_sample
     return (
-        f"{result.images_per_second_median * per_sample:,.1f} {unit}/s "
-        f"({result.images_per_second_per_device * per_sample:,.1f} per device); "
-        f"{result.images_per_second * per_sample:,.1f} wall"
+        f"{result.units_per_second_median:,.1f} {result.workload.unit}/s "
+        f"({result.units_per_second_per_device:,.1f} per device); "
+        f"{result.units_per_second:,.1f} wall"
     )
 
 
 def _mfu(result: Result) -> str:
     """'41.3% of 989 TFLOP/s dense bf16 per GPU (878 GFLOP a sequence)' or '- (why)'."""
     w = result.workload
-    if w is None or w.flops_per_sample is None:
+    if w.flops_per_sample is None:
         return "- (the workload's model FLOPs are not known)"
     flops = f"{w.flops_per_sample / 1e9:,.4g} GFLOP a {w.sample}"
     if result.mfu is None or result.peak_flops_per_device is None:
@@ -325,22 +321,40 @@ def _machine(t: RankTelemetry) -> str:
             if s > 0 and name not in NOT_THROTTLES
         ]
         parts.append("throttled: " + ", ".join(held) if held else "not throttled")
+    if t.allocator_device_allocs is not None:
+        calls = (
+            t.allocator_device_allocs,
+            t.allocator_device_frees,
+            t.allocator_stream_syncs,
+            t.allocator_retries,
+        )
+        parts.append(
+            "no allocator round trips"
+            if not any(calls)
+            else "allocator: {} cudaMalloc, {} cudaFree, {} stream syncs, {} retries".format(*calls)
+        )
     if t.gpu_unavailable is not None:
         parts.append(f"no GPU telemetry ({t.gpu_unavailable})")
     return ", ".join(parts) or "nothing readable"
 
 
+def _compiled(cache: CompileCache) -> str:
+    """'12 graphs from the cache, 0 compiled (cache hit)' for a compiled rank."""
+    loaded = cache.fx_graph_hits
+    return f"{loaded} graph(s) from the cache, {cache.fx_graph_misses} compiled ({cache.state})"
+
+
 def print_summary(result: Result, output: str | None, title: str) -> None:
     """The compact, aligned summary for a Slurm log (rank 0 only)."""
     s = result.step_time_ms
-    w = result.workload
+    w, p = result.workload, result.precision
     batch = f"{result.batch_size_per_device}"
-    if w is not None and w.units_per_sample > 1:
+    if w.units_per_sample > 1:
         batch += f" {w.sample}s of {w.units_per_sample:,} {w.unit}"
     rows = [
-        ("workload", result.model if w is None else f"{w.name}: {result.model}"),
+        ("workload", f"{w.name}: {result.model}"),
         ("devices", f"{result.world_size} x {result.gpu_name_rank_zero}"),
-        ("precision", f"{result.precision_resolved} (requested {result.precision_requested})"),
+        ("precision", f"{p.resolved} (requested {p.requested})"),
         ("batch/device", batch),
         ("global batch", f"{result.global_batch_size} ({result.batch_mode})"),
         (
@@ -361,7 +375,7 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
     if result.gpu_activity is not None:
         a = result.gpu_activity
         verdict = "host-bound" if a.host_bound else "GPU-bound"
-        share = gpu_share(a, s.median)
+        share = a.gpu_busy_share_of_timed_step
         busy = "unknown" if share is None else f"{share:.1%} of the timed step"
         rows.append(
             (
@@ -377,6 +391,9 @@ def print_summary(result: Result, output: str | None, title: str) -> None:
                 f"{result.host_ms_per_step:.2f} ms (main thread, timed steps, mean over ranks)",
             )
         )
+    cache = result.ranks[0].compile_cache
+    if cache is not None:
+        rows.append(("compile (rank 0)", _compiled(cache)))
     if result.phase_seconds is not None:
         rows.append(("wall time (rank 0)", _phases(result.phase_seconds)))
     if result.energy is not None:
@@ -418,8 +435,12 @@ def publish(result: Result, cfg: BenchConfig, title: str) -> None:
 
 
 def rank_failed(prog: str, rank: int, error: BaseException) -> int:
-    """One line naming the rank and the error; the exit status of a failed rank."""
+    """One line naming the rank and the error (a message of several lines, as pydantic's
+    and torch's are, joined by "; "); the exit status of a failed rank."""
+    said = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
     print(
-        f"{prog}: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True
+        f"{prog}: rank {rank} failed: {type(error).__name__}: {one_line(said)}",
+        file=sys.stderr,
+        flush=True,
     )
     return 1

@@ -1,12 +1,17 @@
-"""The result schema (versioned), its writer and its validating loader.
+"""The result schema (version 2), its writer and its validating loader.
 
     write_result(result, Path("out.json"), overwrite=False)   # through common.output
     result = load_result(Path("out.json"))         # raises ResultError naming file and field
 
-The top-level fields named like the original single-file scripts' flat JSON keep their names
-and meanings (`images_per_second`, `milliseconds_per_step`, `peak_allocated_gib`, ...), so
-notebooks written for those files keep working; everything else is added beside them.
-This module imports neither torch nor lightning: `compare` uses it on any laptop.
+A field's name says what it counts: throughput in samples (what a batch size counts: an image,
+a gpt sequence) and in the workload's unit of work (an image, a token), energy per sample and
+per unit (`samples_per_second`, `units_per_second_median`, `joules_per_unit`); the original
+single-file scripts' other flat fields keep their names (`milliseconds_per_step`,
+`peak_allocated_gib`, ...). Each fact is recorded once: the precision in `precision`, the
+workload's options in `workload`, torchvision's version (where installed) in `environment`.
+Older files (version 1, the original scripts') are brought to this version as they are read
+(common/upgrade.py); nothing else reads an older name. This module imports neither torch nor
+lightning: `compare` uses it on any laptop.
 """
 
 from __future__ import annotations
@@ -15,25 +20,23 @@ import json
 import math
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from common import upgrade
 from common.arms import RUNNERS
 from common.bounds import out_of_bounds, utc_time
-from common.errors import UsageError, one_line
+from common.errors import ResultError, one_line
 from common.output import mode_for, write_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = upgrade.VERSION
 # A result's implementation: the runners of the arms table (common/arms.py)
 Implementation = Literal[tuple(RUNNERS)]  # type: ignore[valid-type]
 # An arm's name (common/arms.py): plain file-name text, as experiment labels are
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
-
-
-class ResultError(UsageError):
-    """A result file that cannot be read or does not match the schema (names file and field)."""
 
 
 class _Strict(BaseModel):
@@ -108,7 +111,7 @@ class RankTelemetry(_Strict):
     energy_joules: float | None = Field(default=None, ge=0)  # NVML total-energy counter delta
     energy_unavailable: str | None = None  # why energy_joules is None
     joules_per_step: float | None = Field(default=None, ge=0)  # energy_joules / timed steps
-    joules_per_image: float | None = Field(default=None, ge=0)  # ... / this rank's batch
+    joules_per_sample: float | None = Field(default=None, ge=0)  # ... / this rank's batch
     # Seconds the driver held the clocks back over the window, per reason (violation counters;
     # low_utilization is too little work, not a throttle); None where the GPU reports none
     throttle_seconds: dict[str, float] | None = None
@@ -124,6 +127,12 @@ class RankTelemetry(_Strict):
     gpu_temperature_c_end: float | None = None
     gpu_samples: int = Field(default=0, ge=0)
     samples_span_seconds: float | None = Field(default=None, ge=0)
+    # The CUDA caching allocator's device round trips in the window (common.telemetry's
+    # ALLOCATOR_COUNTERS); None off a GPU and in older results
+    allocator_device_allocs: int | None = Field(default=None, ge=0)
+    allocator_device_frees: int | None = Field(default=None, ge=0)
+    allocator_stream_syncs: int | None = Field(default=None, ge=0)
+    allocator_retries: int | None = Field(default=None, ge=0)
 
 
 class ProcessInfo(_Strict):
@@ -133,6 +142,25 @@ class ProcessInfo(_Strict):
 
     kind: Literal["fresh", "forked"]
     server_import_seconds: float | None = Field(default=None, ge=0)  # forked: the server's
+
+
+class CompileCache(_Strict):
+    """How a compiled rank's graphs were made (common.training.compile_cache_counts): loaded
+    from the on-disk caches or compiled. A forward and backward pair is one AOTAutograd entry;
+    Inductor's FX graph cache holds each graph's generated code."""
+
+    autograd_hits: int = Field(ge=0)
+    autograd_misses: int = Field(ge=0)
+    fx_graph_hits: int = Field(ge=0)
+    fx_graph_misses: int = Field(ge=0)
+
+    @property
+    def state(self) -> Literal["hit", "miss", "partial"]:
+        """hit: nothing compiled; miss: nothing loaded; partial: some of each."""
+        loaded = self.autograd_hits + self.fx_graph_hits
+        if self.fx_graph_misses == 0 and loaded > 0:
+            return "hit"
+        return "miss" if loaded == 0 else "partial"
 
 
 class RankResult(_Strict):
@@ -159,6 +187,8 @@ class RankResult(_Strict):
     phase_seconds: PhaseSeconds | None = None
     # Absent in older results: what the machine did in the timed window
     telemetry: RankTelemetry | None = None
+    # With --compile: how its graphs were made (None without, and in older results)
+    compile_cache: CompileCache | None = None
 
 
 class PrecisionInfo(_Strict):
@@ -197,18 +227,6 @@ def timed_share(busy_ms_per_step: float, timed_median_ms: float) -> float:
     return min(busy_ms_per_step / timed_median_ms, 1.0) if timed_median_ms > 0 else 0.0
 
 
-def gpu_share(activity: GpuActivity, timed_median_ms: float) -> float | None:
-    """How busy the GPU was in the timed steps; older results lack the field: from theirs.
-
-    None (unknown) for older traced results whose kernel time exceeds the wall time: they
-    counted annotated ranges as GPU work."""
-    if activity.gpu_busy_share_of_timed_step is not None:
-        return activity.gpu_busy_share_of_timed_step
-    if activity.gpu_ms_per_step > activity.wall_ms_per_step:
-        return None
-    return timed_share(activity.gpu_busy_fraction * activity.wall_ms_per_step, timed_median_ms)
-
-
 class LightningInfo(_Strict):
     """Lightning facts that change per-step behaviour (absent for native)."""
 
@@ -224,7 +242,7 @@ class Environment(_Strict):
 
     python_version: str
     pytorch_version: str
-    torchvision_version: str
+    torchvision_version: str | None = None  # None where torchvision is not installed
     numpy_version: str
     lightning_version: str | None
     cuda_version: str | None
@@ -257,52 +275,60 @@ class WorkloadInfo(_Strict):
 
     name: str  # --workload: image, gpt, or MODULE:NAME
     title: str  # how a report's first line names it: resnet50, gpt (gpt2-small)
-    unit: str  # what throughput counts, plural: images, tokens
+    unit: str  # the unit of work throughput counts, plural: images, tokens
+    unit_label: str  # its short label, as a column header names it (img/s, tok/s)
     sample: str  # one sample of a batch (what a batch size counts): image, sequence
     units_per_sample: int = Field(ge=1)  # a gpt sequence is --gpt-seq-len tokens
-    options: dict[str, Any]  # the workload's options as run (config has them too)
+    options: dict[str, Any]  # the workload's options as run (here only, not in `config`)
     # model FLOPs of one sample's forward and backward (the workload's formula), for MFU; None
     # where the workload does not know them
     flops_per_sample: float | None = Field(default=None, ge=0)
+    # sha256 of MODULE's file of a MODULE:NAME workload, as the run imported it: the suite's
+    # source_digest does not cover a user's module (absent in older results; None for the
+    # built-in workloads, which source_digest covers)
+    module_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class EnergySummary(_Strict):
-    """The GPUs' energy over the timed window, all ranks together: J per timed step, and J per
-    image (per step over the global batch). None values with `unavailable` saying why when any
-    rank has no counter (a CPU run, no nvidia-ml-py, an older GPU)."""
+    """The GPUs' energy over the timed window, all ranks together: J per timed step, per sample
+    and per unit of work (a token, an image). None values with `unavailable` saying why when
+    any rank has no counter (a CPU run, no nvidia-ml-py, an older GPU)."""
 
     joules_per_step: float | None = Field(default=None, ge=0)  # sum over ranks / timed steps
-    joules_per_image: float | None = Field(default=None, ge=0)  # joules_per_step / global batch
-    # (per sample, as images_per_second: see joules_per_unit)
+    joules_per_sample: float | None = Field(default=None, ge=0)  # joules_per_step / global batch
+    joules_per_unit: float | None = Field(default=None, ge=0)  # ... / its units of work
     watts: float | None = Field(default=None, ge=0)  # sum over ranks of energy / window seconds
     unavailable: str | None = None
-    # joules_per_step / the global batch's units of work (a token, an image); absent in older
-    # results, whose unit is an image: joules_per_image
-    joules_per_unit: float | None = Field(default=None, ge=0)
+
+
+def joules_spec(values: Sequence[float]) -> str:
+    """How reports show energies per sample or unit: 4 decimals (1.0969, 0.1371), 4 significant
+    digits where one is below 0.1 (a token takes thousandths of a joule: 0.0003012)."""
+    return ".4f" if all(v >= 0.1 for v in values) else ".4g"
+
+
+def joules_text(value: float) -> str:
+    """One energy per sample or unit as reports show it (joules_spec)."""
+    return f"{value:{joules_spec([value])}}"
 
 
 class Result(_Strict):
     """One run of one implementation: configuration, measurements, checks, provenance."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     implementation: Implementation
     # --- the original scripts' fields, same names and meanings ---
     model: str
     data: str
     batch_mode: Literal["fixed_per_device", "fixed_global"]
-    batch_size_per_device: int = Field(ge=1)
+    batch_size_per_device: int = Field(ge=1)  # samples (images, gpt sequences)
     global_batch_size: int = Field(ge=1)
     world_size: int = Field(ge=1)
     warmup_steps: int = Field(ge=0)
     measured_steps: int = Field(ge=1)
-    precision_requested: str
-    precision_resolved: str
     seed: int = Field(ge=0)
     elapsed_seconds: float = Field(gt=0)  # wall clock of the timed region, max over ranks
     milliseconds_per_step: float = Field(gt=0)  # elapsed_seconds / measured_steps
-    # In samples: images, or the workload's sample (a gpt sequence; units_per_second counts
-    # its unit, tokens). The names stay the original scripts'.
-    images_per_second: float = Field(gt=0)  # global batch x steps / elapsed_seconds
     final_loss_mean: float
     peak_allocated_gib: float | None = Field(ge=0)  # max over ranks, timed region
     peak_reserved_gib: float | None = Field(ge=0)
@@ -311,7 +337,6 @@ class Result(_Strict):
     gpu_name_rank_zero: str
     hostname_rank_zero: str
     pytorch_version: str
-    torchvision_version: str
     cuda_version: str | None
     cudnn_version: int | None
     python_version: str
@@ -319,11 +344,18 @@ class Result(_Strict):
     lightning_version: str | None = None
     lightning_barebones: bool | None = None
     # --- added by this suite ---
-    config: dict[str, Any]
+    config: dict[str, Any]  # every option of BenchConfig (the workload's are in `workload`)
     precision: PrecisionInfo
+    workload: WorkloadInfo  # what was trained, what a sample and a unit of work are
     step_time_ms: StepStats  # over the steps of all ranks
-    images_per_second_median: float = Field(gt=0)  # global batch / median step (samples)
-    images_per_second_per_device: float = Field(gt=0)  # the same, per device
+    # Throughput in samples and in units of work (a gpt sequence of 1,024 tokens: 1,024 units):
+    # over the timed region's wall clock, from the median step, and that per device
+    samples_per_second: float = Field(gt=0)  # global batch x steps / elapsed_seconds
+    samples_per_second_median: float = Field(gt=0)  # global batch / median step
+    samples_per_second_per_device: float = Field(gt=0)
+    units_per_second: float = Field(gt=0)  # samples_per_second x units_per_sample
+    units_per_second_median: float = Field(gt=0)
+    units_per_second_per_device: float = Field(gt=0)
     warmup_seconds: float = Field(ge=0)  # max over ranks
     first_step_seconds: float = Field(ge=0)
     startup_seconds: float = Field(ge=0)
@@ -340,13 +372,9 @@ class Result(_Strict):
     # its own share and what else the machine did)
     energy: EnergySummary | None = None
     process: ProcessInfo | None = None  # absent in older results (all fresh)
-    # Absent in older results, which all trained the image workload (an image a unit): what was
-    # trained, the throughput in its unit from the median step (global, per device), and MFU:
-    # model FLOPs per second over the GPUs' peak dense bf16 FLOP/s (common/workloads/peak.py),
-    # None where the workload's FLOPs or a GPU's peak is unknown (a CPU run)
-    workload: WorkloadInfo | None = None
-    units_per_second: float | None = Field(default=None, gt=0)
-    units_per_second_per_device: float | None = Field(default=None, gt=0)
+    # MFU: model FLOPs per second over the GPUs' peak dense bf16 FLOP/s
+    # (common/workloads/peak.py), None where the workload's FLOPs or a GPU's peak is unknown (a
+    # CPU run, older results)
     peak_flops_per_device: float | None = Field(default=None, gt=0)
     mfu: float | None = Field(default=None, ge=0)
     # Absent in older results: the arm the run is, from its runner and options (the arms table,
@@ -355,11 +383,19 @@ class Result(_Strict):
     arm: str | None = Field(default=None, pattern=ARM_NAME)
 
 
+def compile_cache_state(result: Result) -> Literal["hit", "miss", "partial"] | None:
+    """How a run's compiled graphs were made, over its ranks; None when it did not compile."""
+    states = {r.compile_cache.state for r in result.ranks if r.compile_cache is not None}
+    if not states:
+        return None
+    return states.pop() if len(states) == 1 else "partial"
+
+
 def silent_counter(result: Result) -> int | None:
     """The first rank whose GPU energy counter read 0 J over the timed window, or None.
 
     A counter that did not tick (a window shorter than its resolution) measured nothing: the
-    run's J/image is unavailable, never 0 (compare.load reads it so; compare.flags says so)."""
+    run's energy is unavailable, never 0 (compare.load reads it so; compare.flags says so)."""
     for rank in result.ranks:
         if rank.telemetry is not None and rank.telemetry.energy_joules == 0:
             return rank.rank
@@ -396,7 +432,7 @@ class InterleavedResult(_Strict):
     and compare never mixes it with results of separate processes (load_result refuses it;
     compare.interleaved reads it)."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     kind: Literal["interleaved"]
     arms: list[InterleavedArm] = Field(min_length=2, max_length=2)  # baseline, then the arm
     chunk_steps: int = Field(ge=1)  # K: steps per chunk
@@ -413,24 +449,34 @@ class InterleavedResult(_Strict):
     world_size: int = Field(ge=1)
     batch_size_per_device: int = Field(ge=1)
     global_batch_size: int = Field(ge=1)
-    precision_resolved: str
-    config: dict[str, Any]
+    config: dict[str, Any]  # every option of BenchConfig (the workload's are in `workload`)
     options: dict[str, Any]  # the mode's own options (lightning_impl.interleaved.Options)
     precision: PrecisionInfo
     runs: list[InterleavedRun] = Field(min_length=1)
     lightning: LightningInfo | None = None
     environment: Environment
-    workload: WorkloadInfo | None = None  # absent in older results (the image workload)
+    workload: WorkloadInfo
 
 
 INTERLEAVED = "interleaved"
 
 
-class OriginalResult(BaseModel):
-    """The flat JSON written by the original single-file scripts (no schema_version)."""
+class PrecisionNames(_Strict):
+    """The precision an original script was asked for and ran with (all it recorded of it)."""
+
+    requested: str
+    resolved: str
+
+
+class OriginalResult(_Strict):
+    """A flat result of the original single-file scripts, in version 2's names
+    (common/upgrade.py): one wall-clock interval, no ranks and no environment; `config` and
+    `workload` hold what those scripts always ran. Fields of theirs not named here are left."""
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False, frozen=True)
 
+    schema_version: Literal[2]
+    implementation: Literal["native", "lightning"]
     model: str
     data: str
     batch_mode: Literal["fixed_per_device", "fixed_global"]
@@ -439,12 +485,11 @@ class OriginalResult(BaseModel):
     world_size: int = Field(ge=1)
     warmup_steps: int = Field(ge=0)
     measured_steps: int = Field(ge=1)
-    precision_requested: str
-    precision_resolved: str
+    precision: PrecisionNames
     seed: int
     elapsed_seconds: float = Field(gt=0)
     milliseconds_per_step: float = Field(gt=0)
-    images_per_second: float = Field(gt=0)
+    samples_per_second: float = Field(gt=0)  # their images_per_second
     final_loss_mean: float
     peak_allocated_gib: float | None = None
     peak_reserved_gib: float | None = None
@@ -460,11 +505,8 @@ class OriginalResult(BaseModel):
     slurm_job_id: str | None = None
     lightning_version: str | None = None
     lightning_barebones: bool | None = None
-
-    @property
-    def implementation(self) -> str:
-        """The original Lightning script adds lightning_version; the native one does not."""
-        return "lightning" if self.lightning_version else "native"
+    config: dict[str, Any]
+    workload: WorkloadInfo
 
 
 def json_schema() -> dict[str, Any]:
@@ -566,54 +608,44 @@ def _reject_constant(name: str) -> float:
 
 
 def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | OriginalResult:
-    """Load and validate a result of this suite, or a flat result of the original scripts
-    (`data`: its JSON, when the caller has read it already)."""
+    """Load and validate a result of this suite (of any version: common/upgrade.py brings it to
+    this one), or a flat result of the original scripts (`data`: its JSON, when the caller has
+    read it already)."""
     data = read_json(path) if data is None else data
-    version = data.get("schema_version")
     if data.get("kind") == INTERLEAVED:
         raise ResultError(
             f"{path}: an interleaved result (native's and Fabric's loops in one process); it"
             " answers its own question and is never mixed with separate runs: read it with"
             f" python -m compare.interleaved {path}"
         )
-    if version is not None:
-        _check_version(path, version)
-    model = OriginalResult if version is None else Result
+    original = "schema_version" not in data
+    model = OriginalResult if original else Result
     try:
         # strict: a boolean or a numeric string is not silently taken for a number
-        result = model.model_validate(data, strict=True)
+        result = model.model_validate(upgrade.upgraded(path, data), strict=True)
     except ValidationError as error:
-        kind = "original-script result" if version is None else "result"
+        kind = "original-script result" if original else "result"
         raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
     check_values(path, result)
     return result
 
 
 def load_interleaved(path: Path, data: dict[str, Any] | None = None) -> InterleavedResult:
-    """Load and validate an interleaved result; ResultError naming the file and field."""
+    """Load and validate an interleaved result (of any version, brought to this one);
+    ResultError naming the file and field."""
     data = read_json(path) if data is None else data
     if data.get("kind") != INTERLEAVED:
         raise ResultError(
             f'{path}: not an interleaved result (no kind "{INTERLEAVED}"); a result of'
             " separate runs is read by python -m compare"
         )
-    _check_version(path, data.get("schema_version"))
     try:
-        result = InterleavedResult.model_validate(data, strict=True)
+        result = InterleavedResult.model_validate(upgrade.upgraded(path, data), strict=True)
     except ValidationError as error:
         raise ResultError(f"{path}: not a valid interleaved result: {_describe(error)}") from None
     check_values(path, result)
     _check_interleaved(path, result)
     return result
-
-
-def _check_version(path: Path, version: Any) -> None:
-    """ResultError unless `version` is this suite's schema version (an int: True == 1 is none)."""
-    if type(version) is not int or version != SCHEMA_VERSION:
-        raise ResultError(
-            f"{path}: schema_version {one_line(repr(version))[:40]} is not supported"
-            f" (this suite reads {SCHEMA_VERSION})"
-        )
 
 
 def check_values(path: Path, result: BaseModel) -> None:

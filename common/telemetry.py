@@ -22,6 +22,9 @@ rank process, never at import time: `common` imports without it and a launching 
 loads NVML. The GPU is found by the UUID (else the PCI bus id) torch reports for the device,
 so CUDA_VISIBLE_DEVICES, which renumbers torch's devices but not NVML's, is respected.
 Where a reading is impossible (a CPU run, no package, an older GPU) the record says why.
+On a GPU the CUDA caching allocator's counters (torch.cuda.memory_stats) are read at both ends
+too: a cudaMalloc, cudaFree or a wait for every stream's pending frees inside the window is a
+device round trip the steps paid, which a steady run never makes.
 """
 
 from __future__ import annotations
@@ -264,12 +267,40 @@ class _End:
     cpu: CpuTicks | None
     switches: tuple[int, int] | None
     gpu: GpuReading | None
+    allocator: dict[str, int] | None = None
+
+
+# torch.cuda.memory_stats counters -> the record's names: the caching allocator's calls that
+# cost the host a device round trip (cudaMalloc, cudaFree, a wait for every stream's pending
+# frees, a retry after a failed cudaMalloc). In a steady run none happens in the timed window.
+ALLOCATOR_COUNTERS = {
+    "num_device_alloc": "allocator_device_allocs",
+    "num_device_free": "allocator_device_frees",
+    "num_sync_all_streams": "allocator_stream_syncs",
+    "num_alloc_retries": "allocator_retries",
+}
+
+
+def allocator_counts(device: Any) -> dict[str, int] | None:
+    """The CUDA caching allocator's counters since the process started; None off a GPU."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    import torch  # a rank process has it; the module itself imports no torch
+
+    stats = torch.cuda.memory_stats(device)
+    return {key: int(stats.get(key, 0)) for key in ALLOCATOR_COUNTERS}
 
 
 class WindowTelemetry:
     """Counters at the two ends of the timed window, for one rank (its main thread, its GPU)."""
 
-    def __init__(self, gpu: GpuCounters | str, proc_stat: Path = PROC_STAT) -> None:
+    def __init__(
+        self,
+        gpu: GpuCounters | str,
+        proc_stat: Path = PROC_STAT,
+        allocator: Callable[[], dict[str, int] | None] = lambda: None,
+    ) -> None:
+        self._allocator = allocator
         self._gpu = gpu if isinstance(gpu, GpuCounters) else None
         self._gpu_reason = gpu if isinstance(gpu, str) else None
         self._proc_stat = proc_stat
@@ -280,7 +311,7 @@ class WindowTelemetry:
     @classmethod
     def open(cls, device: Any, **seams: Any) -> WindowTelemetry:
         """The window's telemetry for a torch device (see open_device for the seams)."""
-        return cls(open_device(device, **seams))
+        return cls(open_device(device, **seams), allocator=lambda: allocator_counts(device))
 
     def _read(self) -> _End:
         return _End(
@@ -289,6 +320,7 @@ class WindowTelemetry:
             cpu=read_cpu_ticks(self._proc_stat),
             switches=thread_switches(),
             gpu=self._gpu.read() if self._gpu is not None else None,
+            allocator=self._allocator(),
         )
 
     def start(self) -> None:
@@ -325,6 +357,9 @@ class WindowTelemetry:
             "gpu_unavailable": self._gpu_reason,
             **_gpu_record(a.gpu, b.gpu, self._samples, self._gpu_reason),
         }
+        if a.allocator is not None and b.allocator is not None:
+            for key, name in ALLOCATOR_COUNTERS.items():
+                out[name] = b.allocator[key] - a.allocator[key]
         return out
 
 

@@ -22,7 +22,7 @@ __all__ = ["overhead_frame", "runs_frame"]
 def __getattr__(name: str) -> Any:
     """runs_frame and overhead_frame, imported on first use (they bring pandas)."""
     if name in __all__:
-        from compare import frame
+        from compare import api
 
-        return getattr(frame, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'compare' has no attribute {name!r}")

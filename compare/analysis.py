@@ -24,12 +24,10 @@ from typing import Any
 from compare import verdicts
 from compare.attribution import Attribution, noise_attributions
 from compare.decomposition import Decomposition, for_report, planned
-from compare.display import world_unit
 from compare.energy import (
     EnergyRow,
     energy_rows,
 )
-from compare.errors import WorkloadMismatch
 from compare.flags import (
     Flag,
     SlowRank,
@@ -40,7 +38,7 @@ from compare.flags import (
     steady_states,
 )
 from compare.header import HeaderRow, diagnostics_note, header_rows, heading_of, title_of
-from compare.model import IMAGES, Run, Unit
+from compare.model import RUN_COLUMNS, Run, Unit, WorkloadMismatch, run_record
 from compare.numerics import numerics_notes
 from compare.overheads import energy_comparisons, per_run_ms, stated_comparisons, time_comparisons
 from compare.pairing import (
@@ -53,7 +51,17 @@ from compare.pairing import (
     version_differences,
     workload_differences,
 )
-from compare.rows import ArmRow, EnergyDifference, HostCost, Overhead, RunRow, ScalingRow, aggregate
+from compare.render import GPU_UNIT, world_unit
+from compare.rows import (
+    ArmRow,
+    EnergyDifference,
+    HostCost,
+    Overhead,
+    RunRow,
+    ScalingRow,
+    aggregate,
+    headers,
+)
 from stats import distributions, intervals
 
 
@@ -71,6 +79,7 @@ class Report:
     scaling_mode: str | None  # weak | strong | mixed; None with one world size
     scaling: list[ScalingRow]
     slow_ranks: list[SlowRank]
+    work: Unit  # what throughput and energy count: the runs' workload's unit of work
     steady_state: list[SteadyState] = field(default_factory=list)
     warnings: list[Flag] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -82,10 +91,9 @@ class Report:
     unit: str = "GPU(s)"  # what a world size counts: "GPU(s)" or "CPU rank(s)"
     heading: str = ""  # the title without the diagnostics ("" : the title)
     diagnostics: str = ""  # "diagnostic: lightning --host-delay-us=2000" when runs used any
-    energy: list[EnergyRow] = field(default_factory=list)  # J/image per arm (compare.energy)
+    energy: list[EnergyRow] = field(default_factory=list)  # J per unit, per arm (compare.energy)
     energy_differences: list[EnergyDifference] = field(default_factory=list)  # per comparison
     noise: list[Attribution] = field(default_factory=list)  # arms whose runs spread, and why
-    work: Unit = IMAGES  # what throughput and energy count: the runs' workload's unit
     # where the cost comes from (compare.decomposition): one per world size with ablation arms
     decomposition: list[Decomposition] = field(default_factory=list)
 
@@ -93,6 +101,12 @@ class Report:
     def units(self) -> str:
         """The unit as a column or axis name: GPUs, or CPU ranks."""
         return self.unit.replace("(s)", "s")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The words of the column headers (compare.rows.headers): img/s or tok/s, J/image or
+        J/token, GPUs or CPU ranks, GPU or rank."""
+        return headers(self.work, self.units, "GPU" if self.unit == GPU_UNIT else "rank")
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (no NaN: missing values are None)."""
@@ -181,43 +195,17 @@ def _scaling(cells: Cells, overhead: dict[tuple[str, int], Overhead]) -> list[Sc
 
 
 def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyState) -> RunRow:
-    """One csv/json row: the run's own measurements, its steady-state check, its arm's overhead."""
-    v = run.values
+    """One csv/json row: the run's record (compare.model.run_record, the runs frame's row), its
+    other measurements, its steady-state check, its arm's overhead."""
+    names = {f.name for f in dataclasses.fields(RunRow)}
+    measured = dataclasses.asdict(run.values)
     return RunRow(
-        arm=run.label,
-        runner=run.implementation,
-        block=run.block,
-        position=run.position,
-        warmup=run.warmup is not None,
-        counted=run.warmup is None,
-        world_size=run.world_size,
-        run_median_ms=run.pace_median_ms,
-        step_median_ms=v.step_median_ms,
-        step_p5_ms=v.step_p5_ms,
-        step_p95_ms=v.step_p95_ms,
-        images_per_second=v.images_per_second,
-        host_ms_per_step=run.host_ms_per_step,
-        gpu_busy_share=run.gpu_share,
-        joules_per_image=v.joules_per_image,
-        gpu_temperature_c=v.gpu_temperature_c,
-        started_utc=run.started_utc,
-        file=str(run.path),
+        **run_record(run),
         name=run.file,
         implementation=run.implementation,
         original_script=run.original,
         runs=1,
-        images_per_second_median=v.images_per_second_median,
-        images_per_second_per_device=v.images_per_second_per_device,
-        warmup_seconds=v.warmup_seconds,
-        first_step_seconds=v.first_step_seconds,
-        run_seconds=v.run_seconds,
-        imports_seconds=v.imports_seconds,
-        timed_share=v.timed_share,
-        process=v.process,
-        server_import_seconds=v.server_import_seconds,
-        peak_allocated_gib=v.peak_allocated_gib,
-        peak_reserved_gib=v.peak_reserved_gib,
-        parameters_synchronized=v.parameters_synchronized,
+        **{k: v for k, v in measured.items() if k in names and k not in RUN_COLUMNS},
         first_half_median_ms=steady.first_half_median_ms,
         second_half_median_ms=steady.second_half_median_ms,
         steady_state_change_percent=steady.change_percent,
@@ -251,7 +239,9 @@ def settling_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
             continue
         if record.warming:  # what had not settled, and what to expect of the runs
             what = "the GPU was still warming when the counted runs began (the host had settled; "
-            expect = "expect J/image to climb across the runs at a steady step time ("
+            expect = (
+                f"expect {runs[0].unit.energy} to climb across the runs at a steady step time ("
+            )
         else:
             what = "the host had NOT settled when the counted runs began ("
             expect = "expect drift between runs (the block-paired interval absorbs slow drift; "

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common import config
-from common.config import Group
+from common import option_fields
 from common.errors import OneLineParser, exit_on_usage_error, one_line
 from common.manifest import MANIFEST
 from common.output import OutputError, output_path_problem
@@ -40,8 +39,8 @@ from compare.api import (
     render,
     write_reports,
 )
-from compare.errors import CompareError
 from compare.load import interleaved_inputs
+from compare.model import CompareError
 from compare.outputs import DRIFT, PLOT, check_points
 from stats import intervals
 
@@ -53,24 +52,24 @@ EXIT_OK = 0
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 # One list of options under --help, as the hand-built parser had (a Group without a title).
-OPTIONS = Group(None)
+OPTIONS = option_fields.Group(None)
 
 
 @dataclass(frozen=True)
 class CompareOptions:
-    """compare's options, each declared once (common.config's `option`, as the runners'
+    """compare's options, each declared once (common.option_fields' `option`, as the runners'
     BenchConfig): build_parser reads them, and the command runs on this typed value. `files`,
     the one positional argument, is added by build_parser."""
 
     files: tuple[Path, ...] = ()
-    baseline: str | None = config.option(
+    baseline: str | None = option_fields.option(
         None,
         OPTIONS,
         "the arm every other arm is compared with (default: the manifest's baseline, else"
         " native, else the first label)",
         metavar="LABEL",
     )
-    format: str = config.option(
+    format: str = option_fields.option(
         "text",
         OPTIONS,
         "text (default): the answer, then aligned tables; markdown: the same, GitHub tables;"
@@ -79,33 +78,33 @@ class CompareOptions:
         " reads offline, prints well)",
         choices=FORMATS,
     )
-    output: Path | None = config.option(
+    output: Path | None = option_fields.option(
         None, OPTIONS, "write the report to PATH instead of stdout", metavar="PATH"
     )
-    overwrite_output: bool = config.option(
+    overwrite_output: bool = option_fields.option(
         False, OPTIONS, "allow --output and --plot to replace existing files", switch=True
     )
-    plot: Path | None = config.option(
+    plot: Path | None = option_fields.option(
         None,
         OPTIONS,
         "also draw throughput, step-time distributions, overhead with CI and scaling"
         f" ({', '.join(PLOT_SUFFIXES)})",
         metavar="PATH.png",
     )
-    drift: Path | None = config.option(
+    drift: Path | None = option_fields.option(
         None,
         OPTIONS,
         "also draw each run's median step at its start time (warm-up runs hollow, blocks"
         " shaded) beside the overhead: did the machine settle, were the arms interleaved?",
         metavar="PATH.png",
     )
-    allow_mismatch: bool = config.option(
+    allow_mismatch: bool = option_fields.option(
         False,
         OPTIONS,
         "compare runs whose workloads differ beyond the world size (differences become warnings)",
         switch=True,
     )
-    verbose: bool = config.option(
+    verbose: bool = option_fields.option(
         False,
         OPTIONS,
         "show every configuration row (those the same in every arm too) and each legend"
@@ -151,15 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
         f" folders of the interleaved mode (python -m experiment --plan in-process), which"
         f" answer their own question ('{interleaved.QUESTION}'), never mixed with the others",
     )
-    config.add_options(p, CompareOptions)
+    option_fields.add_options(p, CompareOptions)
     return p
 
 
 def parse(argv: list[str] | None) -> CompareOptions:
     """CompareOptions from the command line; a parser error exits 2 with one line."""
     args = build_parser().parse_args(argv)
-    opts = config.from_args(CompareOptions, args, files=tuple(args.files))
-    config.check_bounds(opts)
+    opts = option_fields.from_args(CompareOptions, args, files=tuple(args.files))
+    option_fields.check_bounds(opts)
     return opts
 
 

@@ -17,7 +17,10 @@ cost that adds milliseconds adds the same share whichever arm it is measured aga
 shares of one block's native step add up (a log ratio would not: it charges a part by the step
 it is measured on, and the residual of parts that add milliseconds drifts from 0 by about half
 the square of the total). A detail (native-fp32-logits, lightning-no-sigterm) is a piece of a
-part, shown beside it, not summed.
+part, shown beside it, not summed. While a part has no runs here (every run of its ablation
+failed, or the experiment ran some ablations only), there is no residual: the total minus the
+measured parts would hold that part's cost and blame the interactions; the sentence names the
+part instead (a part one rank cannot isolate costs nothing there, and does not count).
 
 Each number is a t interval over the complete blocks (every arm of the decomposition ran) by
 stats.blocks (paired by block, the time term from 5 blocks: the block's order of the arms in
@@ -45,9 +48,14 @@ NATIVE = "native"
 # A percentage point of native's step as stats.blocks sees it: small numbers, for which its
 # percent conversion (expm1) and as_share's inverse (log1p) are exact to rounding.
 SCALE = 1e-4
-# The residual's interval within this many points of native's step: the parts explain the
-# total (issue 47's goal: the residual within +-1 pp of 0).
+# The residual within this many points of native's step: the parts explain the total (issue
+# 47's goal: the residual within +-1 pp of 0). An equivalence claim, so by two one-sided tests
+# at EQUIVALENCE_ALPHA each (TOST): the residual's 1 - 2 x alpha (90%) interval within the
+# bounds. The 95% interval asked before said "explained" at a true 0, 8 blocks and 0.2% run
+# noise in 55% of experiments; TOST's 90% in 80% or more, and at a true +-1 pp in 5% at most
+# (tests/test_stats_residual.py).
 EXPLAINED_PP = 1.0
+EQUIVALENCE_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,8 @@ class Item:
     with_arm: str | None
     without_arm: str | None
     why: str | None = None
+    # a part that has a cost here but no runs to measure it: the residual would hold it
+    unmeasured: bool = False
 
     @property
     def named(self) -> str:
@@ -111,6 +121,13 @@ class Layout:
     def parts(self) -> tuple[Item, ...]:
         """The measured parts: the items summed."""
         return tuple(i for i in self.items if i.kind == "part" and i.with_arm is not None)
+
+    @property
+    def unmeasured(self) -> tuple[Item, ...]:
+        """The parts of the total that no runs measured here (a part one rank cannot isolate
+        costs nothing here, and is not one): while there is one, the total minus the parts
+        is no residual."""
+        return tuple(i for i in self.items if i.unmeasured)
 
 
 def _chain(labels: Sequence[str]) -> list[str]:
@@ -163,9 +180,9 @@ def layout_of(labels: Sequence[str], baseline: str, world: int) -> Layout | None
             if ran:
                 items.append(Item(r.key, r.title, "part", *_sides(ran[0])))
             elif candidates:
-                items.append(
-                    Item(r.key, r.title, "part", None, None, _missing(candidates[0], world))
-                )
+                isolates = not (world == 1 and candidates[0].one_rank is not None)
+                why = _missing(candidates[0], world)
+                items.append(Item(r.key, r.title, "part", None, None, why, isolates))
         for a in table.TABLE:
             if a.role != "detail" or a.responsibility != r.key:
                 continue
@@ -454,24 +471,51 @@ def decompose(
         (layout.top, NATIVE),
         f"{layout.top} vs {NATIVE}",
     )
-    rest = _row(
-        c,
-        "residual",
-        "residual",
-        residual_weights(layout),
-        None,
-        "total minus the parts",
-        given=residual,
+    rest = (
+        _row(
+            c,
+            "residual",
+            "residual",
+            residual_weights(layout),
+            None,
+            "total minus the parts",
+            given=residual,
+        )
+        if not layout.unmeasured
+        else _unmeasured(
+            layout.world,
+            Item(
+                "residual",
+                "residual",
+                "residual",
+                None,
+                None,
+                "not computed: " + ", ".join(i.title for i in layout.unmeasured) + " not measured",
+            ),
+        )
     )
+    sentence = no_residual(layout)
+    if not layout.unmeasured:
+        tost = share_test(residual_weights(layout), found, first_stage, "the residual")(
+            1.0 - 2.0 * EQUIVALENCE_ALPHA
+        )
+        sentence = residual_sentence(rest, equivalence_interval(tost))
     return Decomposition(
         layout.world,
         (*rows, total, rest),
         len(found.runs),
         found.dropped,
         c.native_ms,
-        residual_sentence(rest),
+        sentence,
         family,
     )
+
+
+def equivalence_interval(iv: intervals.ArmInterval) -> tuple[float, float] | None:
+    """The residual's 1 - 2 x EQUIVALENCE_ALPHA interval in % of native's step (share_test at
+    that confidence), or None without one."""
+    low, high = as_share(iv.ci_low), as_share(iv.ci_high)
+    return None if low is None or high is None else (low, high)
 
 
 def residual_test(
@@ -480,29 +524,58 @@ def residual_test(
     """The residual's interval as a function of the confidence, for the report's Holm family;
     None when there are no complete blocks."""
     found = complete(layout, points)
-    if found is None or not found.runs:
+    if found is None or not found.runs or layout.unmeasured:
         return None
     return share_test(residual_weights(layout), found, first_stage, "the residual")
 
 
-def residual_sentence(rest: CostRow) -> str:
-    """What the residual says, in one sentence: the parts explain the total only when its
-    whole interval lies within EXPLAINED_PP of 0; an interval that holds 0 but is wider says
-    nothing either way."""
+def no_residual(layout: Layout) -> str:
+    """Why there is no residual: the parts no runs measured, named (the total minus the
+    measured parts would hold their cost, not only what the parts leave unexplained)."""
+    names = "; ".join(f"{i.title} ({i.why})" for i in layout.unmeasured)
+    return (
+        f"no residual: the total minus the parts would hold what no run measured here, {names};"
+        " run every ablation (e.g. --plan responsibilities) to see whether the parts explain"
+        " the total"
+    )
+
+
+def explains(equivalence: tuple[float, float] | None) -> bool:
+    """Whether the residual's 90% interval (equivalence_interval) lies within EXPLAINED_PP of
+    0: the parts explain the total, by two one-sided tests at EQUIVALENCE_ALPHA."""
+    return equivalence is not None and -EXPLAINED_PP < equivalence[0] <= equivalence[1] < (
+        EXPLAINED_PP
+    )
+
+
+def residual_sentence(rest: CostRow, equivalence: tuple[float, float] | None = None) -> str:
+    """What the residual says, in one sentence. The parts explain the total only by two
+    one-sided tests at EQUIVALENCE_ALPHA (TOST): the residual's 90% interval (`equivalence`,
+    equivalence_interval) within EXPLAINED_PP of 0; that interval is not the row's (Holm's,
+    for a residual that differs from 0). An interval that holds 0 but is wider says nothing
+    either way."""
     if rest.percent is None:
         return "residual: not computed"
     if rest.ci_low is None or rest.ci_high is None:
         return f"residual {rest.percent:+.2f}% of native's step: no interval ({rest.why})"
     shown = f"{rest.percent:+.2f}% of native's step (CI {rest.ci_low:+.2f}..{rest.ci_high:+.2f})"
-    within = -EXPLAINED_PP <= rest.ci_low and rest.ci_high <= EXPLAINED_PP
+    level = f"{1.0 - 2.0 * EQUIVALENCE_ALPHA:.0%}"
+    tost = "" if equivalence is None else f"{equivalence[0]:+.2f}..{equivalence[1]:+.2f}"
+    within = explains(equivalence)
+    bounds = f"±{EXPLAINED_PP:g} pp"
     if rest.ci_low <= 0 <= rest.ci_high:
         if within:
-            return f"the parts explain the total: residual {shown}, within ±{EXPLAINED_PP:g} pp"
+            return (
+                f"the parts explain the total: residual {shown}; its {level} interval {tost}"
+                f" lies within {bounds} (two one-sided tests at {EQUIVALENCE_ALPHA:.0%})"
+            )
+        wide = f"its {level} interval {tost} is" if tost else "it is"
         return (
-            f"residual {shown}: no difference from 0 detectable, but the interval is too wide"
-            f" to say the parts explain the total (±{EXPLAINED_PP:g} pp)"
+            f"residual {shown}: no difference from 0 detectable, but {wide} too wide to say the"
+            f" parts explain the total ({bounds}, two one-sided tests at"
+            f" {EQUIVALENCE_ALPHA:.0%})"
         )
-    small = f", within ±{EXPLAINED_PP:g} pp" if within else ""
+    small = f", its {level} interval {tost} within {bounds}" if within else ""
     return (
         f"a residual of {shown} remains{small}: interactions between the parts, or work no"
         " arm isolates"

@@ -2,7 +2,7 @@
 
     draw(report, Path("comparison.png"))     # throughput, step times, overhead, scaling
     points = drift_points(runs)              # one per run with a start time, warm-up included
-    draw_drift(report, points, "drift.png")  # medians (and J/image) over time; the overhead
+    draw_drift(report, points, "drift.png")  # medians (and J per unit) over time; the overhead
     page_figures(report, points)             # [(caption, PNG bytes)] for the HTML page
 
 The comparison is one figure of three or four panels: global throughput per arm and world size,
@@ -11,8 +11,8 @@ there is more than one world size. The drift figure shows each run as one point 
 time (minutes since the experiment's first run), coloured by arm; warm-up runs are hollow,
 blocks are shaded. A machine that has not settled shows a slope at the left; arms that were not
 interleaved show as separate clusters of colour. Where runs read the GPU's energy, a second
-panel shows their J/image the same way, with the GPU's temperature at each run's end on a right
-axis: a GPU still warming shows as J/image climbing with the temperature at a steady step.
+panel shows their J per unit the same way, with the GPU's temperature at each run's end on a right
+axis: a GPU still warming shows as J per unit climbing with the temperature at a steady step.
 
 Uses matplotlib's object API on an Agg canvas (no pyplot, no global backend state), so it
 works on a machine without a display.
@@ -35,7 +35,6 @@ from matplotlib.figure import Figure
 
 from compare.analysis import Report
 from compare.model import Run
-from compare.rows import for_unit
 from compare.verdicts import NO_OVERHEAD
 
 PALETTE = (
@@ -71,7 +70,7 @@ def _throughput(ax: Axes, report: Report) -> None:
         offset = (k - (len(names) - 1) / 2) * width
         rows = {row.world_size: row for row in report.table if row.arm == label}
         xs = [i + offset for i, w in enumerate(worlds) if w in rows]
-        ys = [rows[w].images_per_second_median for w in worlds if w in rows]
+        ys = [rows[w].units_per_second_median for w in worlds if w in rows]
         if xs:
             bars = ax.bar(xs, ys, width, color=color_of(report, label), label=label)
             ax.bar_label(bars, fmt="%.0f", fontsize=8)
@@ -160,7 +159,8 @@ def _scaling(ax: Axes, report: Report) -> None:
             continue
         worlds = [s.world_size for s in rows]
         color = color_of(report, label)
-        ax.plot(worlds, [s.throughput for s in rows], "o-", color=color, label=f"{label} img/s")
+        rate = report.work.rate
+        ax.plot(worlds, [s.throughput for s in rows], "o-", color=color, label=f"{label} {rate}")
         ideal = [rows[0].throughput * w / worlds[0] for w in worlds]
         ax.plot(worlds, ideal, ":", color=color, alpha=0.6, label=f"{label} linear")
         right.plot(
@@ -208,7 +208,7 @@ def draw(report: Report, path: Path | BinaryIO) -> None:
 @dataclass(frozen=True)
 class DriftPoint:
     """One run: when it ran, its median step, its arm, block and whether it was counted, and
-    where its GPUs read them, its J/image and the hottest GPU's temperature (C) at its end."""
+    where its GPUs read them, its J per unit and the hottest GPU's temperature (C) at its end."""
 
     label: str
     started: datetime
@@ -216,7 +216,7 @@ class DriftPoint:
     median_ms: float
     warmup: bool
     block: int | None
-    joules_per_image: float | None = None
+    joules_per_unit: float | None = None
     gpu_temperature_c: float | None = None
 
 
@@ -244,7 +244,7 @@ def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
                     run.pace_median_ms,
                     run.warmup is not None,
                     run.block,
-                    run.values.joules_per_image,
+                    run.values.joules_per_unit,
                     run.values.gpu_temperature_c,
                 )
             )
@@ -279,15 +279,15 @@ STEP = DriftValue(
     "Drift: each run's median step at its start time",
 )
 ENERGY = DriftValue(
-    lambda p: p.joules_per_image,
-    "GPU energy per image (J; lower is better)",
-    "Energy: each run's J/image at its start time",
+    lambda p: p.joules_per_unit,
+    "GPU energy per {singular} (J; lower is better)",
+    "Energy: each run's {energy} at its start time",
 )
 
 
 def drift_values(points: Sequence[DriftPoint]) -> list[DriftValue]:
-    """The drift figure's panels: the median step, and J/image where a run read the energy."""
-    return [STEP] + ([ENERGY] if any(p.joules_per_image is not None for p in points) else [])
+    """The drift figure's panels: the median step, and J per unit where a run read the energy."""
+    return [STEP] + ([ENERGY] if any(p.joules_per_unit is not None for p in points) else [])
 
 
 def drift_panel(
@@ -295,7 +295,7 @@ def drift_panel(
 ) -> None:
     """A value per run (value.of, runs without it left out) against minutes since the first
     run; blocks shaded, warm-up runs hollow. The energy panel adds the GPU's temperature at each
-    run's end on a right axis, where runs read it (a warming GPU's J/image climbs with it)."""
+    run's end on a right axis, where runs read it (a warming GPU's J per unit climbs with it)."""
     t0 = min(p.started for p in points)
 
     def minutes(t: datetime) -> float:
@@ -359,8 +359,9 @@ def drift_panel(
     if warm:
         ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="warm-up (not counted)")
     ax.set_xlabel("minutes since the first run started")
-    ax.set_ylabel(for_unit(value.ylabel, report.work))  # J per token for gpt
-    ax.set_title(for_unit(value.title, report.work), pad=14)
+    words = {"singular": report.work.singular, "energy": report.work.energy}
+    ax.set_ylabel(value.ylabel.format(**words))  # in the runs' unit: J per token for gpt
+    ax.set_title(value.title.format(**words), pad=14)
     hot = [p for p in points if p.gpu_temperature_c is not None] if value is ENERGY else []
     if hot:
         hot.sort(key=lambda p: p.started)
@@ -378,7 +379,7 @@ def drift_panel(
 
 
 def draw_drift(report: Report, points: Sequence[DriftPoint], path: Path | BinaryIO) -> None:
-    """The drift panels (the median step, and J/image where runs read it) beside the overhead
+    """The drift panels (the median step, and J per unit where runs read it) beside the overhead
     with its interval, into `path` (or a file object)."""
     values = drift_values(points)
     width = len(values) + 1
@@ -393,7 +394,7 @@ def draw_drift(report: Report, points: Sequence[DriftPoint], path: Path | Binary
 
 # The HTML page's captions, one per figure, in the page's order.
 DRIFT_CAPTION = (
-    "Each run's median step (and, where the GPUs read it, its J/image with the GPU's"
+    "Each run's median step (and, where the GPUs read it, its {energy} with the GPU's"
     " temperature) at its start time (hollow: warm-up, not counted; shaded: blocks) beside the"
     " overhead and its 95% interval"
 )
@@ -407,7 +408,7 @@ def page_figures(report: Report, points: Sequence[DriftPoint]) -> list[tuple[str
     if points:
         buffer = io.BytesIO()
         draw_drift(report, points, buffer)
-        figures.append((DRIFT_CAPTION, buffer.getvalue()))
+        figures.append((DRIFT_CAPTION.format(energy=report.work.energy), buffer.getvalue()))
     buffer = io.BytesIO()
     draw(report, buffer)
     figures.append((COMPARISON_CAPTION, buffer.getvalue()))

@@ -27,8 +27,9 @@ class Flag:
     """One warning: its kind, the run file and arm it is about (None: about several runs), a
     `str.format` template, and the numbers (shown as ranges when grouped) and words it fills."""
 
-    kind: str  # host-bound | unsynchronised | diagnostics | not-steady | workload | environment
-    # | unpaired | method (a comparison's dropped blocks, fallbacks) | not-settled | energy
+    kind: str  # host-bound | unsynchronised | diagnostics | not-steady | jumped | workload
+    # | environment | unpaired | method (a comparison's dropped blocks, fallbacks) | not-settled
+    # | energy
     template: str  # "{name:spec}" for numbers and words; literal braces doubled
     numbers: dict[str, float] = field(default_factory=dict)
     words: dict[str, str] = field(default_factory=dict)
@@ -168,14 +169,32 @@ def run_flags(runs: Sequence[Run]) -> tuple[list[Flag], list[str]]:
                     **about,
                 )
             )
+        jump = distributions.mid_run_jump(run.step_series_ms or [])
+        if jump is not None:
+            warnings.append(
+                Flag(
+                    "jumped",
+                    "steps jumped mid-run: {share:.0%} of the timed steps ran"
+                    f" {distributions.JUMP_EXCESS:.0%}+ above the run's own level (up to"
+                    " {peak:+.0f}%), {stretch:.0f} in a row from step {start:.0f}: something"
+                    " outside the run slowed it (why runs spread names what moved with it)",
+                    {
+                        "share": jump.share,
+                        "peak": jump.peak_percent,
+                        "stretch": jump.stretch,
+                        "start": jump.start,
+                    },
+                    **about,
+                )
+            )
         silent = silent_counter(run.result) if isinstance(run.result, Result) else None
-        if silent is not None:  # compare.load made its J/image unavailable
+        if silent is not None:  # compare.load made its energy unavailable
             warnings.append(
                 Flag(
                     "energy",
                     "the GPU energy counter of rank {rank} did not tick in the timed window"
-                    " (0 J): no J/image for this run; more --steps give the counter time to tick",
-                    words={"rank": str(silent)},
+                    " (0 J): no {energy} for this run; more --steps give the counter time to tick",
+                    words={"rank": str(silent), "energy": run.unit.energy},
                     **about,
                 )
             )

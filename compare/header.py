@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compare.display import CPU_UNIT, cell, span, world_unit
 from compare.model import ENVIRONMENT_FIELDS, Run
+from compare.render import CPU_UNIT, cell, span, world_unit
 
 # Header facts that differ between any two runs by nature: marking them would hide the real
 # differences.

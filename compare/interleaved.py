@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from common.errors import OneLineParser, UsageError, exit_on_usage_error, one_line
 from common.result import InterleavedResult, InterleavedRun, load_interleaved
@@ -44,8 +45,7 @@ from stats.processes import ProcessInterval, build_order_interval
 QUESTION = "per-step cost in one process, interleaved"
 FORMATS = ("text", "markdown", "json", "html")  # python -m compare's, less csv (one row a run)
 # Fields that must agree between files before their runs are pooled (the same experiment).
-SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device",
-        "precision_resolved", "timer")  # fmt: skip
+SAME = ("chunk_steps", "pairing", "model", "world_size", "batch_size_per_device", "timer")
 NOTE = (
     "native's and Fabric's loops in one process, chunks of K steps in a balanced random order;"
     " the process is the unit of evidence, its build order alternated. Never mixed with results"
@@ -62,7 +62,7 @@ PROCESS_LEGEND = (
     " what the process fixed at its start (the build order, where the models were placed), so"
     " the verdict is the processes' (the answer's first line)"
 )
-WORKLOAD_CONFIG = ("arch", "image_size", "channels_last", "compile", "accelerator", "sgd_impl")
+WORKLOAD_CONFIG = ("compile", "accelerator", "sgd_impl")  # and the workload, the precision
 # An older result records no build order: the mode built the baseline first until issue 45.
 OLDER = (
     "record no build order (built_first): results written before the field always built the"
@@ -184,22 +184,27 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
     return Interval(mean, half, len(values))
 
 
+def _same(r: InterleavedResult) -> dict[str, Any]:
+    """What every file of one experiment shares: SAME, the precision, the workload (its name and
+    options) and WORKLOAD_CONFIG."""
+    return {
+        **{name: getattr(r, name) for name in SAME},
+        "precision": r.precision.resolved,
+        "workload": (r.workload.name, r.workload.options),
+        **{f"config {name}": r.config.get(name) for name in WORKLOAD_CONFIG},
+    }
+
+
 def _check_same(results: Sequence[tuple[Path, InterleavedResult]]) -> None:
     """UsageError unless every file ran the same two loops on the same workload and chunks."""
     path0, first = results[0]
     labels0 = [(a.label, a.loop, a.ddp_stream) for a in first.arms]
     for path, r in results[1:]:
-        for name in SAME:
-            if getattr(r, name) != getattr(first, name):
+        for name, value in _same(r).items():
+            if value != _same(first)[name]:
                 raise UsageError(
-                    f"{path}: {name} {getattr(r, name)!r} differs from {path0}'s"
-                    f" {getattr(first, name)!r}; pool only runs of one interleaved experiment"
-                )
-        for name in WORKLOAD_CONFIG:
-            if r.config.get(name) != first.config.get(name):
-                raise UsageError(
-                    f"{path}: config {name} {r.config.get(name)!r} differs from {path0}'s"
-                    f" {first.config.get(name)!r}; pool only runs of one workload"
+                    f"{path}: {name} {value!r} differs from {path0}'s {_same(first)[name]!r};"
+                    " pool only runs of one interleaved experiment"
                 )
         if [(a.label, a.loop, a.ddp_stream) for a in r.arms] != labels0:
             raise UsageError(
@@ -212,14 +217,13 @@ def heading(result: InterleavedResult) -> str:
     """The report's first line, as the other reports' (compare.header): the workload, the
     GPU, precision, batch per GPU and an image workload's layout."""
     w = result.workload
-    name = one_line(w.title if w is not None else str(result.config.get("arch", result.model)))
-    sample = one_line(w.sample) if w is not None else "image"
+    name, sample = one_line(w.title), one_line(w.sample)
     gpus = ", ".join(dict.fromkeys(one_line(g) for g in result.environment.gpu_names)) or "CPU"
     per = "GPU" if result.timer == "cuda-events" else "rank"
-    layout = result.config.get("channels_last")
+    layout = w.options.get("channels_last")
     tail = "" if layout is None else f" · channels_last {'yes' if layout else 'no'}"
     return (
-        f"{name} on {gpus} · {result.precision_resolved} ·"
+        f"{name} on {gpus} · {result.precision.resolved} ·"
         f" {result.batch_size_per_device} {sample}s/{per}{tail}"
     )
 

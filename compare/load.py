@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+from common import arms as table
 from common.bounds import MAX_GPU_WATTS
 from common.errors import one_line
 from common.manifest import MANIFEST, load_manifest
@@ -48,13 +49,9 @@ COUNT_FIELDS = (
 # Workload fields read from a result's `config` (a free dict in the schema), by type: a boolean
 # is not an integer there either (True == 1 would make two workloads look equal).
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "arch": (str,),
-    "image_size": (int,),
     "accelerator": (str,),
-    "num_classes": (int,),
     "compile": (bool,),
     "compile_mode": (str, type(None)),
-    "channels_last": (bool,),
     "cudnn_benchmark": (bool,),
     "sgd_impl": (str,),
     "bucket_cap_mb": (int, float),
@@ -100,6 +97,8 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
     stop = manifest.stopping
     first_stage = stop.first_stage_blocks if stop is not None and stop.rule is not None else None
     found = []
+    ordered = sorted(manifest.runs, key=lambda r: r.index)
+    before = {id(run): prev.label for prev, run in zip(ordered, ordered[1:])}
     for run in manifest.runs:
         if not (run.status == "ok" or (include_warmup and run.status == "warmup")):
             continue
@@ -110,7 +109,12 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
             )
         if run.result:
             placement = Placement(
-                run.block, run.position, run.warmup, first_stage, manifest.settling
+                run.block,
+                run.position,
+                run.warmup,
+                first_stage,
+                manifest.settling,
+                before.get(id(run)),
             )
             found.append(_Entry(inside(folder, run.result), run.label, placement, in_folder=True))
     if not any(entry.placement.warmup is None for entry in found):
@@ -225,6 +229,7 @@ def _load(entries: Sequence[_Entry]) -> list[Run]:
         data = read_bytes(entry.path, follow=not entry.in_folder)
         result = load_result(entry.path, parse_json(entry.path, data))
         _check_usable(entry.path, result)
+        _check_label(entry, result)
         if isinstance(result, Result):
             result = _energy_as_read(result)
         name = entry.path.name
@@ -241,6 +246,23 @@ def _load(entries: Sequence[_Entry]) -> list[Run]:
     if not runs:
         raise ResultError("no result to compare; give result files or experiment folders")
     return runs
+
+
+def _check_label(entry: _Entry, result: Result | OriginalResult) -> None:
+    """A manifest's label that names an arm of the arms table (common/arms.py) must be the arm
+    the result is: the arm it records, else (older results) the one its runner and recorded
+    options make. compare reads the label as that arm (its parent, its part of "Where the
+    cost comes from")."""
+    if entry.label not in table.ARMS or not isinstance(result, Result):
+        return
+    recorded = result.arm or table.arm_of(result.implementation, result.config)
+    if recorded != entry.label:
+        ran = f"the arm {recorded}" if recorded else f"a {result.implementation} run of no arm"
+        raise ResultError(
+            f"{entry.path}: labelled {entry.label} in {MANIFEST}, an arm of the arms table"
+            f" (common/arms.py), but the result records {ran}; it would be read as the arm it"
+            " is not: label it as its own arm"
+        )
 
 
 def _close(recorded: float, expected: float) -> bool:
@@ -261,16 +283,25 @@ def _check_summary(path: Path, result: Result) -> None:
         (f"step_time_ms.{name}", getattr(result.step_time_ms, name), getattr(pooled, name))
         for name in ("median", "p5", "p95", "min", "max", "mean")
     ]
+    units = result.workload.units_per_sample
     checks += [
         (
-            "images_per_second_median",
-            result.images_per_second_median,
+            "samples_per_second_median",
+            result.samples_per_second_median,
             result.global_batch_size / pooled.median * 1e3,
         ),
         (
-            "images_per_second_per_device",
-            result.images_per_second_per_device,
+            "samples_per_second_per_device",
+            result.samples_per_second_per_device,
             result.batch_size_per_device / pooled.median * 1e3,
+        ),
+        *(
+            (f"units_per_{name}", getattr(result, f"units_per_{name}"), units * samples)
+            for name, samples in (
+                ("second", result.samples_per_second),
+                ("second_median", result.samples_per_second_median),
+                ("second_per_device", result.samples_per_second_per_device),
+            )
         ),
     ]
     for rank in result.ranks:
@@ -311,8 +342,8 @@ def _check_wall_clock(path: Path, result: Result | OriginalResult) -> None:
                 result.elapsed_seconds / result.measured_steps * 1e3,
             ),
             (
-                "images_per_second",
-                result.images_per_second,
+                "samples_per_second",
+                result.samples_per_second,
                 result.global_batch_size * result.measured_steps / result.elapsed_seconds,
             ),
         ],
@@ -336,7 +367,7 @@ def _check_host(path: Path, result: Result) -> None:
 
 
 def _check_energy(path: Path, result: Result) -> None:
-    """Energy as step times are: each rank's J per step and per image follow from its counter,
+    """Energy as step times are: each rank's J per step and per sample follow from its counter,
     at a power a GPU can draw, and the run's summary adds up its ranks (common/report.py
     energy_summary writes it so); nothing to add up where a rank read no counter."""
     checks: list[tuple[str, float, float]] = []
@@ -354,13 +385,19 @@ def _check_energy(path: Path, result: Result) -> None:
             )
         for name, value, expected in (
             ("joules_per_step", t.joules_per_step, joules / steps),
-            ("joules_per_image", t.joules_per_image, joules / steps / result.batch_size_per_device),
+            (
+                "joules_per_sample",
+                t.joules_per_sample,
+                joules / steps / result.batch_size_per_device,
+            ),
         ):
             if value is not None:
                 checks.append((f"{where}.{name}", value, expected))
     _agree(path, checks, "their energy_joules", "counter")
     e = result.energy
-    if e is None or all(v is None for v in (e.joules_per_step, e.joules_per_image, e.watts)):
+    if e is None or all(
+        v is None for v in (e.joules_per_step, e.joules_per_sample, e.joules_per_unit, e.watts)
+    ):
         return
     counters = [rank.telemetry.energy_joules if rank.telemetry else None for rank in result.ranks]
     if any(j is None for j in counters):
@@ -374,9 +411,11 @@ def _check_energy(path: Path, result: Result) -> None:
         for rank in result.ranks
         if rank.telemetry and rank.telemetry.window_seconds > 0
     )
+    per_sample = total / steps / result.global_batch_size
     expected = {
         "joules_per_step": total / steps,
-        "joules_per_image": total / steps / result.global_batch_size,
+        "joules_per_sample": per_sample,
+        "joules_per_unit": per_sample / result.workload.units_per_sample,
         "watts": watts,
     }
     _agree(
@@ -414,7 +453,7 @@ def _check_usable(path: Path, result: Result | OriginalResult) -> None:
             _check_summary(path, result)
             _check_host(path, result)
             _check_energy(path, result)
-    except OverflowError:  # e.g. a batch of 10**400 images over a step time
+    except OverflowError:  # e.g. a batch of 10**400 samples over a step time
         raise ResultError(
             f"{path}: its numbers overflow the arithmetic; not a measurement"
         ) from None

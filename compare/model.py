@@ -3,51 +3,60 @@
     run = run_from(path, load_result(path))          # the one adapter (compare.load calls it)
     run.label, run.file, run.median_ms, run.ranks    # the same typed fields for every run
 
+The errors a user can cause with runs live here too (`CompareError`, `WorkloadMismatch`): every
+module of compare reads runs.
+
 Results of this suite (`Result`) and the flat results of the original single-file scripts
-(`OriginalResult`) differ in what they recorded; `run_from` is the one place that knows it.
-Everything after it reads the typed fields of `Run`: an original run has no per-rank step times
-(`ranks` is empty), its step time is the wall-clock mean, and its workload key is filled in with
-the only values those scripts could run with. Its arm label is "native (original script)",
-never pooled with the suite's runs.
+(`OriginalResult`), both as schema version 2 names them (common/upgrade.py brought older files
+to it), differ in what they recorded; `run_from` is the one place that knows it. Everything
+after it reads the typed fields of `Run`: an original run has no per-rank step times (`ranks`
+is empty) and its step time is the wall-clock mean. Its arm label is "native (original
+script)", never pooled with the suite's runs.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.errors import one_line
+from common.errors import UsageError, one_line
 from common.manifest import ManifestSettling
-from common.result import OriginalResult, Result, gpu_share
+from common.result import OriginalResult, Result, WorkloadInfo
 from stats import distributions
 
 ORIGINAL_LABEL = "(original script)"
 
-# Everything that changes the measured work, in display order. Warm-up steps are left out
-# (they do not change the steady state the timed steps measure), and so is the requested
-# precision ("auto" and "bf16" run the same kernels once resolved), and so are the arm
-# and diagnostic options (barebones, ddp_stream, host_delay_us, pyprofile, trace): they are
-# what an experiment varies or diagnoses, not the work (diagnostic runs are warned about from
-# environment.diagnostics). A CPU run or a different classifier head is a different workload.
-# A workload's own options (common.workloads: gpt's sizes, say) follow these in a run's key.
-WORKLOAD_FIELDS = (
-    "workload",
-    "arch",
-    "image_size",
-    "accelerator",
-    "num_classes",
-    "precision_resolved",
+
+class CompareError(UsageError):
+    """A mistake the user can fix (one line, exit 2; `common.result.ResultError` covers
+    unreadable or invalid files): the message says what and how."""
+
+
+class WorkloadMismatch(CompareError):
+    """The runs do not measure the same workload (beyond the world size)."""
+
+
+# Everything that changes the measured work, in display order, after the workload and its own
+# options (common.workloads: the image workload's arch and image size, gpt's sizes): a result's
+# top-level fields, then its `config`'s. Warm-up steps are left out (they do not change the
+# steady state the timed steps measure), and so is the requested precision ("auto" and "bf16"
+# run the same kernels once resolved), and so are the arm and diagnostic options (barebones,
+# ddp_stream, host_delay_us, pyprofile, trace): they are what an experiment varies or
+# diagnoses, not the work (diagnostic runs are warned about from environment.diagnostics). A
+# CPU run is a different workload.
+TOP_LEVEL_FIELDS = (
     "batch_mode",
     "batch_size_per_device",
     "global_batch_size",
     "world_size",
     "measured_steps",
+)
+CONFIG_FIELDS = (
+    "accelerator",
     "compile",
     "compile_mode",
-    "channels_last",
     "cudnn_benchmark",
     "sgd_impl",
     "bucket_cap_mb",
@@ -55,41 +64,17 @@ WORKLOAD_FIELDS = (
     "static_graph",
     "broadcast_buffers",
 )
-# These are top-level result fields (the originals' names); the rest live in `result.config`.
-TOP_LEVEL_FIELDS = frozenset(
-    {
-        "precision_resolved",
-        "batch_mode",
-        "batch_size_per_device",
-        "global_batch_size",
-        "world_size",
-        "measured_steps",
-    }
-)
-# The original scripts had none of these options: they always ran like this (their README).
-ORIGINAL_FIXED: dict[str, Any] = {
-    "workload": "image",
-    "accelerator": "gpu",
-    "num_classes": 1000,
-    "compile": False,
-    "compile_mode": None,
-    "channels_last": False,
-    "cudnn_benchmark": True,
-    "sgd_impl": "auto",
-    "bucket_cap_mb": 25.0,
-    "gradient_as_bucket_view": True,
-    "static_graph": False,
-    "broadcast_buffers": True,
-}
 
 
 @dataclass(frozen=True)
 class Unit:
-    """What a run's throughput and energy count (its workload's unit): images for the image
-    workload and every result written before workloads, tokens for gpt."""
+    """What a run's throughput and energy count: its workload's unit of work (images, tokens),
+    the unit's short label for column headers (img, tok) and what a batch size counts (image,
+    sequence), as the result recorded them."""
 
     plural: str  # images, tokens
-    sample: str  # what a batch size counts: image, sequence
+    label: str  # img, tok
+    sample: str  # image, sequence
 
     @property
     def singular(self) -> str:
@@ -97,24 +82,19 @@ class Unit:
         return self.plural.removesuffix("s")
 
     @property
-    def short(self) -> str:
-        """As a column header has room for it, as in tok/s: img, tok."""
-        return {"images": "img", "tokens": "tok"}.get(self.plural, self.plural)
+    def rate(self) -> str:
+        """Throughput's label, as column headers name it: img/s, tok/s."""
+        return f"{self.label}/s"
 
+    @property
+    def energy(self) -> str:
+        """Energy's label: J/image, J/token."""
+        return f"J/{self.singular}"
 
-IMAGES = Unit("images", "image")
-
-
-def unit_of(result: Result | OriginalResult) -> Unit:
-    """The unit the result's workload counts (older and original results: images)."""
-    w = getattr(result, "workload", None)
-    return IMAGES if w is None else Unit(one_line(w.unit), one_line(w.sample))  # text from a file
-
-
-def _per_sample(result: Result | OriginalResult) -> int:
-    """Units of work in one sample: a gpt sequence's tokens; 1 for an image."""
-    w = getattr(result, "workload", None)
-    return 1 if w is None else w.units_per_sample
+    @classmethod
+    def of(cls, w: WorkloadInfo) -> Unit:
+        """The unit a result's workload counts (its text made one line: it comes from a file)."""
+        return cls(one_line(w.unit), one_line(w.unit_label), one_line(w.sample))
 
 
 def _unique(values: Sequence[str], limit: int = 3) -> str:
@@ -132,7 +112,7 @@ def _commit(r: Result) -> str | None:
 
 
 def _busy(r: Result) -> str | None:
-    share = None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
+    share = None if r.gpu_activity is None else r.gpu_activity.gpu_busy_share_of_timed_step
     return None if share is None else f"{share:.0%}"
 
 
@@ -163,6 +143,11 @@ _FACTS: tuple[tuple[str, Callable[[Result], Any]], ...] = (
     ("slurm job", lambda r: r.slurm_job_id),
     ("git commit", _commit),
     ("source digest", lambda r: r.environment.source_digest and r.environment.source_digest[:12]),
+    # a MODULE:NAME workload's module, which the source digest does not cover
+    (
+        "workload source",
+        lambda r: r.workload.module_digest and r.workload.module_digest[:12],
+    ),
     ("GPU busy (timed step)", _busy),
     ("started (UTC)", lambda r: r.environment.started_utc),
 )
@@ -202,33 +187,33 @@ class Placement:
     # Stein's two-stage rule, when the experiment stopped by it: its first stage's complete blocks
     first_stage_blocks: int | None = None
     settling: ManifestSettling | None = None  # how its experiment waited for a settled host
+    after: str | None = None  # the label of the run right before it (warm-up and failed too)
 
 
 @dataclass(frozen=True)
 class Measures:
     """A run's own measurements as the tables aggregate them (None where the result has
     none: the original scripts recorded no step percentiles, warm-up or phases). Throughput and
-    energy count the workload's unit (`Run.unit`): images, or tokens for gpt; the names stay
-    the image workload's, and the outputs name them by the unit (compare.rows.for_unit)."""
+    energy count the workload's unit of work (`Run.unit`): images, or tokens for gpt."""
 
-    images_per_second_median: float  # global batch / median step (originals: wall clock)
-    images_per_second_per_device: float
+    units_per_second_median: float  # global batch / median step (originals: wall clock)
+    units_per_second_per_device: float
     step_median_ms: float  # every rank's steps pooled (originals: the wall-clock mean)
-    step_p5_ms: float | None
-    step_p95_ms: float | None
-    images_per_second: float  # wall clock
-    warmup_seconds: float | None
-    first_step_seconds: float | None
-    run_seconds: float | None  # the run's phases added up (launch to result)
-    imports_seconds: float | None
-    timed_share: float | None  # timed steps / run_seconds
-    process: str | None  # fresh or forked (older results: None, they were fresh)
-    server_import_seconds: float | None  # a forked run's server imports, paid once per arm
+    units_per_second: float  # wall clock
     peak_allocated_gib: float | None
     peak_reserved_gib: float | None
     parameters_synchronized: bool
-    # all GPUs' energy over the timed window per image (None: no counter, older or original)
-    joules_per_image: float | None = None
+    step_p5_ms: float | None = None
+    step_p95_ms: float | None = None
+    warmup_seconds: float | None = None
+    first_step_seconds: float | None = None
+    run_seconds: float | None = None  # the run's phases added up (launch to result)
+    imports_seconds: float | None = None
+    timed_share: float | None = None  # timed steps / run_seconds
+    process: str | None = None  # fresh or forked (older results: None, they were fresh)
+    server_import_seconds: float | None = None  # a forked run's server imports, once per arm
+    # all GPUs' energy over the timed window per unit (None: no counter, older or original)
+    joules_per_unit: float | None = None
     # the hottest GPU's temperature at the timed window's end, degrees C (None: not read)
     gpu_temperature_c: float | None = None
     # model FLOPs utilisation (None: the workload's FLOPs or the GPU's peak unknown, or older)
@@ -264,21 +249,22 @@ class Run:
     wall_ms: float  # wall-clock mean step (milliseconds_per_step): the originals' only time
     ranks: tuple[RankFacts, ...]  # empty for original results: they recorded no step times
     facts: dict[str, Any]  # provenance by ENVIRONMENT_FIELDS name (those recorded)
-    diagnostics: dict[str, str]  # diagnostic options the run used (none: empty)
-    gpu_share: float | None  # GPU busy share of the timed step; None: not profiled or unknown
-    sigterm_sync: str | None  # the Lightning version when it syncs a SIGTERM flag every step
     parameters_synchronized: bool
     parameter_checksum_max_difference: float
-    parameter_digest: str | None  # None for original results
     final_loss_mean: float
-    started_utc: str | None  # None for original results
-    finished_utc: str | None  # likewise
-    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
-    host_ms_per_step: float | None
     result: Result | OriginalResult  # the file as loaded (compare itself reads the fields above)
+    unit: Unit  # what its throughput and energy count (its workload's unit of work)
+    # What the original scripts recorded none of (their runs: the defaults)
+    diagnostics: dict[str, str] = field(default_factory=dict)  # diagnostic options used
+    gpu_share: float | None = None  # GPU busy share of the timed step; None: not profiled
+    sigterm_sync: str | None = None  # the Lightning version that syncs a SIGTERM flag a step
+    parameter_digest: str | None = None
+    started_utc: str | None = None
+    finished_utc: str | None = None
+    # Main thread CPU ms per timed step, mean over ranks; None where not recorded (older results)
+    host_ms_per_step: float | None = None
     placement: Placement = field(default_factory=Placement)
     duplicate_of: str | None = None  # the file this one copies or hard-links (compare.load)
-    unit: Unit = IMAGES  # what its throughput and energy count (its workload's unit)
 
     @property
     def fact_texts(self) -> dict[str, str]:
@@ -326,16 +312,14 @@ class Run:
 
     @property
     def workload_title(self) -> str:
-        """How the report's first line names the workload: the architecture (older and original
-        results: the image workload), else the workload's title, e.g. 'gpt (gpt2-small)'."""
-        trained = getattr(self.result, "workload", None)
-        return one_line(str(self.workload["arch"]) if trained is None else trained.title)
+        """How the report's first line names the workload: resnet50, 'gpt (gpt2-small)'."""
+        return one_line(self.result.workload.title)
 
     @property
     def throughput(self) -> float:
         """Global units (images, tokens) per second from the median step (original results: wall
         clock, all they have)."""
-        return self.values.images_per_second_median
+        return self.values.units_per_second_median
 
 
 def run_from(
@@ -360,7 +344,7 @@ def run_from(
         label=label or default_label,
         implementation=result.implementation,
         world_size=result.world_size,
-        precision_requested=result.precision_requested,
+        precision_requested=result.precision.requested,
         warmup_steps=result.warmup_steps,
         seed=result.seed,
         wall_ms=result.milliseconds_per_step,
@@ -369,7 +353,8 @@ def run_from(
         final_loss_mean=result.final_loss_mean,
         result=result,
         placement=placement or Placement(),
-        unit=unit_of(result),
+        unit=Unit.of(result.workload),
+        workload=_workload(result),
         **kind,
     )
 
@@ -392,39 +377,33 @@ def _suite_fields(r: Result) -> dict[str, Any]:
     )
     facts = {name: read(r) for name, read in _FACTS}
     services = r.lightning is not None and not r.lightning.barebones
-    units = _per_sample(r)  # throughput and energy in the workload's unit
-    energy = r.energy
-    joules = None if energy is None else energy.joules_per_unit
-    if joules is None and energy is not None:
-        joules = energy.joules_per_image  # older results: an image is the unit
     return {
         "label": r.arm or (f"{r.implementation}-services" if services else r.implementation),
-        "workload": _workload(r, r.config),
         "original": False,
         "ranks": ranks,
         "facts": facts,
         "values": Measures(
-            images_per_second_median=r.images_per_second_median * units,
-            images_per_second_per_device=r.images_per_second_per_device * units,
+            units_per_second_median=r.units_per_second_median,
+            units_per_second_per_device=r.units_per_second_per_device,
             step_median_ms=r.step_time_ms.median,
             step_p5_ms=r.step_time_ms.p5,
             step_p95_ms=r.step_time_ms.p95,
-            images_per_second=r.images_per_second * units,
+            units_per_second=r.units_per_second,
             warmup_seconds=r.warmup_seconds,
             first_step_seconds=r.first_step_seconds,
             **_time_split(r),
             peak_allocated_gib=r.peak_allocated_gib,
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
-            joules_per_image=joules,
+            joules_per_unit=None if r.energy is None else r.energy.joules_per_unit,
             gpu_temperature_c=of_ranks(r, lambda t: t.gpu_temperature_c_end, max),
             mfu=r.mfu,
         ),
         "diagnostics": dict(r.environment.diagnostics or {}),
-        # The GPU's busy time per step over the median timed step (older results: from their
-        # profiled window), not the profiled window's busy fraction: the profiler slows the host.
+        # The GPU's busy time per step over the median timed step, not the profiled window's
+        # busy fraction: the profiler slows the host.
         "gpu_share": (
-            None if r.gpu_activity is None else gpu_share(r.gpu_activity, r.step_time_ms.median)
+            None if r.gpu_activity is None else r.gpu_activity.gpu_busy_share_of_timed_step
         ),
         "sigterm_sync": (
             r.lightning.version
@@ -434,21 +413,11 @@ def _suite_fields(r: Result) -> dict[str, Any]:
         "parameter_digest": r.parameter_digest,
         "started_utc": r.environment.started_utc,
         "finished_utc": r.environment.finished_utc,
-        "host_ms_per_step": _host_ms(r),
+        # The mean over ranks, not the slowest rank's: the ranks run the same host work in
+        # lockstep, so the mean is the same cost with less noise, and whether host work can
+        # lengthen the step is the GPU busy share's to say (None: older results)
+        "host_ms_per_step": r.host_ms_per_step,
     }
-
-
-def _host_ms(r: Result) -> float | None:
-    """The result's host ms per step (the mean over ranks), else the ranks' mean, else None
-    (older results record neither). The mean, not the slowest rank's: the ranks run the same
-    host work in lockstep, so the mean is the same cost with less noise, and whether host work
-    can lengthen the step is the GPU busy share's to say."""
-    if r.host_ms_per_step is not None:
-        return r.host_ms_per_step
-    ranks = [k.host_ms_per_step for k in r.ranks]
-    if not ranks or any(ms is None for ms in ranks):
-        return None
-    return sum(ranks) / len(ranks)  # type: ignore[arg-type]
 
 
 def _time_split(r: Result) -> dict[str, float | None]:
@@ -473,52 +442,35 @@ def _time_split(r: Result) -> dict[str, float | None]:
 
 def _original_fields(r: OriginalResult) -> dict[str, Any]:
     """The same for an original script's result: one wall-clock interval is all it timed."""
-    fixed = {**ORIGINAL_FIXED, "arch": _arch_of(r.model), "image_size": _image_size_of(r.data)}
+    units = r.samples_per_second * r.workload.units_per_sample
     return {
         "label": f"{r.implementation} {ORIGINAL_LABEL}",
-        "workload": _workload(r, fixed),
         "original": True,
         "ranks": (),
         "facts": {name: read(r) for name, read in _ORIGINAL_FACTS.items()},
         "values": Measures(
-            images_per_second_median=r.images_per_second,
-            images_per_second_per_device=r.images_per_second / r.world_size,
+            units_per_second_median=units,
+            units_per_second_per_device=units / r.world_size,
             step_median_ms=r.milliseconds_per_step,
-            step_p5_ms=None,
-            step_p95_ms=None,
-            images_per_second=r.images_per_second,
-            warmup_seconds=None,
-            first_step_seconds=None,
-            run_seconds=None,
-            imports_seconds=None,
-            timed_share=None,
-            process=None,
-            server_import_seconds=None,
+            units_per_second=units,
             peak_allocated_gib=r.peak_allocated_gib,
             peak_reserved_gib=r.peak_reserved_gib,
             parameters_synchronized=r.parameters_synchronized,
         ),
-        "diagnostics": {},
-        "gpu_share": None,
-        "sigterm_sync": None,
-        "parameter_digest": None,
-        "started_utc": None,
-        "finished_utc": None,
-        "host_ms_per_step": None,
     }
 
 
-def _workload(result: Result | OriginalResult, source: dict[str, Any]) -> dict[str, Any]:
-    """The workload key: every field that changes what is measured (the top-level ones from
-    the result, the others from `source`: its config, or what the originals always ran)."""
-    key = {
-        name: getattr(result, name) if name in TOP_LEVEL_FIELDS else source.get(name)
-        for name in WORKLOAD_FIELDS
-    }
-    trained = getattr(result, "workload", None)
-    key["workload"] = "image" if trained is None else trained.name  # older results: image
-    if trained is not None:  # its own options (gpt's sizes); the image workload's are above
-        key.update({k: v for k, v in trained.options.items() if k not in key})
+def _workload(result: Result | OriginalResult) -> dict[str, Any]:
+    """The workload key: every field that changes what is measured, in display order: the
+    workload and its options, the accelerator and resolved precision, the top-level fields,
+    then the rest of its config."""
+    w, config = result.workload, result.config
+    key: dict[str, Any] = {"workload": w.name}
+    key.update({k: v for k, v in w.options.items() if k not in key})
+    key["accelerator"] = config.get("accelerator")
+    key["precision_resolved"] = result.precision.resolved
+    key.update({name: getattr(result, name) for name in TOP_LEVEL_FIELDS})
+    key.update({name: config.get(name) for name in CONFIG_FIELDS if name not in key})
     if not key["compile"]:
         key["compile_mode"] = None  # the mode means nothing without compile; not a mismatch
     if isinstance(key["bucket_cap_mb"], int):
@@ -526,25 +478,11 @@ def _workload(result: Result | OriginalResult, source: dict[str, Any]) -> dict[s
     return key
 
 
-def _arch_of(model: str) -> str:
-    """'torchvision.models.resnet50' -> 'resnet50'."""
-    return model.rsplit(".", 1)[-1]
-
-
-def _image_size_of(data: str) -> int | str | None:
-    """The side of the images in the originals' `data` text ('... 3x224x224 images ...')."""
-    match = re.search(r"\d+x(\d+)x(\d+)", data)
-    if match is None:
-        return None
-    height, width = int(match.group(1)), int(match.group(2))
-    return height if height == width else f"{height}x{width}"
-
-
 # The tidy columns of one run, in order (units in the names).
 RUN_COLUMNS = (
     "arm", "runner", "block", "position", "warmup", "counted", "world_size",
-    "run_median_ms", "step_median_ms", "step_p5_ms", "step_p95_ms", "images_per_second",
-    "host_ms_per_step", "gpu_busy_share", "joules_per_image", "gpu_temperature_c", "started_utc",
+    "run_median_ms", "step_median_ms", "step_p5_ms", "step_p95_ms", "units_per_second",
+    "host_ms_per_step", "gpu_busy_share", "joules_per_unit", "gpu_temperature_c", "started_utc",
     "file",
 )  # fmt: skip
 
@@ -566,10 +504,10 @@ def run_record(run: Run) -> dict[str, Any]:
         "step_median_ms": run.values.step_median_ms,
         "step_p5_ms": run.values.step_p5_ms,
         "step_p95_ms": run.values.step_p95_ms,
-        "images_per_second": run.values.images_per_second,  # wall clock, as the csv's
+        "units_per_second": run.values.units_per_second,  # wall clock, as the csv's
         "host_ms_per_step": run.host_ms_per_step,
         "gpu_busy_share": run.gpu_share,
-        "joules_per_image": run.values.joules_per_image,
+        "joules_per_unit": run.values.joules_per_unit,
         "gpu_temperature_c": run.values.gpu_temperature_c,
         "started_utc": run.started_utc,
         "file": str(run.path),

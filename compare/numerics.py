@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from compare.display import span
 from compare.model import Run
+from compare.render import span
 
 GPU_NOT_REPRODUCIBLE = (
     "GPU runs are not bitwise reproducible (cuDNN autotuning, atomic adds); bit-identity is"

@@ -1,34 +1,112 @@
-"""Where a report goes: its texts and figures, written by the one writer (common.output).
+"""A report in each of compare's formats, and where it goes: the one writer (common.output).
 
+    print(render(report, "text"), end="")          # or "markdown", "csv", "json", "html"
+    render(answer, "markdown")                      # compare.interleaved's question
     write_reports(report, ReportFiles.folder(Path("out/exp1"), drift=bool(points)), points)
-    write_reports(answer, ReportFiles.folder(folder, ("text", "markdown"), plot=False))
     files = ReportFiles((Target(Path("r.md"), "markdown", "--output"),), overwrite=True)
 
-One writer for compare's command line (--output, --plot, --drift) and an experiment's folder
-(report.txt, report.md, report.html, comparison.png, drift.png; an in-process plan's
-report.txt and report.md): every text is rendered before any file is written, then each target
-is written in its order through common.output (new unless overwriting, never half a file),
-and a file that cannot be written raises common.output's OutputError, one line naming the
-target (compare's CLI shows it as its usage error; the experiment says what its folder kept).
-A report is a `compare.analysis.Report` (separate runs) or a
-`compare.interleaved.InterleavedAnswer` (the in-process question, texts only).
+text, markdown and html lay out compare.sections (the answer first, then the tables) through
+compare.render; csv is a row a run and json the whole report, the typed rows' fields as they
+are. The HTML page carries everything (styles inline, figures as base64 PNG), every value
+escaped. compare's command line (--output, --plot, --drift) and an experiment's folder
+(report.txt, .md, .html, comparison.png, drift.png) write through write_reports: every text is
+rendered first, then each target is written in order, new unless overwriting, never half a
+file; OutputError names a target that cannot be written.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.output import mode_for, write_atomically, write_text
+from compare import interleaved
+from compare import render as layout
 from compare.analysis import Report
-from compare.errors import CompareError
 from compare.interleaved import InterleavedAnswer
-from compare.report import render
+from compare.model import CompareError
+from compare.sections import document
 
 if TYPE_CHECKING:
     from compare.figures import DriftPoint
+
+FORMATS = ("text", "markdown", "csv", "json", "html")
+
+
+def render_csv(report: Report) -> str:
+    """One row per run (compare.rows.RunRow: its field names are the header, units in the
+    names), through pandas, as `compare.runs_frame` gives them to a notebook; every text cell
+    made safe for a spreadsheet (compare.render.csv_cell)."""
+    import pandas as pd  # deferred: only csv needs it, and it is slow to import
+
+    rows = [
+        {name: layout.csv_cell(value) for name, value in dataclasses.asdict(row).items()}
+        for row in report.run_table
+    ]
+    return pd.DataFrame(rows).to_csv(index=False)
+
+
+def render_json(report: Report) -> str:
+    """The whole report as strict JSON (compare.render.json_text: no NaN, no raw control
+    character); `work_unit` says what units_per_second and joules_per_unit count."""
+    return layout.json_text(report.to_json()) + "\n"
+
+
+def render(
+    report: Report | interleaved.InterleavedAnswer,
+    fmt: str,
+    points: Sequence[DriftPoint] = (),
+    verbose: bool = False,
+) -> str:
+    """The report in one of FORMATS; html draws its figures (the drift one from `points`);
+    `verbose` shows every configuration row and each legend under its table. An interleaved
+    answer in one of interleaved.FORMATS (compare.interleaved.render_section)."""
+    if isinstance(report, interleaved.InterleavedAnswer):
+        return interleaved.render_section(report, fmt, verbose)
+    if fmt == "html":
+        return report_page(report, points)
+    if fmt == "text":
+        return layout.text(document(report, verbose), verbose)
+    if fmt == "markdown":
+        return layout.markdown(document(report, verbose), verbose)
+    return {"csv": render_csv, "json": render_json}[fmt](report)
+
+
+def _embedded(caption: str, png: bytes) -> str:
+    """A PNG embedded as a data URI, with its caption."""
+    data = base64.b64encode(png).decode("ascii")
+    alt = html.escape(caption, quote=True)
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{alt}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> str:
+    """The whole page: title, verdicts and warnings, figures, then every section of the text
+    report (compare.sections, laid out by compare.render; every configuration row shown)."""
+    answer, *rest = layout.html(document(report, verbose=True))
+    body = [
+        f"<h1>{layout.html_text(report.title)}</h1>",
+        answer,
+        *(_embedded(caption, png) for caption, png in figures),
+        *rest,
+    ]
+    return layout.page(report.title, body)
+
+
+def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
+    """The page with its figures (compare.figures.page_figures): drift beside the overhead
+    (when runs recorded their start times), then throughput, step times, overhead and scaling."""
+    from compare.figures import page_figures  # deferred: matplotlib is slow to import
+
+    return render_html(report, page_figures(report, points))
+
 
 PLOT, DRIFT = "plot", "drift"  # a Target's content when it is a figure
 FOLDER_TEXTS = {"text": "report.txt", "markdown": "report.md", "html": "report.html"}
@@ -37,7 +115,7 @@ FOLDER_FIGURES = {PLOT: "comparison.png", DRIFT: "drift.png"}
 
 @dataclass(frozen=True)
 class Target:
-    """One file of a report: its path, what goes in it (a format of compare.report.FORMATS, or
+    """One file of a report: its path, what goes in it (a format of FORMATS, or
     PLOT or DRIFT for a figure) and how an error names it (an option, or the file's name)."""
 
     path: Path

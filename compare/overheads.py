@@ -24,10 +24,9 @@ from typing import Any
 
 from common import arms as table
 from compare import verdicts
-from compare.energy import energy_difference, joules_per_image
-from compare.errors import CompareError
+from compare.energy import energy_difference, joules_per_unit
 from compare.flags import Flag
-from compare.model import Run
+from compare.model import CompareError, Run
 from compare.numerics import numerics_identical
 from compare.pairing import Grouping
 from compare.rows import EnergyDifference, Overhead
@@ -61,12 +60,12 @@ def run_points(
     """A intervals.RunPoint per counted run (warm-up runs left out): its label, its number (median
     pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
     from the manifest and its start time. With `host`, runs without host time are left out;
-    with `energy`, the number is J/image (compare.energy) and runs without one are left out."""
+    with `energy`, the number is J per unit (compare.energy) and runs without one are left out."""
     chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
     values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
     if energy:
-        chosen = [r for r in chosen if joules_per_image(r) is not None]
-        values = [joules_per_image(r) for r in chosen]
+        chosen = [r for r in chosen if joules_per_unit(r) is not None]
+        values = [joules_per_unit(r) for r in chosen]
     return [
         intervals.RunPoint(
             arm=r.label,
@@ -75,6 +74,7 @@ def run_points(
             position=r.position,
             started_s=started_s(r),
             name=r.file,
+            after=r.placement.after,
         )
         for r, v in zip(chosen, values)
     ]
@@ -321,8 +321,9 @@ def time_comparisons(
 
 
 def energy_comparisons(groups: Grouping, stated: Sequence[Stated]) -> list[EnergyDifference]:
-    """Energy per image, the same comparisons by the same method, Holm-adjusted as a family of
-    its own (like the host cost); comparisons without energy on both sides are not tested."""
+    """Energy per unit of work, the same comparisons by the same method, Holm-adjusted as a
+    family of its own (like the host cost); comparisons without energy on both sides are not
+    tested."""
     sides = [groups.pair(c.arm, c.baseline, c.world) for c in stated]
     points = [run_points([*a, *b], energy=True) for a, b in sides]
     ivs = holm_family(

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common import arms as table
-from compare.errors import CompareError, WorkloadMismatch
-from compare.model import IMAGES, ORIGINAL_LABEL, Run, Unit, text_of
+from compare.model import ORIGINAL_LABEL, CompareError, Run, Unit, WorkloadMismatch, text_of
 
 # (arm label, world size) -> the cell's runs, in run order
 Cells = Mapping[tuple[str, int], Sequence[Run]]
@@ -35,6 +34,7 @@ WARN_ENVIRONMENT = (
     "driver",
     "hosts",
     "source digest",
+    "workload source",
 )
 
 
@@ -84,9 +84,25 @@ def _differences(
     return found
 
 
+def declared(run: Run) -> dict[str, Any]:
+    """What a MODULE:NAME workload's declaration said of its run (its code may have changed
+    between runs, which its options do not show; the suite's source digest does not cover
+    it): the model and the work a sample counts. Empty for the built-in workloads, whose
+    code is the suite's."""
+    trained = getattr(run.result, "workload", None)
+    if trained is None or ":" not in trained.name:
+        return {}
+    return {
+        "model": run.result.model,
+        "units_per_sample": trained.units_per_sample,
+        "flops_per_sample": trained.flops_per_sample,
+    }
+
+
 def workload_differences(runs: Sequence[Run]) -> list[Difference]:
-    """Workload fields (other than the world size and what follows from it) that differ."""
-    keys = [scaling_key(run) for run in runs]
+    """Workload fields (other than the world size and what follows from it) that differ; for
+    a MODULE:NAME workload, what its declaration said too (`declared`)."""
+    keys = [{**scaling_key(run), **declared(run)} for run in runs]
     fields = list(dict.fromkeys(name for key in keys for name in key))
     facts = [{name: text_of(key.get(name)) for name in fields} for key in keys]
     return _differences(runs, facts, fields, skip_missing=False)
@@ -106,7 +122,16 @@ def one_workload(runs: Sequence[Run]) -> Unit:
             f"the runs train different workloads ({which}), whose units differ: compare each"
             " workload's runs on their own"
         )
-    return runs[0].unit if runs else IMAGES
+    units: dict[Unit, Run] = {}
+    for run in runs:
+        units.setdefault(run.unit, run)
+    if len(units) > 1:  # one workload's results, one of them edited (or its code changed)
+        which = "; ".join(f"{run.file} {u.plural} per {u.sample}" for u, run in units.items())
+        raise WorkloadMismatch(
+            f"the runs of one workload count different units ({which}): their throughput"
+            " counts different things; compare the runs of one unit"
+        )
+    return runs[0].unit
 
 
 def environment_differences(runs: Sequence[Run]) -> list[Difference]:

@@ -5,6 +5,8 @@
     html(document)        # <h2>, <table>, <ul>, every value escaped
     csv_cell("=1+2")      # "'=1+2": text a spreadsheet shows, never a formula it runs
     json_text(value)      # strict JSON: NaN as null, control characters as \\u escapes
+    cell(3.14159, ".2f")  # "3.14": a value as a table cell (cell(None) == "-", yes/no)
+    span(["a.json", "b.json", "c.json"])   # "a.json .. c.json (3 files)": run files, narrow
 
 A column says once whether it holds numbers (`Column.numeric`); numbers are right-aligned in
 every format, never guessed from the cell's text. A text table too wide for WIDTH is split
@@ -28,6 +30,7 @@ import dataclasses
 import html as html_escape
 import json
 import math
+import os
 import re
 import textwrap
 from collections.abc import Callable, Sequence
@@ -35,9 +38,51 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.errors import one_line
+from compare.model import Run, text_of
 
 WIDTH = 100  # columns: the longest line of a text or markdown report
 INDENT = "  "
+
+
+# A span of run files longer than this names its last file by what differs from the first:
+# span(["fabric-2.6.2+git35e56ef-r1.json", ..., "fabric-2.6.2+git35e56ef-r3.json"])
+#   == "fabric-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"
+SPAN_WIDTH = 60
+
+
+def cell(value: Any, spec: str = "") -> str:
+    """A value as a table cell: numbers by format spec, else as recorded facts read
+    (`compare.model.text_of`: '-' for missing, yes/no for booleans, floats by %g); '-' for a
+    number that is not finite (a NaN is no value to show)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "-"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and spec:
+        return format(value, spec)
+    return text_of(value)
+
+
+GPU_UNIT, CPU_UNIT = "GPU(s)", "CPU rank(s)"  # what a world size counts (Report.unit)
+
+
+def world_unit(runs: Sequence[Run]) -> str:
+    """What a world size counts: GPU_UNIT, or CPU_UNIT when every run ran on CPUs."""
+    cpu = bool(runs) and all(run.workload.get("accelerator") == "cpu" for run in runs)
+    return CPU_UNIT if cpu else GPU_UNIT
+
+
+def span(names: Sequence[str]) -> str:
+    """Run files for a reader: one or two, else the first and last and how many (a table
+    column stays narrow)."""
+    if len(names) > 2:
+        first, last = names[0], names[-1]
+        full = f"{first} .. {last} ({len(names)} files)"
+        if len(full) <= SPAN_WIDTH:
+            return full
+        shared = len(os.path.commonprefix([first, last]))
+        folder = first.rfind("/", 0, shared) + 1  # the names differ in a folder: keep it whole
+        cut = folder if "/" in last[shared:] else max(folder, first.rfind("-", 0, shared) + 1)
+        return f"{first} .. {last[cut:]} ({len(names)} files)"
+    return ", ".join(names)
 
 
 @dataclass(frozen=True)
@@ -52,7 +97,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """Columns and rows of cells, already formatted (compare.display.cell)."""
+    """Columns and rows of cells, already formatted (`cell`)."""
 
     columns: tuple[Column, ...]
     rows: tuple[tuple[str, ...], ...]
@@ -294,7 +339,7 @@ def html(doc: Document) -> list[str]:
     return out
 
 
-# The style of every page compare writes: the report's (compare.html) and the interleaved
+# The style of every page compare writes: the report's (compare.outputs) and the interleaved
 # answer's (compare.interleaved).
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1f23;

@@ -1,6 +1,6 @@
 """The typed rows of a report: one frozen dataclass per table, its fields the columns.
 
-    ArmRow.columns("speed")          # (field name, header, format) of the speed table
+    ArmRow.columns("speed", report.headers)   # (field name, header, format) of the speed table
     aggregate("native", 2, runs, "yes")   # an ArmRow from the repeats of one arm
 
 A field's metadata carries what every output needs: the header the text, markdown and HTML
@@ -17,51 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from compare.model import IMAGES, Run, Unit
+from compare.model import Run, Unit
 from stats import distributions
 from stats.intervals import CONFIDENCE
 
 
-def for_unit(text: str, unit: Unit) -> str:
-    """A header or field name in the runs' unit: 'img/s ↑' -> 'tok/s ↑', 'J/image ↓' ->
-    'J/token ↓', 'images_per_second' -> 'tokens_per_second' (the image workload's unchanged).
-    The fields keep the image workload's names (compare.model.Measures); outputs name them so."""
-    if unit == IMAGES:
-        return text
-    text = text.replace("img/", f"{unit.short}/").replace("images", unit.plural)
-    return text.replace("image", unit.singular)
-
-
-# The fields named for the image workload's unit, as the csv, json and DataFrames name them
-UNIT_FIELDS = frozenset(
-    {
-        "images_per_second",
-        "images_per_second_median",
-        "images_per_second_per_device",
-        "joules_per_image",
-    }
-)
-
-
-def field_name(name: str, unit: Unit) -> str:
-    """A field's name in an output: those of UNIT_FIELDS `for_unit`, the others as they are."""
-    return for_unit(name, unit) if name in UNIT_FIELDS else name
-
-
-def named_for(data: Any, unit: Unit) -> Any:
-    """`data` (the json's dicts and lists, a csv row) with every key a `field_name` (arm labels
-    and other keys as they are)."""
-    if isinstance(data, dict):
-        return {field_name(k, unit): named_for(v, unit) for k, v in data.items()}
-    if isinstance(data, list):
-        return [named_for(v, unit) for v in data]
-    return data
-
-
 def column(header: str, fmt: str = "", aggregate: str = "", table: str = "") -> Any:
-    """A field's metadata: its header, number format, aggregation over repeats ("median",
-    "max", "distinct": the one value of every run or "mixed"; "" when set otherwise) and the
-    tables it is shown in (space-separated)."""
+    """A field's metadata: its header (a template of `headers`' words: {rate} img/s, {per}
+    GPU, ...), number format, aggregation over repeats ("median", "max", "distinct": the one
+    value of every run or "mixed"; "" when set otherwise) and the tables it is shown in
+    (space-separated)."""
     return field(metadata={"header": header, "format": fmt, "aggregate": aggregate, "table": table})
 
 
@@ -70,15 +35,15 @@ class ArmRow:
     """One arm at one world size: the medians of its repeats (memory: the max)."""
 
     arm: str = column("arm", table="speed cost")
-    world_size: int = column("GPUs", "d", table="speed cost")
+    world_size: int = column("{world}", "d", table="speed cost")
     runs: int = column("runs", "d", table="speed")
-    images_per_second_median: float | None = column("img/s ↑", ".1f", "median", "speed")
-    images_per_second_per_device: float | None = column("img/s/GPU ↑", ".1f", "median", "speed")
+    units_per_second_median: float | None = column("{rate} ↑", ".1f", "median", "speed")
+    units_per_second_per_device: float | None = column("{rate}/{per} ↑", ".1f", "median", "speed")
     step_median_ms: float | None = column("median ms ↓", ".2f", "median", "speed")
     step_p5_ms: float | None = column("p5 ms ↓", ".2f", "median", "speed")
     step_p95_ms: float | None = column("p95 ms ↓", ".2f", "median", "speed")
-    images_per_second: float | None = column("wall-clock img/s ↑", ".1f", "median", "speed")
-    joules_per_image: float | None = column("J/image ↓", ".4f", "median", "speed")
+    units_per_second: float | None = column("wall-clock {rate} ↑", ".1f", "median", "speed")
+    joules_per_unit: float | None = column("{energy} ↓", ".4f", "median", "speed")
     mfu: float | None = column("MFU ↑", ".1%", "median", "speed")  # shown where a run has one
     run_seconds: float | None = column("run s ↓", ".1f", "median", "cost")
     imports_seconds: float | None = column("imports s ↓", ".2f", "median", "cost")
@@ -93,13 +58,20 @@ class ArmRow:
     numerics_identical: str = column("same numerics", table="cost")
 
     @classmethod
-    def columns(cls, table: str) -> list[tuple[str, str, str]]:
-        """(field name, header, format) of the fields shown in one table, in order."""
+    def columns(cls, table: str, words: dict[str, str]) -> list[tuple[str, str, str]]:
+        """(field name, header, format) of the fields shown in one table, in order, the headers
+        in `words` (`headers`)."""
         return [
-            (f.name, f.metadata["header"], f.metadata["format"])
+            (f.name, f.metadata["header"].format(**words), f.metadata["format"])
             for f in fields(cls)
             if table in f.metadata["table"].split()
         ]
+
+
+def headers(work: Unit, world: str, per: str) -> dict[str, str]:
+    """The words of the column headers: the work's throughput (img/s, tok/s) and energy
+    (J/image, J/token) labels, what a world size counts (GPUs, CPU ranks) and one of it."""
+    return {"rate": work.rate, "energy": work.energy, "world": world, "per": per}
 
 
 def aggregate(label: str, world: int, runs: Sequence[Run], numerics: str) -> ArmRow:
@@ -223,10 +195,10 @@ class RunRow:
     step_median_ms: float  # every rank's steps pooled (originals: the wall-clock mean)
     step_p5_ms: float | None
     step_p95_ms: float | None
-    images_per_second: float  # wall clock
+    units_per_second: float  # wall clock
     host_ms_per_step: float | None
     gpu_busy_share: float | None
-    joules_per_image: float | None
+    joules_per_unit: float | None
     gpu_temperature_c: float | None  # the hottest GPU's at the timed window's end
     started_utc: str | None
     file: str  # the result's path
@@ -234,8 +206,8 @@ class RunRow:
     implementation: str
     original_script: bool
     runs: int  # always 1: a run
-    images_per_second_median: float  # global batch / median step (originals: wall clock)
-    images_per_second_per_device: float
+    units_per_second_median: float  # global batch / median step (originals: wall clock)
+    units_per_second_per_device: float
     warmup_seconds: float | None
     first_step_seconds: float | None
     run_seconds: float | None
@@ -257,7 +229,7 @@ class RunRow:
 
 @dataclass(frozen=True)
 class EnergyDifference:
-    """An arm's energy per image against a baseline's at one world size."""
+    """An arm's energy per unit of work against a baseline's at one world size."""
 
     world_size: int
     arm: str
@@ -272,6 +244,6 @@ class EnergyDifference:
     no_verdict_reason: str | None
     warnings: tuple[str, ...]
     sentence: str  # the verdict, for a report line
+    per: str  # what the energy counts, one of the runs' unit of work: image, token
     confidence: float = CONFIDENCE  # the interval's (Holm-adjusted in a report)
     family: int = 1  # the energy comparisons it is adjusted over
-    per: str = "image"  # what the energy counts, one of the runs' unit: image, token

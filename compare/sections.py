@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from common.result import joules_spec
 from compare import verdicts
 from compare.analysis import Report
-from compare.display import cell
-from compare.energy import energy_cell
+from compare.energy import energy_cell, warming_rule
 from compare.flags import grouped_warnings
-from compare.model import IMAGES
-from compare.render import Column, Document, Section, Table
-from compare.rows import ArmRow, for_unit
+from compare.render import Column, Document, Section, Table, cell
+from compare.rows import ArmRow
 from compare.verdicts import energy_oneliner
 from stats import distributions, intervals, run_level
 
@@ -62,7 +61,7 @@ def answer(report: Report) -> Section:
         f" {d.residual_sentence}"
         for d in report.decomposition
     ]
-    # energy per image, where the runs measured it (CPU runs and older results say nothing here)
+    # energy per unit, where the runs measured it (CPU runs and older results say nothing here)
     energy = (energy_oneliner(e, report.unit) for e in report.energy_differences)
     lines += [line for line in energy if line is not None]
     # each kind of verdict is a Holm family of its own: say what they mean together
@@ -81,11 +80,11 @@ def answer(report: Report) -> Section:
 
 
 def energy_levels(report: Report) -> tuple[str, ...]:
-    """Each arm's J/image with its interval over runs, where its runs measured it, its power
+    """Each arm's J per unit with its interval over runs, where its runs measured it, its power
     and GPU temperatures, and a warning where the GPU was still warming."""
     lines = []
     for e in report.energy:
-        if e.joules_per_image is None:
+        if e.joules_per_unit is None:
             continue
         facts = [
             f"{intervals.CONFIDENCE:.0%} over {e.runs} runs; geometric mean"
@@ -97,8 +96,8 @@ def energy_levels(report: Report) -> tuple[str, ...]:
         if e.temperature_c_low is not None and e.temperature_c_high is not None:
             facts.append(f"GPU {e.temperature_c_low:.0f}-{e.temperature_c_high:.0f} C")
         where = verdicts.where(e.world_size, report.unit)
-        per = report.work.singular
-        lines.append(f"J/{per}, {e.arm}, {where}: {energy_cell(e, per)} ({'; '.join(facts)})")
+        level = f"{energy_cell(e)} ({'; '.join(facts)})"
+        lines.append(f"{report.work.energy}, {e.arm}, {where}: {level}")
         if e.warming is not None:
             lines.append(f"warning: {e.warming}")
     return tuple(lines)
@@ -135,18 +134,15 @@ def configuration(report: Report, verbose: bool) -> Section:
 
 def arm_table(report: Report, which: str) -> Table:
     """The per-arm table of one group of ArmRow's fields (compare.rows)."""
-    cpu = report.unit != "GPU(s)"
-    names = {"GPUs": report.units, "img/s/GPU ↑": "img/s/rank ↑" if cpu else "img/s/GPU ↑"}
-    names = {h: for_unit(names.get(h, h), report.work) for _, h, _ in ArmRow.columns(which)}
-    # J per token is thousandths of a joule: significant digits, not four decimals
+    joules = [row.joules_per_unit for row in report.table if row.joules_per_unit is not None]
     columns = [
-        (name, h, ".4g" if name == "joules_per_image" and report.work != IMAGES else f)
-        for name, h, f in ArmRow.columns(which)
+        (name, h, joules_spec(joules) if name == "joules_per_unit" else f)
+        for name, h, f in ArmRow.columns(which, report.headers)
         # MFU only where a run knows it (a workload's FLOPs on a GPU of the peak table)
         if name != "mfu" or any(row.mfu is not None for row in report.table)
     ]
     head = [
-        (key if name in ("arm", "world_size") else Column)(names.get(h, h), numeric=bool(f))
+        (key if name in ("arm", "world_size") else Column)(h, numeric=bool(f))
         for name, h, f in columns
     ]
     return table(
@@ -166,14 +162,16 @@ def overhead(report: Report) -> Section:
         "runs = arm/baseline runs used (blocks = complete blocks, a block's missing run drops it)",
         (
             "detectable % = a true overhead of this size gets a verdict in at least"
-            f" {intervals.DETECTABLE_PROMISE:.0%} of experiments of this size whose runs show no"
-            f" outlier (calibrated for heavy tails); '-' without an interval, below"
+            f" {intervals.DETECTABLE_PROMISE:.0%} of fresh experiments of this size (calibrated"
+            " for heavy tails and disturbed runs); '-' without an interval, below"
             f" {intervals.MIN_DETECTABLE_UNITS} complete blocks (runs a side for file lists): with"
             " fewer, rare large spikes (10% of runs +30%) leave the promise unmet, so smallest"
-            f" detectable: needs >= {intervals.MIN_DETECTABLE_UNITS} blocks; or where a block"
-            f" (run) lies {intervals.OUTLIER_MADS:g}+ robust SDs from the others: one such run"
-            " would hide an overhead of the size the clean runs support, so smallest detectable:"
-            " withheld"
+            f" detectable: needs >= {intervals.MIN_DETECTABLE_UNITS} blocks. From"
+            f" {intervals.MIN_DETECTABLE_UNITS}, a block that lies {intervals.OUTLIER_MADS:g}+"
+            " robust SDs from the others and that their spread does not explain"
+            f" (p < {intervals.OUTLIER_P:g}) is left out of the interval, and named; file lists"
+            " keep every run and withhold the size where a run lies that far from its arm's"
+            " others (it holds for experiments without one)"
         ),
         f"fastest-run % = {run_level.FASTEST_RUN_LABEL}; '-' with unequal run counts",
         "step jitter = (p95 - p5) / median within a run, descriptive only",
@@ -370,9 +368,8 @@ def scaling(report: Report) -> Section:
     mode, rule = {
         "weak": (
             "weak scaling recognised",
-            for_unit(
-                "efficiency = img/s_N / (N/N0 x img/s_N0) (fixed per-device batch)", report.work
-            ),
+            f"efficiency = {report.work.rate}_N / (N/N0 x {report.work.rate}_N0)"
+            " (fixed per-device batch)",
         ),
         "strong": (
             "strong scaling recognised",
@@ -395,7 +392,7 @@ def scaling(report: Report) -> Section:
     columns = [
         key("arm"),
         key(report.units, numeric=True),
-        num(for_unit("img/s ↑", report.work)),
+        num(f"{report.work.rate} ↑"),
         num("speed-up ↑"),
         num("efficiency ↑"),
         num(f"overhead vs {report.baseline} % ↓"),
@@ -412,7 +409,13 @@ def document(report: Report, verbose: bool = False) -> Document:
         out.append(Section("Warnings", lines=lines, kind="warnings"))
     out += [
         configuration(report, verbose),
-        Section(f"Speed ({LEGEND})", arm_table(report, "speed"), energy_levels(report)),
+        Section(
+            f"Speed ({LEGEND})",
+            arm_table(report, "speed"),
+            energy_levels(report),
+            # the warming rule, where an arm has an energy level (its line may warn by it)
+            (f"warming: {warming_rule(report.work)}",) if energy_levels(report) else (),
+        ),
         Section(
             f"Start-up, memory and checks ({LEGEND})",
             arm_table(report, "cost"),

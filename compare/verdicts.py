@@ -163,9 +163,9 @@ def interval_line(arm: str, baseline: str, iv: intervals.ArmInterval) -> str:
     return f"No difference detectable between {arm} and {baseline} ({iv.percent:+.2f}%; {facts})"
 
 
-def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, per: str = "image") -> str:
-    """One sentence: more/less energy per image (per `per`: a token) only when the interval
-    excludes zero."""
+def energy_sentence(arm: str, baseline: str, iv: intervals.ArmInterval, per: str) -> str:
+    """One sentence: more/less energy per unit of work (`per`: image, token) only when the
+    interval excludes zero."""
     sides = runs_a_side(iv.arm_runs, iv.baseline_runs, arm, baseline)
     if not iv.verdict_possible:
         return (

@@ -3,23 +3,26 @@
     python -m native --workload examples.custom_workload:workload --accelerator cpu --steps 3
     python -m experiment --arms all -- --workload examples.custom_workload:workload --mlp-width 512
 
-`--workload MODULE:NAME` imports MODULE (from the current folder or PYTHONPATH) and takes its
-NAME, a `common.workloads.Workload`. Every runner (native, Fabric, the Trainer with and without
-its services, the interleaved mode) then builds this model, this batch and this loss, in the
-same order of operations, and results and compare count its unit. Copy this file and change
-the four functions and the options; nothing else in the suite changes.
+`--workload MODULE:NAME` imports MODULE (its dotted name, from the current folder or
+PYTHONPATH; not a file path) and takes its NAME, a `common.workloads.Workload`. Every runner
+(native, Fabric, the Trainer with and without its services, the interleaved mode) then builds
+this model, this batch and this loss, in the same order of operations, and results and compare
+count its unit. Copy this file and change the four functions and the options; nothing else in
+the suite changes. What is checked before any process starts: docs/failures.md.
 
-- `options`: a frozen dataclass whose fields are declared with `common.config.option()`. Each
+- `options`: a frozen dataclass whose fields are declared with `common.option_fields.option()`. Each
   becomes a flag of every runner (`mlp_width` is `--mlp-width`), checked against its bounds
-  before any process starts; a name the suite already uses is refused. No options: leave
-  `options` out.
+  before any process starts; a name the suite already uses (a runner's, the interleaved
+  mode's, --help) is refused. No options: leave `options` out.
 - `build_model(options)`: the model on the CPU. The runner has seeded torch from --seed just
   before, so every rank (and every arm) builds the same initial weights.
-- `make_batch(options, samples, generator, device)`: this rank's batch, `samples` of them, made
-  on `device` from `generator` (seeded from --seed + the global rank): a `Batch(inputs,
-  targets)`. It is made once and used at every step, as the image and gpt workloads do.
+- `make_batch(options, samples, generator, device)`: this rank's batch, exactly `samples` of
+  them (the first dimension of its inputs and targets: checked), made on `device` from
+  `generator` (seeded from --seed + the global rank): a `Batch(inputs, targets)`. It is made
+  once and used at every step, as the image and gpt workloads do.
 - `loss(output, targets)`: a scalar tensor from the model's output and the targets.
-- `unit`/`sample`, `units_per_sample`: what throughput counts (here one sample is one unit);
+- `unit`/`sample`, `units_per_sample`: what throughput counts (here one sample is one unit;
+  `unit_label`, a short label for column headers, is the unit itself unless given);
   `flops_per_sample`: the model FLOPs of one sample's forward and backward, for MFU (leave it
   out where unknown: MFU is shown as "-"); `check(options, cfg)`: checks across options, a
   `UsageError` naming the flag, or the options to run with.
@@ -37,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.config import Group, option
+from common.option_fields import Group, option
 from common.workloads import Batch, Workload
 
 MLP = Group("workload: examples.custom_workload:workload", "a small MLP on random vectors")

@@ -17,10 +17,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.config import add_options, from_args
+from common.config import BenchConfig
 from common.errors import EXIT_USAGE, OneLineParser, UsageError, exit_on_usage_error
+from common.option_fields import add_options, from_args
 from experiment import launch, plans
-from experiment.arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.inputs import (
     ARM_SETTINGS,
     check_out,
@@ -29,13 +29,13 @@ from experiment.inputs import (
     check_runners,
     take_folder,
 )
+from experiment.labelled_arms import DEFAULT_ARMS, check_arms, label_arms, parse_arms, with_envs
 from experiment.options import (
-    ADAPTIVE_MAX_BLOCKS,
-    DEFAULT_REPEATS,
     ExperimentOptions,
     changed,
     check,
     check_blocks,
+    default_repeats,
 )
 from experiment.run import Experiment
 from experiment.settings import PROFILE_RUNS, PROG, Settings, check_placeholders
@@ -75,28 +75,35 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) -> list[Settings]:
-    """The experiments to run, validated; UsageError on any mistake."""
+def check_shared(args: ExperimentOptions, runner: list[str]) -> None:
+    """What every experiment checks of its own options and of the runner options, the
+    in-process plan's too: the bounds, no --output (the folder names each run's), no option
+    that ends every run without a result, only known placeholders, an interpreter that exists;
+    UsageError."""
     check(args)
     for opt in runner:
         if opt.split("=")[0] in FORBIDDEN:
             raise UsageError(
                 f"runner option {opt}: results go into the experiment folder; use --out DIR"
             )
+    check_placeholders(runner)
+    check_runner_options(runner)
+    check_python(args.python)
+
+
+def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) -> list[Settings]:
+    """The experiments to run, validated; UsageError on any mistake."""
+    check_shared(args, runner)
+    for opt in runner:
         if opt.split("=")[0] in ARM_SETTINGS:
             raise UsageError(
                 f"runner option {opt}: it would make every arm another one, labelled as the"
                 " arm it was; name each arm in --arms instead (e.g. --arms"
                 " native,fabric-current-stream; the arms: common/arms.py)"
             )
-    check_placeholders(runner)
-    check_runner_options(runner)
-    check_python(args.python)
     mode = launch.resolve_mode(args.launch)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    adaptive_repeats = (
-        ADAPTIVE_MAX_BLOCKS if args.target_half_width is not None else DEFAULT_REPEATS
-    )
+    adaptive = args.target_half_width is not None
     common = dict(
         python=args.python,
         launch=mode,
@@ -122,7 +129,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                 out=out,
                 arms=arms,
                 options=runner,
-                repeats=args.repeats or adaptive_repeats,
+                repeats=args.repeats or default_repeats(len(arms), adaptive),
                 run_timeout=args.run_timeout,
                 profile_runs=profile_runs,
                 **common,
@@ -138,6 +145,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                 f"--variant: plan {plan.name} has no variant '{args.variant}';"
                 f" choose from {', '.join(v.name for v in plan.variants)}"
             )
+        check_gpu_plan(plan, [[*plan.options, *v.options, *runner] for v in variants])
         root = args.out or Path("out") / f"{plan.name}-{stamp}"
         check_out(root)
         found = []
@@ -151,7 +159,8 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
                     out=root / v.name if v.name else root,
                     arms=check_arms(arms, {**os.environ, **v.env}),
                     options=options,
-                    repeats=args.repeats or plan.repeats,
+                    # with --target-half-width Stein's rule, not the plan's fixed design, decides
+                    repeats=args.repeats or default_repeats(len(arms), adaptive, plan.repeats),
                     experiment=f"{plan.name}/{v.name}" if v.name else plan.name,
                     run_timeout=args.run_timeout or v.run_timeout,
                     allow_mismatch=plan.allow_mismatch,
@@ -162,7 +171,7 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
             )
     for s in found:
         if s.target_half_width is not None:
-            check_blocks(s.repeats, s.first_stage_blocks, args.repeats is not None)
+            check_blocks(s.repeats, s.first_stage_blocks)
         if s.profile_runs != "all" and any(o.split("=")[0] == "--trace" for o in s.options):
             raise UsageError("--trace records every run's profiled steps: give --profile-runs all")
         if mode == "srun":
@@ -175,6 +184,27 @@ def experiments(args: ExperimentOptions, runner: list[str], command: list[str]) 
         if any((a.launch or s.launch) == "fork" for a in s.arms):
             launch.check_fork_options(s.options)
     return found
+
+
+def check_gpu_plan(plan: plans.Plan, options: list[list[str]]) -> None:
+    """UsageError naming the plan's CPU counterpart (PLAN-cpu, where there is one) when the plan
+    would run on GPUs (a variant's --accelerator, the runners' default) and CUDA is not
+    available here: the runners' own advice, --accelerator cpu, would run the GPU plan's
+    arms and sizes on CPUs, which its CPU counterpart chose for them."""
+    cpu = next((p.name for p in plans.PLANS if p.name == f"{plan.name}-cpu"), None)
+    if cpu is None:
+        return
+    early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    early.add_argument("--accelerator", default=BenchConfig.accelerator)
+    if all(early.parse_known_args(o)[0].accelerator != "gpu" for o in options):
+        return
+    from common.gpus import cuda_capabilities  # asked of the driver, as the runners ask it
+
+    if not cuda_capabilities():
+        raise UsageError(
+            f"--plan {plan.name} runs on GPUs and CUDA is not available here; on CPUs run"
+            f" --plan {cpu}, its counterpart for CPU ranks"
+        )
 
 
 def list_plans() -> None:
@@ -203,9 +233,10 @@ def _in_process(args: ExperimentOptions, runner: list[str], command: list[str]) 
     """A plan of the interleaved mode (experiment/in_process.py)."""
     from experiment import in_process
 
-    flag = changed(args, IN_PROCESS_REFUSES)
-    if flag is not None:
-        with exit_on_usage_error(PROG):
+    with exit_on_usage_error(PROG):
+        check_shared(args, runner)  # --repeats 0 or below, -- --help, --python ... among them
+        flag = changed(args, IN_PROCESS_REFUSES)
+        if flag is not None:
             raise UsageError(
                 f"{flag} does not apply to plan {args.plan}: its repeats are processes of"
                 " the interleaved mode, which sets its own runs (--runs after --)"

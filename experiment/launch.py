@@ -103,6 +103,8 @@ def command(python: str, argv: list[str], mode: str) -> list[str]:
 
 
 # --- runs forked from a warm interpreter (common/forkserver.py) ----------------------------
+# What a runner module imports before its main(): its server imports that once (--import).
+WARM = {"native": "native.benchmark", "lightning_impl": "lightning_impl.trainer"}
 SERVER_START_TIMEOUT_S = 600  # the imports of a cold interpreter on a slow file system
 STARTED_WAIT_S = 30.0  # a Start answered by Started: a fork, milliseconds on a busy host
 
@@ -171,7 +173,7 @@ class ForkServer:
 
     def __init__(self, python: str, env: dict[str, str], modules: list[str], log: Path) -> None:
         self.python, self.log = python, log
-        imports = [arg for m in modules for arg in ("--import", m)]
+        imports = [arg for m in modules for arg in ("--import", WARM.get(m, m))]
         with open_log(log, append=True) as f:  # OutputError if it cannot be
             ours, theirs = socket.socketpair()
             self.proc = subprocess.Popen(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from common import arms as table
 from common.errors import UsageError
-from experiment.arms import Arm, Env
+from experiment.labelled_arms import Env, LabelledArm
 from experiment.settings import PROFILE_RUNS
 
 B256 = ("--batch-size-per-device", "256", "--precision", "bf16", "--channels-last")
@@ -28,7 +28,11 @@ LONG = ("--warmup-steps", "50", "--steps", "300")
 # round, settling and 5+ ABBA blocks of four arms fit; the block pairing absorbs slow drift.
 ORIGINAL_WORKLOAD = ("--warmup-steps", "50", "--steps", "200")
 COMPILED = ("--compile", "--warmup-steps", "20")
-NATIVE, TRAINER = Arm("native", "native"), Arm("lightning", "lightning")  # the Trainer arm
+NATIVE, TRAINER = (
+    LabelledArm("native", "native"),
+    LabelledArm("lightning", "lightning"),
+)  # the Trainer arm
+FABRIC = LabelledArm("fabric", "fabric")
 
 
 # Environments a plan's arms run in: DIR/<name>/bin/python under --envs DIR, each made by
@@ -69,10 +73,12 @@ CPU_GLOO = (
 )
 
 
-def version_arms(env: str, runners: tuple[str, ...] = ("fabric", "lightning")) -> tuple[Arm, ...]:
+def version_arms(
+    env: str, runners: tuple[str, ...] = ("fabric", "lightning")
+) -> tuple[LabelledArm, ...]:
     """Each runner under the env's Lightning, labelled RUNNER-VERSION (lightning-2.5.5)."""
     version = env.removeprefix("lightning-")
-    return tuple(Arm(f"{r}-{version}", r, env=ENVS[env]) for r in runners)
+    return tuple(LabelledArm(f"{r}-{version}", r, env=ENVS[env]) for r in runners)
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ class Variant:
 
     name: str
     options: tuple[str, ...] = ()
-    arms: tuple[Arm, ...] | None = None
+    arms: tuple[LabelledArm, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
     run_timeout: float | None = None
 
@@ -92,7 +98,7 @@ class Plan:
 
     name: str
     question: str
-    arms: tuple[Arm, ...] = (NATIVE, TRAINER)
+    arms: tuple[LabelledArm, ...] = (NATIVE, TRAINER)
     repeats: int = 3
     options: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = (Variant(""),)
@@ -114,24 +120,24 @@ REGIMES = (
 )
 
 
-def named_arms(*names: str) -> tuple[Arm, ...]:
+def named_arms(*names: str) -> tuple[LabelledArm, ...]:
     """Arms of the table (common/arms.py), each labelled with its name."""
-    return tuple(Arm(name, name) for name in names)
+    return tuple(LabelledArm(name, name) for name in names)
 
 
-def stream_arms() -> tuple[Arm, ...]:
-    """Each runner with its own DDP stream and with the other's: native, lightning,
-    native-side-stream, lightning-current-stream (in stats.orders' carry-over-balanced
-    orders)."""
-    return named_arms("native", "lightning", "native-side-stream", "lightning-current-stream")
+def stream_arms() -> tuple[LabelledArm, ...]:
+    """Each runner with its own DDP stream and with the other's: the table's rows of native and
+    lightning that change no more than the stream (in stats.orders' carry-over-balanced orders)."""
+    rows = [a for a in table.TABLE if a.runner in ("native", "lightning")]
+    return named_arms(*(a.name for a in rows if {n for n, _ in a.settings} <= {"ddp_stream"}))
 
 
-def delay_arms(arm: Arm, delays: tuple[int, ...]) -> tuple[Arm, ...]:
+def delay_arms(arm: LabelledArm, delays: tuple[int, ...]) -> tuple[LabelledArm, ...]:
     """arm as it comes, then with a busy host spin of each delay (us) per step."""
     return (
         arm,
         *(
-            Arm(f"{arm.label}-host-delay-{us}", arm.runner, ("--host-delay-us", str(us)))
+            LabelledArm(f"{arm.label}-host-delay-{us}", arm.runner, ("--host-delay-us", str(us)))
             for us in delays
         ),
     )
@@ -142,7 +148,10 @@ PLANS: tuple[Plan, ...] = (
         "fork-check",
         "Does a run forked from a warm interpreter measure what a fresh process measures"
         " (native started fresh against native forked, an A/A)?",
-        arms=(Arm("fresh", "native", launch="fresh"), Arm("forked", "native", launch="fork")),
+        arms=(
+            LabelledArm("fresh", "native", launch="fresh"),
+            LabelledArm("forked", "native", launch="fork"),
+        ),
         repeats=10,
         # gpu-bound: the demo's workload; as-given: only the options after -- (the CPU test)
         variants=(Variant("gpu-bound", B256), Variant("as-given")),
@@ -156,27 +165,28 @@ PLANS: tuple[Plan, ...] = (
     Plan(
         "a-a",
         "Does native against itself come out 'no difference' (the method's A/A check)?",
-        arms=(NATIVE, Arm("native-b", "native")),
+        arms=(NATIVE, LabelledArm("native-b", "native")),
         repeats=5,
         variants=REGIMES,
     ),
     Plan(
         "arms",
         "What does each arm cost: Fabric against native, the Trainer against Fabric,"
-        " the Trainer's services against barebones?",
-        arms=(
-            NATIVE,
-            Arm("fabric", "fabric"),
-            TRAINER,
-            Arm("lightning-services", "lightning-services"),
+        " the Trainer's services against barebones (and the three runners compiled)?",
+        arms=(NATIVE, FABRIC, TRAINER, LabelledArm("lightning-services", "lightning-services")),
+        # compiled as transformer users run it: torch.compile before the DDP wrapper, each run
+        # loading the graphs the experiment's first run compiled (the services left out: the
+        # three runners' question in 5 minutes of one GPU)
+        variants=(
+            *REGIMES,
+            Variant("gpu-bound-compiled", (*B256, *COMPILED), (NATIVE, FABRIC, TRAINER)),
         ),
-        variants=REGIMES,
     ),
     Plan(
         "original-workload",
         "At the original workload (32/GPU, NCHW, bf16) on a fresh machine: Fabric against"
         " native, the Trainer against Fabric, an A/A, and each arm's host cost per step?",
-        arms=(NATIVE, Arm("native-b", "native"), Arm("fabric", "fabric"), TRAINER),
+        arms=(NATIVE, LabelledArm("native-b", "native"), FABRIC, TRAINER),
         repeats=8,
         options=ORIGINAL_WORKLOAD,
     ),
@@ -347,8 +357,9 @@ PLANS += (
     Plan(
         "gpt",
         "On a GPT-style decoder (GPT-2 small, bf16): what do Fabric and the Trainer cost against"
-        " native, GPU-bound (8 sequences per GPU) and with 1 sequence per GPU?",
-        arms=(NATIVE, Arm("fabric", "fabric"), TRAINER),
+        " native, GPU-bound (8 sequences per GPU; eager, and compiled as users run it) and with 1"
+        " sequence per GPU?",
+        arms=(NATIVE, FABRIC, TRAINER),
         repeats=5,
         variants=(
             Variant(
@@ -356,6 +367,10 @@ PLANS += (
                 (*GPT, "--batch-size-per-device", "8", "--warmup-steps", "15", "--steps", "60"),
             ),
             Variant("small-batch", (*GPT, "--batch-size-per-device", "1", *LONG)),
+            Variant(
+                "gpu-bound-compiled",
+                (*GPT, "--batch-size-per-device", "8", *COMPILED, "--steps", "60"),
+            ),
         ),
     ),
 )
@@ -368,19 +383,27 @@ PLANS += (
 # responsibilities-cpu (2 gloo ranks, bf16 autocast on the CPU) runs every arm, native-fp32-logits
 # too, and its stream ablation is a true no-op (a CPU has no CUDA streams): an A/A of an ablation
 # in real runs. The GPU runs are short (ResNet-50 25 timed steps, GPT-2 small 40: about 7-8.5 s
-# forked on an H100), so the imports, one warm-up round and 4-5 blocks of 7 arms (about a minute
-# a block) end within 6 minutes per variant, both in 12:
-#   python -m experiment --plan responsibilities --repeats 5 --settle-minutes 0 \
-#       --budget-minutes 6 --out results/h100/responsibilities -- --devices 1
-RESPONSIBILITY_ARMS = (
-    *("native", "fabric", "lightning", "lightning-services"),
-    *("fabric-native-launch", "fabric-current-stream", "fabric-torch-autocast", "fabric-raw-step"),
-    *("lightning-no-sigterm", "native-fp32-logits"),
+# forked on an H100, about a minute a block of 7 arms). 8 blocks by default: the residual's 90%
+# interval lies within +-1 pp (the parts explain a true 0) in 77% of simulated experiments at 5
+# blocks, 92% at 6 and 99% at 8 on a quiet GPU (0.2% run noise; 21 blocks at 0.5%, about 80 at
+# 1%: tests/test_stats_residual.py), and from 8 blocks a run that a neighbour's job slowed is
+# left out instead of opening the residual's interval (stats.blocks.outlying_blocks), and the
+# smallest detectable sizes are shown. A whole carry-over-balanced cycle of 7 arms is 14
+# blocks; the 8 run first are the cycle's best-balanced 8 (stats.orders: no two arms differ by
+# more than 2 in how often they followed an arm), which the manifest and report state. About
+# 9 minutes a variant with the imports and one warm-up round:
+#   python -m experiment --plan responsibilities --settle-minutes 0 --budget-minutes 10 \
+#       --out results/h100/responsibilities -- --devices 1
+# The rows of the table: the runners, each part, and each detail an --ablation makes (not the
+# stream's: native-side-stream and lightning-current-stream are the ddp-stream-swap plan's);
+# with one GPU, those that isolate something there, without the details.
+RESPONSIBILITY_ARMS = tuple(
+    a.name for a in table.TABLE if a.role in ("main", "part") or "ablation" in dict(a.settings)
 )
 ONE_GPU = tuple(
     name
     for name in RESPONSIBILITY_ARMS
-    if table.ARMS[name].one_rank is None and name != "native-fp32-logits"
+    if table.ARMS[name].one_rank is None and table.ARMS[name].role != "detail"
 )
 # 2 gloo ranks, bf16 autocast on the CPU (the precision ablations then change something real);
 # a small CNN (bf16 convolutions are slow on a CPU: 30 steps) with a smaller step size (no
@@ -400,12 +423,15 @@ PLANS += (
         "Where does Lightning's cost come from: what does each responsibility it takes over"
         " cost (each ablation against its parent), and do the parts add up to the total?",
         arms=named_arms(*ONE_GPU),
-        repeats=5,
+        repeats=8,
         variants=(
             Variant("image", (*B256, "--warmup-steps", "10", "--steps", "25")),
             Variant(
                 "gpt",
                 (*GPT, "--batch-size-per-device", "8", "--warmup-steps", "10", "--steps", "40"),
+            ),
+            Variant(
+                "gpt-compiled", (*GPT, "--batch-size-per-device", "8", *COMPILED, "--steps", "40")
             ),
         ),
     ),

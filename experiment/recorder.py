@@ -37,6 +37,7 @@ from typing import TextIO
 from common.clock import utc_now
 from common.manifest import MANIFEST, Manifest, ManifestRun, write_manifest
 from common.output import OutputError, append_text, open_log
+from common.result import Result, ResultError, compile_cache_state, load_result
 from experiment import launch
 from experiment.groups import KILL_WAIT_S, Ended, Signals, end_group, wait_for
 from experiment.settings import PROG
@@ -64,6 +65,15 @@ class RunSpec:
     repeat: int | None
     warmup: int | None = None
     timeout: float | None = None
+
+
+def compile_cache(result: Path) -> str | None:
+    """Whether a compiled run's graphs came from the experiment's cache, as its result says."""
+    try:
+        loaded = load_result(result)
+    except ResultError:  # compare names what is wrong with it
+        return None
+    return compile_cache_state(loaded) if isinstance(loaded, Result) else None
 
 
 def say(line: str) -> None:
@@ -183,6 +193,7 @@ class Recorder:
             started_utc=started,
             finished_utc=utc_now(),
             seconds=round(time.monotonic() - t0, 3),
+            compile_cache=compile_cache(result) if ok and "--compile" in spec.argv else None,
         )
         self._record(record, log, notes, result if ok else None)
         self.signals.check()  # a signal: the run it stopped is recorded, the experiment stops

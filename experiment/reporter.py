@@ -102,6 +102,7 @@ class Reporter:
             f"[{progress} {self.elapsed()}] {name}: {'ok' if ok else 'failed'} in"
             f" {record.seconds:.1f} s"
             + (" (warm-up, not counted)" if warmup and ok else "")
+            + (f", compile cache {record.compile_cache}" if record.compile_cache else "")
             + ("" if ok else f" (exit status {record.exit_status}, log {record.log})"),
             flush=True,
         )

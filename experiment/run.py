@@ -17,8 +17,10 @@ when SIGINT or SIGTERM stopped it (the run it stopped recorded as failed).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,16 +29,18 @@ from common.errors import EXIT_USAGE, one_line
 from common.manifest import MANIFEST_VERSION, Manifest, ManifestArm, ManifestRun
 from common.output import OutputError, make_folder
 from experiment import launch
-from experiment.arms import Arm
 from experiment.groups import Signals, Stopped
+from experiment.labelled_arms import LabelledArm
 from experiment.recorder import NotRecorded, Recorder, RunSpec
 from experiment.reporter import Reporter
 from experiment.schedules import Blocks, RunRefused, WarmUp, initial_stopping
 from experiment.settings import (
+    COMPILE_CACHE,
     PROFILE_STEPS,
     PROG,
     Settings,
     arm_mode,
+    compiles,
     expand,
     fork_modules,
     run_environment,
@@ -59,6 +63,8 @@ class Experiment:
         self.reporter = Reporter(s, self.recorder, start)
         self.profiled: set[str] = set()  # arms with a successful counted run: it profiled
         self.extra = launch.srun_options(s.options) if s.launch == "srun" else []
+        self.env = run_environment(s)  # every run's (a fork server's lacks the compile cache)
+        self.cache: Path | None = None  # the compile cache made for this experiment's runs
 
     def head(self) -> Manifest:
         """The manifest before any run: the command, the arms, the options and the rule."""
@@ -110,6 +116,8 @@ class Experiment:
                 return 1
             finally:
                 rec.close_servers()
+                if self.cache is not None:
+                    shutil.rmtree(self.cache, ignore_errors=True)
 
     def fail(self, line: str) -> None:
         """The manifest as it stands, then the one line on stderr (or the write's, if it
@@ -129,12 +137,19 @@ class Experiment:
                 make_folder(self.s.out / name, option="folder")
         except OutputError as error:
             raise NotRecorded(self.recorder.kept(error)) from None
-        wanted = fork_modules(self.s)
+        if compiles(self.s) and COMPILE_CACHE not in self.env:
+            # one compile cache for every run: the first compiles, the others load its graphs
+            # (each run's manifest entry says which); the user's own folder, where given
+            self.cache = Path(tempfile.mkdtemp(prefix="ddpbench-compile-"))
+            self.env[COMPILE_CACHE] = str(self.cache)
+        wanted = fork_modules(self.s)  # the servers the runners' --check started, adopted
         self.recorder.start_servers(wanted, run_environment(self.s), self.pool)
         self.recorder.write()
 
     # --- one run ----------------------------------------------------------------------
-    def one(self, block: int, position: int, arm: Arm, progress: str, warmup: bool) -> ManifestRun:
+    def one(
+        self, block: int, position: int, arm: LabelledArm, progress: str, warmup: bool
+    ) -> ManifestRun:
         """Run, record and report one run (none starts after a signal); RunRefused when it
         exited 2, after its line.
 
@@ -151,7 +166,7 @@ class Experiment:
             raise RunRefused
         return record
 
-    def spec(self, block: int, position: int, arm: Arm, warmup: bool) -> RunSpec:
+    def spec(self, block: int, position: int, arm: LabelledArm, warmup: bool) -> RunSpec:
         """One run of an arm: the runner options with their placeholders filled in (folders
         they name under the experiment folder made), the profiled window or not, srun's
         options; its name, label and place in the design."""
@@ -174,7 +189,7 @@ class Experiment:
             argv=[*arm.argv, *options, *self.extra, *unprofiled],
             python=arm.python or s.python,  # its own, if named
             mode=arm_mode(s, arm),
-            env=run_environment(s),
+            env=self.env,
             block=0 if warmup else block,
             position=position,
             repeat=None if warmup else block,

@@ -13,8 +13,12 @@
   boundary) equally often, so a run that slows the next one favours no arm. Block 1 starts
   with the baseline, which the warm-up ended with. Blocks run until --repeats, or Stein's
   two-stage rule (stats.stopping, with --target-half-width) says every arm has the complete
-  blocks it needs, or --budget-minutes would be exceeded by another block. The manifest's
-  `stopping` says which. The running estimate follows every counted run.
+  blocks it needs, or --budget-minutes would be exceeded by another block; with 3 or more
+  arms the cycle's blocks are ordered so that every prefix of it is as balanced as chained
+  blocks allow (stats.orders). In a fixed design, each block that lost a run is then run
+  again, once, in its order (a make-up block). The manifest's `stopping` says why it stopped,
+  the make-up blocks and why, and the balance for carry-over the blocks reached. The running
+  estimate follows every counted run.
 The in-process plan's processes are a third schedule (experiment.in_process). A schedule
 decides; `one` (experiment.run.Experiment.one) runs, records and reports each run.
 """
@@ -24,9 +28,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from common.manifest import ManifestRun, ManifestSettling, ManifestStopping
+from common.manifest import ManifestMakeup, ManifestRun, ManifestSettling, ManifestStopping
 from compare import api
-from experiment.arms import Arm
+from experiment.labelled_arms import LabelledArm
 from experiment.recorder import Recorder
 from experiment.reporter import Reporter, compare_error
 from experiment.settings import PROG, Settings
@@ -34,7 +38,7 @@ from stats import distributions, orders, settling, stopping
 
 # Runs one run, records and reports it (block, position, arm, progress text, warm-up?);
 # RunRefused when it exited 2.
-RunOne = Callable[[int, int, Arm, str, bool], ManifestRun]
+RunOne = Callable[[int, int, LabelledArm, str, bool], ManifestRun]
 
 
 class RunRefused(Exception):
@@ -147,44 +151,29 @@ def initial_stopping(s: Settings) -> tuple[stopping.StoppingRule | None, Manifes
 
 class Blocks:
     """The counted runs: ABBA (two arms) or carry-over-balanced blocks (more) until --repeats,
-    Stein's rule or the budget stops them."""
+    Stein's rule or the budget stops them; then, in a fixed design, a make-up block for each
+    block that lost a run."""
 
     def __init__(self, s: Settings, recorder: Recorder, reporter: Reporter, one: RunOne) -> None:
         self.s, self.recorder, self.reporter, self.one = s, recorder, reporter, one
         self.rule, _ = initial_stopping(s)
+        self.counted = 0
+        self.block_times: list[float] = []
+        self.orders: list[tuple[int, ...]] = []  # each block's order, as run
 
     def run(self) -> None:
-        """Every block, the estimate after each run, the rule after each block; then the
-        manifest's `stopping` says why it stopped."""
-        s, arms = self.s, self.s.arms
-        adaptive = s.target_half_width is not None
-        total = (
-            f"<={s.repeats * len(arms)}"
-            if adaptive or s.budget_minutes
-            else str(s.repeats * len(arms))
-        )
-        block_times: list[float] = []
+        """Every block, the estimate after each run, the rule after each block; the make-up
+        blocks; then the manifest's `stopping` says why it stopped."""
+        s = self.s
         reason = f"{s.repeats} block(s) done"
-        counted = 0
         counts: dict[str, object] = {}  # complete and needed blocks per arm (the rule's last say)
         for block in range(1, s.repeats + 1):
-            if s.budget_minutes is not None and block_times:
-                mean = sum(block_times) / len(block_times)
-                if time.monotonic() - self.reporter.start + mean > s.budget_minutes * 60:
-                    reason = (
-                        f"the budget of {s.budget_minutes:g} min would be exceeded by another block"
-                    )
-                    break
-            t0 = time.monotonic()
+            if self.over_budget():
+                reason = f"the budget of {s.budget_minutes:g} min would be exceeded by another"
+                reason += " block"
+                break
             # ABBA for two arms; Williams orders balanced for carry-over for more
-            order = [arms[i] for i in orders.block_order(len(arms), block)]
-            for position, arm in enumerate(order, 1):
-                counted += 1
-                self.one(block, position, arm, f"{counted}/{total}", False)
-                estimate = self.reporter.estimate()
-                self.recorder.signals.check()
-                print(self.reporter.describe(estimate), flush=True)
-            block_times.append(time.monotonic() - t0)
+            self.run_block(block, orders.block_order(len(s.arms), block))
             decision = self.decide(block) if self.rule is not None else None
             if decision is not None:
                 print(f"    stopping rule: {decision.reason}", flush=True)
@@ -195,16 +184,76 @@ class Blocks:
                 if decision.stop:
                     reason = decision.reason
                     break
+        finished = reason == f"{s.repeats} block(s) done"  # not stopped by the budget
+        makeup = self.make_up() if self.rule is None and finished else []
         print(f"{PROG}: stopped: {reason}", flush=True)
         rule = {} if self.rule is None else self.rule.to_manifest()
+        before = 0 if s.warmup_runs else None  # the warm-up rounds end with the baseline
         record = ManifestStopping(
             **rule,  # type: ignore[arg-type]
             **counts,  # type: ignore[arg-type]
             reason=reason,
             max_blocks=s.repeats,
             budget_minutes=s.budget_minutes,
+            makeup=makeup or None,
+            cycle_blocks=len(orders.cycle(len(s.arms))),
+            carry_over_imbalance=orders.imbalance(
+                orders.transitions_of(self.orders, len(s.arms), before)
+            )[0],
         )
         self.recorder.amend(stopping=record)
+
+    def over_budget(self) -> bool:
+        """Whether another block, at the mean block time so far, would end after
+        --budget-minutes."""
+        s = self.s
+        if s.budget_minutes is None or not self.block_times:
+            return False
+        mean = sum(self.block_times) / len(self.block_times)
+        return time.monotonic() - self.reporter.start + mean > s.budget_minutes * 60
+
+    def run_block(self, block: int, order: tuple[int, ...]) -> None:
+        """One block's runs in this order (indices into the arms), the running estimate after
+        each."""
+        s = self.s
+        adaptive = s.target_half_width is not None
+        planned = s.repeats * len(s.arms)
+        total = f"<={planned}" if adaptive or s.budget_minutes else str(planned)
+        t0 = time.monotonic()
+        self.orders.append(order)
+        for position, arm in enumerate((s.arms[i] for i in order), 1):
+            self.counted += 1
+            self.one(block, position, arm, f"{self.counted}/{total}", False)
+            estimate = self.reporter.estimate()
+            self.recorder.signals.check()
+            print(self.reporter.describe(estimate), flush=True)
+        self.block_times.append(time.monotonic() - t0)
+
+    def make_up(self) -> list[ManifestMakeup]:
+        """After the planned blocks of a fixed design, each block that lost a run (it failed
+        or timed out) runs again, once, in its own order, as block --repeats + 1, + 2, ...: a
+        block missing one arm drops out of every comparison with that arm and of the
+        decomposition, whose residual then loses a block, and with it, below 5 of each order,
+        its time term. Not for an arm none of whose counted runs succeeded (it is broken, not
+        unlucky), nor past --budget-minutes."""
+        s = self.s
+        counted = [r for r in self.recorder.runs if r.warmup is None]
+        works = {r.label for r in counted if r.status == "ok"}
+        done: list[ManifestMakeup] = []
+        for lost in range(1, s.repeats + 1):
+            failed = [r for r in counted if r.block == lost and r.status == "failed"]
+            if not failed or not all(r.label in works for r in failed):
+                continue
+            if self.over_budget():
+                print(f"{PROG}: no make-up block for block {lost}: the budget", flush=True)
+                break
+            block = s.repeats + len(done) + 1
+            why = ", ".join(f"{r.label} (exit {r.exit_status})" for r in failed)
+            say = f"{PROG}: block {block} makes up block {lost}: its run of {why} failed"
+            print(say, flush=True)
+            self.run_block(block, self.orders[lost - 1])
+            done.append(ManifestMakeup(block=block, replaces=lost, reason=f"a run failed: {why}"))
+        return done
 
     # --- Stein's rule (stats.stopping) ---------------------------------------------
     def decide(self, block: int) -> stopping.StopDecision | None:

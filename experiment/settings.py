@@ -19,7 +19,7 @@ from pathlib import Path
 
 from common.errors import UsageError
 from experiment import launch
-from experiment.arms import Arm
+from experiment.labelled_arms import LabelledArm
 from stats import stopping
 
 PROG = "experiment"
@@ -67,7 +67,7 @@ class Settings:
     """One experiment, fully resolved (the CLI or a plan builds it)."""
 
     out: Path
-    arms: list[Arm]
+    arms: list[LabelledArm]
     options: list[str]
     repeats: int
     python: str
@@ -86,7 +86,7 @@ class Settings:
     command: list[str] = field(default_factory=list)
 
 
-def arm_mode(s: Settings, arm: Arm) -> str:
+def arm_mode(s: Settings, arm: LabelledArm) -> str:
     """How an arm's runs start: its own launch (the fork-check plan) or the experiment's."""
     return arm.launch or s.launch
 
@@ -98,11 +98,25 @@ def run_environment(s: Settings) -> dict[str, str]:
     return env
 
 
+# Where torch.compile keeps what it compiled (torch._inductor's on-disk caches)
+COMPILE_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+# What torch.compile imports at its first call (TorchDynamo and Inductor: seconds a run, paid by
+# every forked run of a compiling experiment unless its fork server imported it once)
+COMPILE_MODULES = ("torch._inductor.compile_fx",)
+
+
+def compiles(s: Settings) -> bool:
+    """Whether the experiment's runs compile their model (--compile, for every arm or one)."""
+    return "--compile" in s.options or any("--compile" in arm.argv for arm in s.arms)
+
+
 def fork_modules(s: Settings) -> dict[str, list[str]]:
-    """The fork servers an experiment needs: arm interpreter -> the runner modules it warms."""
+    """The fork servers an experiment needs: arm interpreter -> the modules it warms (the
+    runners', and torch.compile's where the runs compile)."""
     modules: dict[str, set[str]] = {}
     for arm in s.arms:
         if arm_mode(s, arm) == "fork":
             module, _ = launch.fork_target(arm.argv)
             modules.setdefault(arm.python or s.python, set()).add(module)
-    return {python: sorted(names) for python, names in modules.items()}
+    extra = list(COMPILE_MODULES) if compiles(s) else []
+    return {python: sorted(names) + extra for python, names in modules.items()}

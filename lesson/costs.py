@@ -4,9 +4,10 @@ committed experiment folders named in SOURCES, one per workload, read through co
     costs = read_costs(ROOT)          # one Costs per SOURCES folder
     costs[0].of("precision")          # the Cost rows of one responsibility (part, details)
 
-Until GPU folders are committed (python -m experiment --plan responsibilities), the page
-shows the CPU ones (responsibilities-cpu, 2 gloo ranks); the page names the folder and the
-machine of every number. Change SOURCES (one line each) to show others.
+The page shows one H100's (python -m experiment --plan responsibilities, one variant a
+workload); the page names the folder and the machine of every number. Change SOURCES (one line
+each) to show others: the CPU ones (responsibilities-cpu, 2 gloo ranks) are under
+results/cpu-gloo/responsibilities/.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from compare.api import CPU_UNIT, ReportOptions, analyse_paths
 
 # (workload, committed experiment folder): the folders the page's numbers come from
 SOURCES: tuple[tuple[str, str], ...] = (
-    ("image", "results/cpu-gloo/responsibilities/image"),
-    ("gpt", "results/cpu-gloo/responsibilities/gpt"),
+    ("image", "results/h100/responsibilities-image-2026-12-06/image"),
+    ("gpt", "results/h100/responsibilities-gpt-2026-12-06/gpt"),
 )
 
 

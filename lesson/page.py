@@ -290,7 +290,9 @@ def costs_html(costs: Sequence[Costs]) -> str:
         for c in costs:
             found = [x for x in c.of(key) if x.kind != "detail"]
             text = cost_text(found[0]) if found else "not part of this folder's total"
-            cells.append(f'<td class="n">{esc(text)}</td>')
+            number = bool(found) and found[0].percent is not None  # a reason wraps, a number not
+            cell = '<td class="n">' if number else "<td>"
+            cells.append(f"{cell}{esc(text)}</td>")
         rows.append(f"<tr><td>{esc(title)}</td>{''.join(cells)}</tr>")
     sources = "".join(
         f"<p><b>{esc(c.workload)}</b>: <code>{esc(c.folder)}</code>, {esc(c.what)}, {esc(c.where)},"

@@ -7,12 +7,14 @@ Trainer takes over back to native's way, and keeps the numerics (the arms table,
     before_launch(cfg, launch, fabric, prec)               # native-launch, torch-autocast, raw-step
     sigterm_broadcasts(cfg, trainer)                       # --ablation no-sigterm
 
+Each --ablation is one class here, the arms table's `Hooks` for its row (common/arms.py),
+overriding the hook points it changes; the functions above ask `arms.hooks(cfg.ablation)`.
 Lightning's public switches are used where they exist: precision="32-true", and a process group
 made before Fabric's own is adopted (Fabric makes none when one exists). Where Lightning has no
 switch, the change is made here and nowhere else, on one object of this run, and each such place
 says MONKEYPATCH: a DDPStrategy subclass overriding its private wrapper method, and methods of
 this run's Fabric and of the Trainer's loop replaced on the instance. native's own ablations
-(fp32-logits, --ddp-stream side) are common.workload's, which every runner builds from.
+(fp32-logits, --ddp-stream side) are common.training's, which every runner builds from.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from common import launcher, precision, workload
+from common import arms, launcher, precision, training
 from common.config import BenchConfig
 from common.environment import SIGTERM_BROADCASTS_VAR
 from common.precision import Precision
@@ -42,7 +44,7 @@ def ddp_strategy_class(cfg: BenchConfig, base: type) -> type:
     torch.cuda.stream(torch.cuda.Stream()); the subclass leaves out only that, overriding the
     Trainer's private _setup_model or Fabric's setup_module. Everything else is Lightning's.
     """
-    if workload.ddp_stream(cfg, natural="side") != "current":
+    if training.ddp_stream(cfg, natural="side") != "current":
         return base
     if hasattr(base, "_setup_model"):  # lightning.pytorch
 
@@ -63,18 +65,15 @@ def ddp_strategy_class(cfg: BenchConfig, base: type) -> type:
 
 
 def precision_plugin(cfg: BenchConfig, prec: Precision, device_type: str) -> dict[str, object]:
-    """Fabric's precision keyword arguments (workarounds.fabric_precision); with
-    --ablation torch-autocast (fabric-torch-autocast) Lightning's public "32-true": no plugin
-    casts inputs or outputs or enters autocast, before_launch gives Fabric native's autocast."""
-    if cfg.ablation == "torch-autocast":
-        return {"precision": "32-true"}
-    return workarounds.fabric_precision(prec, device_type)
+    """Fabric's precision keyword arguments (workarounds.fabric_precision), as --ablation's arm
+    changes them (TorchAutocast)."""
+    return arms.hooks(cfg.ablation).precision(workarounds.fabric_precision(prec, device_type))
 
 
 def launches_ranks(cfg: BenchConfig, launch: launcher.Launch) -> bool:
-    """With --ablation native-launch (fabric-native-launch): whether this process is the plain
-    start of several ranks, which native's launcher then starts instead of Fabric's."""
-    return cfg.ablation == "native-launch" and launch.starts_ranks(cfg.world_size)
+    """Whether native's launcher starts this run's ranks (NativeLaunch): this process is the
+    plain start of several."""
+    return arms.hooks(cfg.ablation).starts_ranks() and launch.starts_ranks(cfg.world_size)
 
 
 def launch_ranks(prog: str, argv: list[str], devices: int) -> int:
@@ -85,20 +84,64 @@ def launch_ranks(prog: str, argv: list[str], devices: int) -> int:
 
 
 def before_launch(cfg: BenchConfig, launch: launcher.Launch, fabric, prec: Precision) -> None:
-    """What an --ablation of Fabric changes before fabric.launch():
+    """What --ablation's arm changes on this run's Fabric before fabric.launch()."""
+    arms.hooks(cfg.ablation).before_launch(cfg, launch, fabric, prec)
 
-    native-launch: native's ddp_setup joins the process group (and sets the device); Fabric's
-      launch then adopts it (its _init_dist_connection returns when a group exists).
-    torch-autocast: fabric.autocast() is native's torch.autocast (the precision is 32-true).
-    raw-step: fabric.setup returns DDP's module called under the precision's context and
-      casts by hand (no _FabricModule hooks) and the optimizer itself (no _FabricOptimizer);
-      fabric.backward(loss) is loss.backward() (no strategy or precision backward).
+
+def sigterm_broadcasts(cfg: BenchConfig, trainer) -> None:
+    """The Trainer loop's per-step SIGTERM flag broadcast made N times a step: 0 with
+    --ablation no-sigterm (NoSigterm); N with the test-only DDPBENCH_SIGTERM_BROADCASTS=N
+    (a test shows host_ms_per_step counts it; the result lists the switch in
+    environment.diagnostics). Neither (always, outside these): untouched.
+
+    MONKEYPATCH: the loop (Lightning 2.5.2 to 2.6.6) calls self._broadcast_sigterm_tensor() at
+    the start of every step when the world size is above 1; this replaces the method on that
+    one object. Call it once fit has built the loop (on_train_start).
     """
-    if cfg.ablation == "native-launch":
+    times = arms.hooks(cfg.ablation).sigterm_broadcasts()
+    if times is None and os.environ.get(SIGTERM_BROADCASTS_VAR) is not None:
+        times = int(os.environ[SIGTERM_BROADCASTS_VAR])
+    if times is None:
+        return
+    loop = trainer.fit_loop.epoch_loop
+    once: Callable[[], None] = loop._broadcast_sigterm_tensor
+
+    def repeated() -> None:
+        for _ in range(times):
+            once()
+
+    loop._broadcast_sigterm_tensor = repeated
+
+
+# --- each --ablation's hooks (common/arms.py: one row of the table, one class here) -----------
+
+
+class NativeLaunch(arms.Hooks):
+    """--ablation native-launch: native's launcher starts the ranks, and native's ddp_setup joins
+    the process group (and sets the device); Fabric's launch then adopts it (its
+    _init_dist_connection returns when a group exists)."""
+
+    arm = "fabric-native-launch"
+
+    def starts_ranks(self) -> bool:
+        return True
+
+    def before_launch(self, cfg: BenchConfig, launch: launcher.Launch, fabric, prec) -> None:
         from native.benchmark import ddp_setup
 
         ddp_setup(cfg, launch)
-    elif cfg.ablation == "torch-autocast":
+
+
+class TorchAutocast(arms.Hooks):
+    """--ablation torch-autocast: Lightning's public "32-true", so no plugin casts inputs or
+    outputs or enters autocast, and fabric.autocast() is native's torch.autocast."""
+
+    arm = "fabric-torch-autocast"
+
+    def precision(self, plugin: dict[str, object]) -> dict[str, object]:
+        return {"precision": "32-true"}
+
+    def before_launch(self, cfg: BenchConfig, launch: launcher.Launch, fabric, prec) -> None:
         device_type = "cuda" if cfg.accelerator == "gpu" else "cpu"
         dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
         # MONKEYPATCH: this Fabric's autocast() replaced by native's (run() in native/benchmark.py)
@@ -107,7 +150,17 @@ def before_launch(cfg: BenchConfig, launch: launcher.Launch, fabric, prec: Preci
             if dtype is not None
             else contextlib.nullcontext
         )
-    elif cfg.ablation == "raw-step":
+
+
+class RawStep(arms.Hooks):
+    """--ablation raw-step: fabric.setup returns DDP's module called under the precision's
+    context and casts by hand (RawModule: no _FabricModule hooks) and the optimizer itself (no
+    _FabricOptimizer); fabric.backward(loss) is loss.backward() (no strategy or precision
+    backward)."""
+
+    arm = "fabric-raw-step"
+
+    def before_launch(self, cfg: BenchConfig, launch: launcher.Launch, fabric, prec) -> None:
         setup = fabric.setup
 
         def raw_setup(module, optimizer, **kwargs) -> tuple[RawModule, torch.optim.Optimizer]:
@@ -120,6 +173,16 @@ def before_launch(cfg: BenchConfig, launch: launcher.Launch, fabric, prec: Preci
         fabric.backward = lambda loss: loss.backward()
 
 
+class NoSigterm(arms.Hooks):
+    """--ablation no-sigterm: the Trainer's loop without its per-step SIGTERM flag broadcast
+    (sigterm_broadcasts replaces it)."""
+
+    arm = "lightning-no-sigterm"
+
+    def sigterm_broadcasts(self) -> int | None:
+        return 0
+
+
 class RawModule:
     """_FabricModule's forward without the wrapper (lightning/fabric/wrappers.py): the
     precision's input cast, forward context and output cast around DDP's module, by hand, and
@@ -128,7 +191,7 @@ class RawModule:
     def __init__(self, wrapped) -> None:
         """Take DDP's module, the model and the precision from a _FabricModule."""
         self.ddp = wrapped._forward_module  # the DistributedDataParallel wrapper
-        self.module = wrapped.module
+        self.module = self.ddp.module  # not wrapped.module: it fails on a compiled model
         self.precision = wrapped._strategy.precision
 
     def __call__(self, *args, **kwargs) -> object:
@@ -138,25 +201,6 @@ class RawModule:
             output = self.ddp(*args, **kwargs)
         return self.precision.convert_output(output)
 
-
-def sigterm_broadcasts(cfg: BenchConfig, trainer) -> None:
-    """The Trainer loop's per-step SIGTERM flag broadcast made N times a step: 0 with
-    --ablation no-sigterm (lightning-no-sigterm); N with the test-only DDPBENCH_SIGTERM_BROADCASTS=N
-    (a test shows host_ms_per_step counts it; the result lists the switch in
-    environment.diagnostics). Neither (always, outside these): untouched.
-
-    MONKEYPATCH: the loop (Lightning 2.5.2 to 2.6.6) calls self._broadcast_sigterm_tensor() at
-    the start of every step when the world size is above 1; this replaces the method on that
-    one object. Call it once fit has built the loop (on_train_start).
-    """
-    times = "0" if cfg.ablation == "no-sigterm" else os.environ.get(SIGTERM_BROADCASTS_VAR)
-    if times is None:
-        return
-    loop = trainer.fit_loop.epoch_loop
-    once: Callable[[], None] = loop._broadcast_sigterm_tensor
-
-    def repeated() -> None:
-        for _ in range(int(times)):
-            once()
-
-    loop._broadcast_sigterm_tensor = repeated
+    def parameters(self):
+        """The model's parameters, as _FabricModule's (the run's digest reads them)."""
+        return self.module.parameters()

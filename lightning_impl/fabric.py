@@ -19,7 +19,7 @@ import sys  # native: in launch.py, which parses the command line
 import torch
 import torch.distributed as dist
 
-from common import config, launcher, precision, preflight, workload
+from common import config, launcher, precision, preflight, training
 from common.checks import check_ranks_agree
 from common.environment import utc_now
 from common.errors import UsageError, exit_on_usage_error
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         # native: launch_ranks(...) in launch.py; Fabric launches in ddp_setup, inside the run
         if ablations.launches_ranks(cfg, plan.launch):  # --ablation native-launch: native's
             return ablations.launch_ranks(PROG, argv, cfg.devices)
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
 
@@ -68,7 +68,7 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
             SLURMEnvironment(auto_requeue=False) if launch.kind == "slurm" else None
         ),
         # DDP: model wrapper -- handed to Fabric: fabric.setup wraps with native's arguments
-        **workload.ddp_kwargs(cfg),
+        **training.ddp_kwargs(cfg),
     )
     fabric = LIGHTNING.Fabric(
         # DDP: device placement -- handed to Fabric (local rank -> GPU)
@@ -88,8 +88,8 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precision.
 
 def build(cfg: config.BenchConfig, fabric):
     """The model on its device inside DDP, the optimizer, and for fp16 the gradient scaler."""
-    model = workload.compile_model(cfg, workload.build_model(cfg))  # native: .to(device)
-    optimizer = workload.build_optimizer(cfg, model.parameters())
+    model = training.compile_model(cfg, training.build_model(cfg))  # native: .to(device)
+    optimizer = training.build_optimizer(cfg, model.parameters())
     # DDP: model wrapper -- handed to fabric.setup: device, then DDPStrategy's wrapper (built on
     # a side stream; --ddp-stream current builds it on the current one, as native does).
     # _reapply_compile=False: compiled inside DDP, as native (Fabric would compile the wrapper)
@@ -137,11 +137,11 @@ def run(
         )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
-        wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
+        wl = training.declared(cfg)  # what --workload trains: its model, batch and loss
         model, optimizer = build(cfg, fabric)  # native: build(cfg, device, prec) + scaler
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = cfg.per_device_batch(world_size)
-        batch = workload.make_batch(cfg, batch_size, rank, device)
+        batch = training.make_batch(cfg, batch_size, rank, device)
         # native: autocast = torch.autocast(device.type, dtype, cache_enabled=False) or nullcontext
         #         here: fabric.autocast() in train_step, the same settings (workarounds)
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
@@ -166,8 +166,8 @@ def run(
             omp_num_threads=threads,
             lightning=lightning_facts(world_size, trainer=False),  # native: none
         )
-        result = build_result(facts, model.module, loss, hooks.timer.summary(), hooks.probe)
-        if result is not None:  # native: model.module is DDP's module; here Fabric's
+        result = build_result(facts, model, loss, hooks.timer.summary(), hooks.probe)
+        if result is not None:  # native: model.module; Fabric's .module fails once compiled
             publish(result, cfg, "Lightning Fabric DDP benchmark")
         return 0
     except UsageError:

@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common import config, launcher, precision, preflight, workload, workloads
+from common import config, launcher, option_fields, precision, preflight, training, workloads
 from common.checks import all_gather, check_ranks_agree, parameter_digest
 from common.environment import environment, utc_now
 from common.errors import OneLineParser, UsageError, exit_on_usage_error
@@ -98,7 +98,7 @@ BUILD_FIRST = ("baseline", "arm")
 ORDER_SEED_LIMIT = 2**63  # a drawn seed is below this (secrets.randbits(63))
 
 
-INTERLEAVING = config.Group(
+INTERLEAVING = option_fields.Group(
     "interleaving",
     "the interleaved mode's own options; the workload options above are the runners'",
 )
@@ -108,16 +108,16 @@ INTERLEAVING = config.Group(
 class Options:
     """The mode's own options; the workload is BenchConfig's, the same for both loops."""
 
-    baseline: str = config.option(
+    baseline: str = option_fields.option(
         "native", INTERLEAVING, "the loop every estimate is relative to", choices=tuple(LOOPS)
     )
-    arm: str = config.option(
+    arm: str = option_fields.option(
         "fabric",
         INTERLEAVING,
         "the loop compared with it (the baseline's name again: A/A in one process)",
         choices=tuple(LOOPS),
     )
-    chunk_steps: int = config.option(
+    chunk_steps: int = option_fields.option(
         DEFAULT_CHUNK_STEPS,
         INTERLEAVING,
         "K: optimizer steps per chunk",
@@ -125,13 +125,13 @@ class Options:
         at_least="positive",
         at_most=MAX_CHUNK_STEPS,
     )
-    pairing: str = config.option(
+    pairing: str = option_fields.option(
         DEFAULT_PAIRING,
         INTERLEAVING,
         "order of chunks: AB (each pair AB or BA) or ABBA (each two pairs ABBA or BAAB)",
         choices=PAIRINGS,
     )
-    pairs: int = config.option(
+    pairs: int = option_fields.option(
         100,
         INTERLEAVING,
         "timed pairs of chunks per run (ABBA: an even number)",
@@ -139,7 +139,7 @@ class Options:
         at_least="positive",
         at_most=MAX_PAIRS,
     )
-    runs: int = config.option(
+    runs: int = option_fields.option(
         10,
         INTERLEAVING,
         "runs, each with its own random order (the unit of evidence)",
@@ -147,7 +147,7 @@ class Options:
         at_least="positive",
         at_most=MAX_PAIRS,
     )
-    warmup_pairs: int | None = config.option(
+    warmup_pairs: int | None = option_fields.option(
         None,
         INTERLEAVING,
         "untimed pairs before the first run (default: enough for --warmup-steps steps)",
@@ -155,14 +155,14 @@ class Options:
         at_least="not negative",
         at_most=MAX_PAIRS,
     )
-    build_first: str = config.option(
+    build_first: str = option_fields.option(
         "baseline",
         INTERLEAVING,
         "the loop whose model is built first (the result names it: built_first); the process"
         " is the unit of evidence, so python -m experiment --plan in-process alternates it",
         choices=BUILD_FIRST,
     )
-    order_seed: int | None = config.option(
+    order_seed: int | None = option_fields.option(
         None,
         INTERLEAVING,
         "seeds the runs' random chunk orders (default: drawn afresh, so each process has its"
@@ -185,7 +185,7 @@ class Options:
 
 def validate_options(options: Options, cfg: config.BenchConfig) -> None:
     """Every option of the mode, and the BenchConfig options it does not take; UsageError."""
-    config.check_bounds(options)
+    option_fields.check_bounds(options)
     if options.pairing == "ABBA" and options.pairs % 2:
         raise UsageError(
             f"--pairs {options.pairs} with --pairing ABBA: ABBA orders two pairs at a time;"
@@ -216,14 +216,14 @@ def validate_options(options: Options, cfg: config.BenchConfig) -> None:
 def parse(argv: list[str]) -> tuple[config.BenchConfig, Options]:
     """The runners' options (common.config) plus the mode's; exits 2 with one line if wrong."""
     mode = OneLineParser(prog=PROG, add_help=False, allow_abbrev=False)
-    config.add_options(mode, Options)
+    option_fields.add_options(mode, Options)
     known, rest = mode.parse_known_args(argv)
     if "-h" in rest or "--help" in rest:
         full = config.build_parser(PROG)
-        config.add_options(full, Options)
+        option_fields.add_options(full, Options)
         full.parse_args(["--help"])
     cfg = config.parse(rest, PROG)
-    options = config.from_args(Options, known)
+    options = option_fields.from_args(Options, known)
     with exit_on_usage_error(PROG, cfg.verbose):
         validate_options(options, cfg)
     return cfg, options
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.check:
             return preflight.passed(PROG, cfg, plan)
         become_launcher(os.environ)
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         return run(cfg, options, plan.launch, plan.precision, plan.threads, argv)
 
 
@@ -263,7 +263,7 @@ def native_loop(label: str, cfg, fabric, prec, batch) -> Loop:
     """native's loop: native/benchmark.py's build and train_step, on Fabric's device; its DDP
     wrapper joins the default process group Fabric made."""
     model, optimizer, scaler = native_runner.build(cfg, fabric.device, prec)
-    wl = workload.declared(cfg)
+    wl = training.declared(cfg)
     dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
     device_type = fabric.device.type
     autocast = (  # as native's run() makes it: forward and loss only
@@ -282,7 +282,7 @@ def fabric_loop(label: str, cfg, fabric, prec, batch) -> Loop:
     """Fabric's loop: lightning_impl/fabric.py's build and train_step (the wrapper, autocast
     and fp16 scaler are Fabric's)."""
     model, optimizer = fabric_runner.build(cfg, fabric)
-    wl = workload.declared(cfg)
+    wl = training.declared(cfg)
 
     def step() -> torch.Tensor:
         return fabric_runner.train_step(fabric, model, optimizer, wl, batch)
@@ -293,7 +293,7 @@ def fabric_loop(label: str, cfg, fabric, prec, batch) -> Loop:
 def build_loop(label: str, name: str, cfg, fabric, prec, batch) -> Loop:
     """The loop `name` (LOOPS) built as its runner builds it, sharing this rank's batch."""
     loop, stream = LOOPS[name]
-    # native's build reads the stream from cfg (workload.ddp_construction_stream); Fabric's
+    # native's build reads the stream from cfg (training.ddp_construction_stream); Fabric's
     # strategy was given its stream when the process group was made (run)
     cfg = dataclasses.replace(cfg, ddp_stream=stream)
     build = native_loop if loop == "native" else fabric_loop
@@ -417,7 +417,7 @@ def run(
         )
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
         batch_size = cfg.per_device_batch(world_size)
-        batch = workload.make_batch(cfg, batch_size, rank, device)
+        batch = training.make_batch(cfg, batch_size, rank, device)
         loops = build_loops(options, cfg, fabric, prec, batch)
         seed = shared_order_seed(options.order_seed)
         k = options.chunk_steps
@@ -518,12 +518,11 @@ def build_result(cfg, options, fabric, prec, loops, runs, facts):
         built_first=built_first(options),
         order_seed=seed,
         timer="cuda-events" if fabric.device.type == "cuda" else "wall-clock",
-        model=workload.declared(cfg).describe(cfg.workload_options),
-        workload=workloads.info(workload.declared(cfg), cfg.workload, cfg.workload_options),
+        model=training.declared(cfg).describe(cfg.workload_options),
+        workload=workloads.info(training.declared(cfg), cfg.workload, cfg.workload_options),
         world_size=world,
         batch_size_per_device=per_device,
         global_batch_size=per_device * world,
-        precision_resolved=prec.resolved,
         config=cfg.as_dict(),
         options=dataclasses.asdict(options),
         precision=prec.as_dict(),

@@ -19,7 +19,7 @@ import sys  # native: in launch.py, which parses the command line
 import torch
 import torch.distributed as dist
 
-from common import config, launcher, precision, preflight, workload
+from common import config, launcher, precision, preflight, training
 from common.checks import check_ranks_agree
 from common.environment import utc_now
 from common.errors import UsageError, exit_on_usage_error
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             return preflight.passed(PROG, cfg, plan)
         become_launcher(os.environ)  # native: launch_ranks passes its pid to the ranks
         # DDP: process launch -- handed to the Trainer: it starts the other ranks inside fit()
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
 
@@ -69,7 +69,7 @@ def trainer_setup(cfg: config.BenchConfig, launch: launcher.Launch, prec: precis
         ),
         # DDP: model wrapper -- handed to the Trainer: DDPStrategy wraps with native's arguments,
         # on a side CUDA stream, which costs about 1 ms per step on an H200 (README)
-        **workload.ddp_kwargs(cfg),
+        **training.ddp_kwargs(cfg),
     )
     return LIGHTNING.Trainer(
         # DDP: device placement -- handed to the Trainer (local rank -> GPU)
@@ -103,14 +103,14 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         super().__init__()
         self.cfg, self.prec, self.launch, self.threads, self.argv = cfg, prec, launch, threads, argv
         self.started = utc_now()
-        self.wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
+        self.wl = training.declared(cfg)  # what --workload trains: its model, batch and loss
         # native: .to(device) and DistributedDataParallel(...): the Trainer does both in fit()
-        self.model = workload.compile_model(cfg, workload.build_model(cfg))
+        self.model = training.compile_model(cfg, training.build_model(cfg))
         self.result = None
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """native's optimizer; the fp16 GradScaler is the Trainer's precision plugin's."""
-        return workload.build_optimizer(self.cfg, self.parameters())
+        return training.build_optimizer(self.cfg, self.parameters())
 
     def training_step(self, batch: int, batch_idx: int) -> torch.Tensor:
         """native's train_step(): here forward and loss; the Trainer does the rest."""
@@ -146,7 +146,7 @@ class BenchmarkModule(workarounds.LightningModule):  # native: build() and train
         """native's run() before its loop: this rank's batch and the step hooks."""
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = self.cfg.per_device_batch(self.trainer.world_size)
-        self.batch = workload.make_batch(self.cfg, batch_size, self.global_rank, self.device)
+        self.batch = training.make_batch(self.cfg, batch_size, self.global_rank, self.device)
         # DDP: timing and reporting -- ours in every runner; hooks bracket a step without a clock
         self.hooks = StepHooks(self.cfg, self.device, self.global_rank, self.say)
         self.last_loss = torch.zeros((), device=self.device)

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from common import config, launcher, precision, preflight, workload
+from common import config, launcher, precision, preflight, training
 from common.checks import check_ranks_agree
 from common.environment import utc_now
 from common.errors import UsageError, exit_on_usage_error
@@ -39,7 +39,7 @@ def main(cfg: config.BenchConfig, plan: preflight.Plan, argv: list[str]) -> int:
     # DDP: process launch -- native/launch.py starts one process per device and watches them
     # (torchrun or srun may instead); each, or the only one, runs this as one rank
     with exit_on_usage_error(PROG, cfg.verbose):
-        workload.configure_threads(plan.threads)
+        training.configure_threads(plan.threads)
         return run(cfg, plan.launch, plan.precision, plan.threads, argv)
 
 
@@ -66,13 +66,13 @@ def ddp_setup(cfg: config.BenchConfig, launch: launcher.Launch) -> torch.device:
 
 def build(cfg: config.BenchConfig, device: torch.device, prec: precision.Precision):
     """The model on its device inside DDP, the optimizer, and for fp16 the gradient scaler."""
-    model = workload.compile_model(cfg, workload.build_model(cfg)).to(device)
+    model = training.compile_model(cfg, training.build_model(cfg)).to(device)
     # DDP: model wrapper -- the keyword arguments Lightning's DDPStrategy gets, built on the
     # current stream (DDPStrategy uses a side stream; --ddp-stream side mirrors it)
-    with workload.ddp_construction_stream(device, cfg, natural="current"):
+    with training.ddp_construction_stream(device, cfg, natural="current"):
         device_ids = [device.index] if device.type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids, **workload.ddp_kwargs(cfg))
-    optimizer = workload.build_optimizer(cfg, model.parameters())
+        model = DistributedDataParallel(model, device_ids=device_ids, **training.ddp_kwargs(cfg))
+    optimizer = training.build_optimizer(cfg, model.parameters())
     # DDP: mixed precision -- a GradScaler for fp16 only, as Lightning's "16-mixed"
     scaler = torch.amp.GradScaler(device.type) if prec.grad_scaler else None
     return model, optimizer, scaler
@@ -119,11 +119,11 @@ def run(
         )
         say(f"{world_size} rank(s) via {launch.kind}, {device.type}, precision {prec.resolved}")
         precision.apply_backend_flags(prec, cfg.cudnn_benchmark)
-        wl = workload.declared(cfg)  # what --workload trains: its model, batch and loss
+        wl = training.declared(cfg)  # what --workload trains: its model, batch and loss
         model, optimizer, scaler = build(cfg, device, prec)
         # DDP: data per rank -- each rank makes its own batch from seed + global rank
         batch_size = cfg.per_device_batch(world_size)
-        batch = workload.make_batch(cfg, batch_size, rank, device)
+        batch = training.make_batch(cfg, batch_size, rank, device)
         dtype, cache = precision.autocast_dtype(prec), prec.autocast_cache_enabled
         autocast = (
             (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache))

@@ -27,10 +27,12 @@ from stats.intervals import (
     METHOD_BLOCKS,
     METHOD_STEIN,
     MIN_DETECTABLE_UNITS,
+    OUTLIER_MADS,
     ArmInterval,
     RunPoint,
+    disturbed,
     interval_from,
-    outliers,
+    outlier_indices,
     percent_of,
     refusal,
 )
@@ -47,6 +49,11 @@ TIME_TERM_BLOCKS = 5
 # A/A 0.062-0.068 under t(3) noise and 0.10-0.11 under spikes; a Stein experiment reported
 # +22.3..+22.9% at a true 0). Below it the estimate is the plain mean, and says so.
 MIN_BLOCKS_PER_ORDER = 2
+# In ABBA, a block left out must lie this many robust SDs from the median of all blocks too
+# (outlying_blocks). Without it, under a 3%/block drift with 10% of runs +30%, an order whose
+# median fell on a disturbed block had its clean blocks left out: A/A 0.069-0.079 at 10-11
+# blocks; with it 0.046-0.056 (tests/test_stats_detectable.py).
+GUARD_MADS = 5.0
 
 
 def _one_sample_balance_t(values: Sequence[float]) -> float:
@@ -130,13 +137,27 @@ def _lone_order(gaps: Sequence[int] | None, n: int) -> bool:
     return gaps is not None and n >= 3 and min(gaps) < 0 < max(gaps) and not _both_orders(gaps)
 
 
-def _within_order(log_ratios: Sequence[float], gaps: Sequence[int]) -> list[float]:
-    """Each block's log ratio less the median of its order's (the arm first, or second)."""
-    medians = {
-        sign: median([d for d, g in zip(log_ratios, gaps) if (g > 0) == (sign > 0)])
-        for sign in (-1, 1)
-    }
-    return [d - medians[1 if g > 0 else -1] for d, g in zip(log_ratios, gaps)]
+def _line_residuals(
+    log_ratios: Sequence[float], x: Sequence[float], apart: Sequence[int] = ()
+) -> list[float]:
+    """Each block's log ratio less a robust line in its order's gap, d = e + gamma x gap, as the
+    time term fits it by least squares: Theil and Sen's (the median of the pairwise slopes,
+    then the median intercept), from the blocks not `apart` (indices) where 3 or more with 2
+    gaps remain. A drift within a block, which the time term absorbs, then adds nothing to the
+    residuals, however many positions the arms take (ABBA: the gap is +-1, and the line
+    passes through each order's middle; Williams orders and the decomposition's sums: many)."""
+    keep = [i for i in range(len(log_ratios)) if i not in set(apart)]
+    if len(keep) < 3 or len({x[i] for i in keep}) < 2:
+        keep = list(range(len(log_ratios)))
+    slopes = [
+        (log_ratios[j] - log_ratios[i]) / (x[j] - x[i])
+        for a, i in enumerate(keep)
+        for j in keep[a + 1 :]
+        if x[j] != x[i]
+    ]
+    slope = median(slopes) if slopes else 0.0
+    level = median([log_ratios[i] - slope * x[i] for i in keep])
+    return [d - level - slope * g for d, g in zip(log_ratios, x)]
 
 
 def _position_fit(
@@ -157,6 +178,35 @@ def _position_fit(
     return e, math.sqrt(resid / (n - 2)), math.sqrt(1.0 / n + gm * gm / sxx)
 
 
+def outlying_blocks(log_ratios: Sequence[float], gaps: Sequence[int] | None) -> tuple[int, ...]:
+    """Indices of the complete blocks whose log ratio no run's noise explains (a run of the arm
+    or the baseline disturbed): stats.intervals.disturbed, more than OUTLIER_MADS robust SDs
+    from the others and implausible given the others' own spread (p < OUTLIER_P); () below
+    MIN_DETECTABLE_UNITS blocks, where a median absolute deviation of few values is no scale.
+    With MIN_BLOCKS_PER_ORDER or more blocks of each order a drift within a block moves the
+    blocks apart by their order, so each is judged by its distance from a robust line in its
+    gap (_line_residuals: the time term's model), and its plausibility against the others'
+    least-squares fit with the time term. In ABBA (two gaps) the line is fitted without the
+    blocks GUARD_MADS from the median of all, and a block is left out only where it lies that
+    far too: where an order's blocks are half disturbed, its line would pass through the
+    disturbed ones and leave the clean ones out. With more gaps (Williams orders, the
+    decomposition's sums) the line is refitted once without the blocks it first found far:
+    a drift there spreads the blocks over many gaps, and the median of all is no reference."""
+    n = len(log_ratios)
+    if n < MIN_DETECTABLE_UNITS:
+        return ()
+    if gaps is None or not _both_orders(gaps):
+        return disturbed(log_ratios)
+    x = [float(g) for g in gaps]
+    if len(set(x)) == 2:  # ABBA: two orders
+        guard = set(outlier_indices(log_ratios, GUARD_MADS))
+        found = outlier_indices(_line_residuals(log_ratios, x, sorted(guard)))
+        return disturbed(log_ratios, [i for i in found if i in guard], x)
+    first = outlier_indices(_line_residuals(log_ratios, x))
+    found = outlier_indices(_line_residuals(log_ratios, x, first))  # refitted without those
+    return disturbed(log_ratios, found, x)
+
+
 def blocks_log_interval(
     log_ratios: Sequence[float],
     gaps: Sequence[int] | None = None,
@@ -170,24 +220,73 @@ def blocks_log_interval(
     """The interval from complete blocks in block order: log ratio arm / baseline per block and
     the arm's position minus the baseline's (gaps; None: assumed balanced). The core of
     block_paired_interval and stein_interval, without RunPoints (the simulations call it).
-    `names` name the blocks where an outlier withholds the smallest detectable size
-    (stats.intervals.OUTLIER_MADS; default "complete block i").
+    `names` name the blocks (default "complete block i").
 
-    Balanced orders (the gaps' one-sample t <= BALANCE_MAX_T; ABBA gives 0): the plain mean of
-    the log ratios; from TIME_TERM_BLOCKS complete blocks with MIN_BLOCKS_PER_ORDER or more of
-    each order, the estimate at gap 0 from d = e + gamma x gap (the time term: a drift between
-    a block's runs, df one less). Unbalanced with MIN_BLOCKS_PER_ORDER of each order (failed
-    runs dropped blocks of one order): the estimate at gap 0 from d = e + gamma x gap, df one
-    less. One block of an order against several of the other: the plain mean, with a warning
-    (the fit would give the lone block leverage 1). One order only: no verdict, the position is
-    confounded with the arm. With `first_stage_blocks` (an experiment
-    stopped by Stein's two-stage rule, stats.stopping): Stein's interval, mean +- t x
-    max(s0, s) / sqrt(N), s0 the first stage's sd by the same estimator (first_stage: df =
-    first_stage_blocks - 2 with the time term, else - 1)."""
+    A block whose log ratio lies OUTLIER_MADS or more robust SDs from the others
+    (outlying_blocks: a run of the arm or the baseline disturbed, e.g. 50% slower) is left out
+    of the estimate and its spread, and named in a warning and in `outliers`: one such run
+    among 8 blocks would otherwise widen the interval past any verdict at the size the
+    experiment reports (stats.intervals.MIN_DETECTABLE_UNITS). Where leaving it out would
+    leave no verdict (the other blocks all of one order), it stays in, said too.
+    The smallest detectable size then comes from the blocks kept, and holds for a fresh
+    experiment whether or not it holds such a run (tests/test_stats_detectable.py).
+    """
     if not all(math.isfinite(d) for d in log_ratios):
         raise UsageError("blocks_log_interval: log ratios must be finite numbers")
     n = len(log_ratios)
+    labels = list(names) if names is not None else [f"complete block {i}" for i in range(1, n + 1)]
     stage = first_stage(log_ratios, first_stage_blocks, gaps) if first_stage_blocks else None
+    full = _blocks_core(log_ratios, gaps, stage, confidence, power, arm, baseline)
+    out = outlying_blocks(log_ratios, gaps)
+    if not out:
+        return full
+    keep = [i for i in range(n) if i not in set(out)]
+    kept = _blocks_core(
+        [log_ratios[i] for i in keep],
+        None if gaps is None else [gaps[i] for i in keep],
+        stage,
+        confidence,
+        power,
+        arm,
+        baseline,
+        units=n,
+    )
+    shown = [labels[i] for i in out]
+    named = ", ".join(shown[:3]) + (", ..." if len(shown) > 3 else "")
+    verb = "lies" if len(shown) == 1 else "lie"
+    why = f"{arm} vs {baseline}: {named} {verb} {OUTLIER_MADS:g}+ robust SDs from the other blocks"
+    if kept.verdict_possible or not full.verdict_possible:
+        note = f"{why} (a disturbed run): left out, {len(keep)} of {n} complete blocks used"
+        return dataclasses.replace(
+            kept, blocks=n, outliers=tuple(shown), warnings=(*kept.warnings, note)
+        )
+    note = f"{why}: kept, since the other blocks alone give no verdict ({kept.no_verdict_reason})"
+    return dataclasses.replace(full, outliers=tuple(shown), warnings=(*full.warnings, note))
+
+
+def _blocks_core(
+    log_ratios: Sequence[float],
+    gaps: Sequence[int] | None,
+    stage: tuple[float, float] | None,
+    confidence: float,
+    power: float,
+    arm: str,
+    baseline: str,
+    units: int | None = None,
+) -> ArmInterval:
+    """blocks_log_interval on the blocks it keeps: balanced orders (the gaps' one-sample t <=
+    BALANCE_MAX_T; ABBA gives 0): the plain mean of the log ratios; from TIME_TERM_BLOCKS
+    complete blocks with MIN_BLOCKS_PER_ORDER or more of each order, the estimate at gap 0 from
+    d = e + gamma x gap (the time term: a drift between a block's runs, df one less).
+    Unbalanced with MIN_BLOCKS_PER_ORDER of each order (failed runs dropped blocks of one
+    order): the estimate at gap 0 from d = e + gamma x gap, df one less. One block of an order
+    against several of the other: the plain mean, with a warning (the fit would give the lone
+    block leverage 1). One order only: no verdict, the position is confounded with the arm.
+    With `stage` (an experiment stopped by Stein's two-stage rule, stats.stopping): Stein's
+    interval, mean +- t x max(s0, s) / sqrt(N), s0 the first stage's sd by the same estimator
+    (first_stage: df = first_stage_blocks - 2 with the time term, else - 1). `units`: the
+    complete blocks the smallest detectable size counts (default: these)."""
+    n = len(log_ratios)
     method = METHOD_STEIN if stage is not None else METHOD_BLOCKS
     m = math.fsum(log_ratios) / n if n else math.nan
     balance = _one_sample_balance_t(gaps) if gaps is not None and n >= 2 else 0.0
@@ -236,13 +335,6 @@ def blocks_log_interval(
     if stage is not None:
         sd = max(sd, stage[0])
         df = stage[1]
-    # Stein's rule included: stopped early (few blocks: the first stage saw no spike) its
-    # reported size was detected in 27-36% of experiments under rare spikes, from 8 in >= 93%
-    labels = names if names is not None else [f"complete block {i}" for i in range(1, n + 1)]
-    # an outlier among all the blocks, or within its order (a drift moves the orders apart)
-    found = outliers(log_ratios, labels) if n >= MIN_DETECTABLE_UNITS else ()
-    if found == () and n >= MIN_DETECTABLE_UNITS and gaps is not None and _both_orders(gaps):
-        found = outliers(_within_order(log_ratios, gaps), labels)
     iv = interval_from(
         method,
         estimate,
@@ -252,8 +344,7 @@ def blocks_log_interval(
         n,
         confidence,
         power,
-        (n, "complete blocks"),
-        found,
+        (n if units is None else units, "complete blocks"),
     )
     return dataclasses.replace(iv, blocks=n, warnings=warnings)
 
@@ -288,6 +379,9 @@ def block_paired_interval(
         baseline,
         [f"block {b}" for b in blocks.blocks],
     )
+    carry = carry_over_note(used, arm, baseline)
+    if carry is not None:
+        iv = dataclasses.replace(iv, warnings=(*iv.warnings, carry))
     refuse = refusal(used)
     if refuse is not None:
         iv = ArmInterval(
@@ -304,6 +398,35 @@ def block_paired_interval(
         )
     return dataclasses.replace(
         iv, dropped_blocks=blocks.dropped, warnings=(*warnings, *iv.warnings)
+    )
+
+
+def carry_over_note(used: Sequence[RunPoint], arm: str, baseline: str) -> str | None:
+    """Where the complete blocks `used` (the arm's and the baseline's runs) are not balanced
+    for carry-over, which arms' runs they are not, and by how much; None where they are, or
+    where the runs do not say which run came before them (RunPoint.after). A run that leaves
+    the machine slower (or faster) for the next by c biases the comparison by c x (the arm's
+    runs right after X - the baseline's) / blocks: 0 over whole cycles of stats.orders, not
+    within one (an experiment stopped by --repeats, Stein's rule, the budget or a signal)."""
+    if not any(p.after is not None for p in used):
+        return None
+    blocks = len({p.block for p in used})
+    counts: dict[str, list[int]] = {}
+    for p in used:
+        if p.after is not None:
+            counts.setdefault(p.after, [0, 0])[0 if p.arm == arm else 1] += 1
+    off = {x: (a, b) for x, (a, b) in counts.items() if a != b}
+    if not off:
+        return None
+    worst = max(abs(a - b) for a, b in off.values())
+    shown = "; ".join(
+        f"right after {x}: {arm} {a}, {baseline} {b}"
+        for x, (a, b) in sorted(off.items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))[:3]
+    )
+    return (
+        f"{arm} vs {baseline}: the {blocks} complete blocks are not balanced for carry-over"
+        f" (runs {shown}); a run that slows the next by c biases this comparison by up to"
+        f" {worst}/{blocks} c (whole cycles of the experiment's orders balance it)"
     )
 
 

@@ -187,6 +187,44 @@ def halves_change(series: Sequence[float]) -> tuple[float, float, float]:
     return first, second, (second / first - 1.0) * 100.0
 
 
+# A run's steps "jumped mid-run" when a stretch of them ran well above the run's own undisturbed
+# level: its lowest median over JUMP_WINDOW consecutive steps. A step is slow above that level by
+# JUMP_EXCESS; the run is flagged when JUMP_SHARE of its steps are, JUMP_WINDOW of them in a row.
+JUMP_WINDOW = 10
+JUMP_EXCESS = 0.08
+JUMP_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class Jump:
+    """Where a run's steps ran above its own level: the share of slow steps, the longest
+    stretch of them (its length and first step, from 0) and the largest step's excess."""
+
+    share: float
+    stretch: int
+    start: int
+    peak_percent: float
+
+
+def mid_run_jump(series: Sequence[float]) -> Jump | None:
+    """The run's jump (rule above), or None when its steps held their level (or there are
+    fewer than 2 x JUMP_WINDOW of them: no level to hold)."""
+    n = len(series)
+    if n < 2 * JUMP_WINDOW:
+        return None
+    level = min(median(series[i : i + JUMP_WINDOW]) for i in range(n - JUMP_WINDOW + 1))
+    slow = [t > level * (1 + JUMP_EXCESS) for t in series]
+    longest, start, current = 0, 0, 0
+    for i, is_slow in enumerate(slow):
+        current = current + 1 if is_slow else 0
+        if current > longest:
+            longest, start = current, i - current + 1
+    share = sum(slow) / n
+    if share < JUMP_SHARE or longest < JUMP_WINDOW:
+        return None
+    return Jump(share, longest, start, (max(series) / level - 1) * 100)
+
+
 def slow_ranks(rank_medians: Sequence[float]) -> list[int]:
     """Indices of ranks whose median step time is an outlier above the ranks' median (rule
     above)."""

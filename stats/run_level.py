@@ -62,7 +62,11 @@ def welch_hsu_interval(
     holds its coverage with unequal counts and unequal noise (10 against 2, one arm 3x noisier),
     where the Welch-Satterthwaite df does not. The core of run_level_arm_interval. `names`
     (the baseline's runs, the arm's) name a run that is an outlier of its arm, which withholds
-    the smallest detectable size (stats.intervals.OUTLIER_MADS)."""
+    the smallest detectable size (stats.intervals.OUTLIER_MADS): file lists keep every run in
+    the interval. Leaving such a run out, as the block methods leave a disturbed block out
+    (stats.blocks.outlying_blocks), judged each arm's runs on their own, and where one arm's
+    runs carry a heavier one-sided tail (30% of runs slowed, 3x the baseline's) that cut its
+    tail alone: coverage 0.938, A/A 0.062 at 10 runs a side (the mean's interval: 0.966)."""
     require_positive([*base, *arm], "welch_hsu_interval: per-run numbers")
     nb, na = len(base), len(arm)
     lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]

@@ -23,6 +23,7 @@ from common.result import (
     RankResult,
     Result,
     StepStats,
+    WorkloadInfo,
     write_result,
 )
 
@@ -30,8 +31,12 @@ DIGEST = "ab" * 32
 LIGHTNING_VERSION = "2.6.6"
 
 
+IMAGE_OPTIONS = ("arch", "image_size", "num_classes", "channels_last")
+
+
 def make_config(**overrides: Any) -> dict[str, Any]:
-    """A `BenchConfig.as_dict()`-shaped configuration (the runners' defaults)."""
+    """A `BenchConfig.as_dict()`-shaped configuration (the runners' defaults), with the image
+    workload's options beside it (make_result moves them to `workload.options`)."""
     config: dict[str, Any] = {
         "devices": 1,
         "num_nodes": 1,
@@ -123,8 +128,11 @@ def make_result(
     gpu_busy: float | None = None,
     sigterm_sync: bool | None = None,
     parameters_synchronized: bool = True,
+    workload: WorkloadInfo | None = None,
 ) -> Result:
-    """A valid Result; step_times is one list per rank (default: noisy steps around median_ms)."""
+    """A valid Result; step_times is one list per rank (default: noisy steps around median_ms).
+    The image workload unless `workload` says another (its options then replace the image's);
+    `config` may set an image option (arch, channels_last) as a runner's options would."""
     if step_times is None:
         rng = np.random.default_rng(seed)
         step_times = [synthetic_steps(rng, median_ms, steps) for _ in range(world_size)]
@@ -166,24 +174,37 @@ def make_result(
         global_batch_size=global_batch_size,
     )
     cfg.update(config or {})
+    image = {name: cfg.pop(name) for name in IMAGE_OPTIONS}
+    if workload is None:
+        workload = WorkloadInfo(
+            name="image",
+            title=image["arch"],
+            unit="images",
+            unit_label="img",
+            sample="image",
+            units_per_sample=1,
+            options=image,
+        )
+    units = workload.units_per_sample
+    samples_median = global_batch / pooled.median * 1000
+    model, data = f"{workload.title} model", f"synthetic {workload.sample}s"
+    if workload.name == "image":
+        model = f"torchvision.models.{image['arch']}"
+        data = f"synthetic GPU-resident 3x{image['image_size']}x{image['image_size']} images"
     return Result(
-        schema_version=1,
+        schema_version=2,
         implementation=implementation,
-        model=f"torchvision.models.{cfg['arch']}",
-        data=f"synthetic GPU-resident 3x{cfg['image_size']}x{cfg['image_size']}"
-        " images with random labels",
+        model=model,
+        data=data,
         batch_mode=batch_mode,
         batch_size_per_device=batch_size_per_device,
         global_batch_size=global_batch,
         world_size=world_size,
         warmup_steps=cfg["warmup_steps"],
         measured_steps=measured,
-        precision_requested="auto",
-        precision_resolved=precision,
         seed=1234,
         elapsed_seconds=elapsed,
         milliseconds_per_step=elapsed * 1000 / measured,
-        images_per_second=global_batch * measured / elapsed,
         final_loss_mean=sum(losses) / len(losses),
         peak_allocated_gib=max(r.peak_allocated_gib for r in ranks),
         peak_reserved_gib=12.0,
@@ -192,7 +213,6 @@ def make_result(
         gpu_name_rank_zero=env.gpu_names[0],
         hostname_rank_zero=env.hostnames[0],
         pytorch_version=env.pytorch_version,
-        torchvision_version=env.torchvision_version,
         cuda_version=env.cuda_version,
         cudnn_version=env.cudnn_version,
         python_version=env.python_version,
@@ -210,9 +230,14 @@ def make_result(
             lightning="bf16-mixed",
             autocast_cache_enabled=False,
         ),
+        workload=workload,
         step_time_ms=pooled,
-        images_per_second_median=global_batch / pooled.median * 1000,
-        images_per_second_per_device=batch_size_per_device / pooled.median * 1000,
+        samples_per_second=global_batch * measured / elapsed,
+        samples_per_second_median=samples_median,
+        samples_per_second_per_device=batch_size_per_device / pooled.median * 1000,
+        units_per_second=global_batch * measured / elapsed * units,
+        units_per_second_median=samples_median * units,
+        units_per_second_per_device=batch_size_per_device / pooled.median * 1000 * units,
         warmup_seconds=2.0,
         first_step_seconds=0.5,
         startup_seconds=3.0,
@@ -226,6 +251,7 @@ def make_result(
             kernels_per_step=300.0,
             gpu_ms_per_step=gpu_busy * 100,
             wall_ms_per_step=100.0,
+            gpu_busy_share_of_timed_step=min(gpu_busy * 100 / pooled.median, 1.0),
             host_bound=gpu_busy < 0.9,
         ),
         lightning=LightningInfo(
@@ -238,6 +264,24 @@ def make_result(
         else None,
         environment=env,
     )
+
+
+def as_version_1(result: Result) -> dict[str, Any]:
+    """The result as version 1 named it (common/upgrade.py reads it back as this version)."""
+    d = result.model_dump(mode="json")
+    d["schema_version"] = 1
+    for old in ("images_per_second", "images_per_second_median", "images_per_second_per_device"):
+        d[old] = d.pop(old.replace("images", "samples"))
+    d["units_per_second"] = d.pop("units_per_second_median")  # version 1's: the median's
+    d["precision_requested"] = d["precision"]["requested"]
+    d["precision_resolved"] = d["precision"]["resolved"]
+    d["torchvision_version"] = d["environment"]["torchvision_version"]
+    d["config"].update(d["workload"]["options"])
+    del d["workload"]["unit_label"]
+    for energy in (d["energy"], *(r["telemetry"] for r in d["ranks"])):
+        if energy is not None:
+            energy["joules_per_image"] = energy.pop("joules_per_sample")
+    return d
 
 
 def write(path: Path, result: Result) -> Path:

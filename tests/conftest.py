@@ -56,6 +56,9 @@ def clean_env(**extra: str) -> dict[str, str]:
             "MASTER_ADDR",
             "MASTER_PORT",
             "GROUP_RANK",
+            # torch sets it in any process that imported TorchDynamo (this one, once a test
+            # did): passed on, an experiment would take it for the user's own compile cache
+            "TORCHINDUCTOR_CACHE_DIR",
         )
     }
     # The suite first; keep an existing PYTHONPATH (packages installed with --target, e.g.)

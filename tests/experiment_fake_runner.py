@@ -1,7 +1,7 @@
 """A fake runner for tests/test_experiment.py: `python THIS -m MODULE ... --output PATH`.
 
 Writes a valid result (tests/compare_factory.py) without torch. Environment:
-FAKE_ORDER (file: append the run's name), FAKE_FAIL (run name that exits 3),
+FAKE_ORDER (file: append the run's name), FAKE_FAIL (run names, comma-separated, that exit 3),
 FAKE_USAGE (run name that exits 2), FAKE_HANG (run name that sleeps), FAKE_OVERHEAD (% for
 lightning, default 2), FAKE_WARMUP_DRIFT (P: the k-th warm-up run is P/k^2 % slower);
 FAKE_WARMUP_HEAT (H: a GPU warming up, the k-th warm-up run's window ending at 65 - H/k^2 C,
@@ -54,7 +54,7 @@ if os.environ.get("FAKE_ORDER"):
 if name == os.environ.get("FAKE_USAGE"):
     print(f"{module}: error: --bogus is not an option", file=sys.stderr)
     sys.exit(2)
-if name == os.environ.get("FAKE_FAIL"):
+if name in os.environ.get("FAKE_FAIL", "").split(","):
     print("injected failure", file=sys.stderr)
     sys.exit(3)
 if name == os.environ.get("FAKE_HANG"):

@@ -23,7 +23,7 @@ import pytest
 from conftest import TINY, lightning_installed
 
 from benchmarks import host_profile
-from common.arms import ARMS
+from common.arms import ARMS, TABLE
 from common.result import Result
 
 pytestmark = pytest.mark.slow
@@ -36,10 +36,11 @@ WORKLOADS = {
     "image": ["--arch", "squeezenet1_1", "--image-size", "32", "--num-classes", "10"],
     "gpt": ["--workload", "gpt", "--gpt-preset", "tiny"],
 }
-ARMS_RUN = (
-    "native", "fabric", "lightning", "fabric-current-stream", "fabric-torch-autocast",
-    "fabric-raw-step", "lightning-no-sigterm", "native-fp32-logits", "native-side-stream",
-)  # fmt: skip
+# Every row of the table but the Trainer's services (files written), the stream check and
+# native's launch (started fresh below: a forked run has no launcher of its own)
+ARMS_RUN = tuple(
+    a.name for a in TABLE if a.role != "check" and a.responsibility not in ("services", "launch")
+)
 FRESH = [*TINY, "--devices", "2"]  # tests/test_end_to_end.py's fresh runs
 
 
@@ -123,7 +124,7 @@ def test_lightning_no_sigterm_leaves_out_the_loops_broadcast(runs):
 
 def test_native_fp32_logits_casts_the_outputs_once_a_step(runs):
     native, cast = runs["native"][1], runs["native-fp32-logits"][1]
-    assert calls(cast, "loss", "common/workload.py") == STEPS
+    assert calls(cast, "loss", "common/training.py") == STEPS
     extra = calls(cast, "<method 'to' of 'torch._C.TensorBase' objects>") - calls(
         native, "<method 'to' of 'torch._C.TensorBase' objects>"
     )

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, TINY, refusal
+from conftest import ROOT, TINY, lightning_installed, refusal
 
 from common import arms, config
 from common.result import Result
 from compare.overheads import comparisons
-from experiment import arms as experiment_arms
-from experiment import plans
+from experiment import labelled_arms, plans
 from lesson.page import responsibilities as lesson_rows
 from lesson.source import read_runners
 
@@ -54,16 +53,46 @@ def test_a_stream_named_as_the_runners_own_changes_nothing():
     assert arms.arm_of("lightning", {"ddp_stream": "current", "barebones": False}) is None
 
 
+HOOK_POINTS = ("workload", "precision", "starts_ranks", "before_launch", "sigterm_broadcasts")
+
+
+def test_every_ablation_row_has_one_hooks_class_where_its_runner_lives():
+    """One class per --ablation row, in its runner's package, changing at least one hook point;
+    every other row changes nothing through hooks (its option is read by every runner)."""
+    if not lightning_installed():
+        pytest.skip("Lightning extra not installed")
+    import common.training  # noqa: F401  (registers native's)
+    import lightning_impl.ablations  # noqa: F401  (registers Lightning's)
+
+    for arm in arms.TABLE:
+        value = dict(arm.settings).get("ablation")
+        found = arms.hooks(None if value is None else str(value))
+        if value is None:
+            assert found is arms.NO_CHANGE, arm.name
+            continue
+        kind = type(found)
+        assert kind.arm == arm.name and arms.HOOKS[arm.name] is found
+        assert kind.__module__.split(".")[0] == (
+            "common" if arm.runner == "native" else arm.module.split(".")[0]
+        )
+        assert any(getattr(kind, p) is not getattr(arms.Hooks, p) for p in HOOK_POINTS), arm.name
+    assert set(arms.HOOKS) == {a.name for a in arms.TABLE if "ablation" in dict(a.settings)}
+    with pytest.raises(TypeError, match="no --ablation row"):
+        type("Stream", (arms.Hooks,), {"arm": "native-side-stream"})
+    with pytest.raises(TypeError, match="has hooks already"):
+        type("Again", (arms.Hooks,), {"arm": "fabric-raw-step"})
+
+
 def test_the_marks_of_the_responsibilities_are_the_lessons_rows():
     marks = {m for r in arms.RESPONSIBILITIES for m in r.marks}
     assert marks <= set(lesson_rows(read_runners(ROOT)))
 
 
 def test_experiment_result_schema_and_plans_read_the_table():
-    assert {name: module for name, (module, _) in experiment_arms.ARMS.items()} == {
-        a.name: a.module for a in arms.TABLE
-    }
-    assert [a.runner for a in experiment_arms.parse_arms("all")] == list(arms.MAIN)
+    for arm in arms.TABLE:  # an experiment's arm runs the table's module with its options
+        argv = labelled_arms.LabelledArm(arm.name, arm.name).argv
+        assert argv == ["-m", arm.module, *arm.options]
+    assert [a.runner for a in labelled_arms.parse_arms("all")] == list(arms.MAIN)
     schema = json.loads((ROOT / "schema" / "result.schema.json").read_text())
     assert schema["properties"]["implementation"]["enum"] == list(arms.RUNNERS)
     assert "arm" in Result.model_fields

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from common.result import LightningInfo
+from common.arms import ARMS
+from common.result import LightningInfo, write_result
 from compare.cli import main
 from compare_factory import make_result, write
 from stats import intervals
@@ -36,7 +37,10 @@ def _experiment(
             rel = f"results/{label}-r{k}.json"
             ok = not (label == failed and k == runs)
             if ok:
-                write(folder / rel, make_result(impl, median_ms=ms + k * 0.1, seed=len(entries)))
+                result = make_result(impl, median_ms=ms + k * 0.1, seed=len(entries))
+                if label in ARMS:  # the arm the run is, as a result of it records
+                    result = result.model_copy(update={"arm": label})
+                write(folder / rel, result)
             entries.append(
                 {
                     "index": len(entries) + 1,
@@ -227,7 +231,7 @@ def test_arm_and_diagnostic_options_in_config_are_not_workload(tmp_path: Path, c
     ("field", "path"),
     [
         ("step_time_ms.median", ("step_time_ms", "median")),
-        ("images_per_second_median", ("images_per_second_median",)),
+        ("samples_per_second_median", ("samples_per_second_median",)),
         ("milliseconds_per_step", ("milliseconds_per_step",)),
         ("ranks.0.step_time_ms.p95", ("ranks", 0, "step_time_ms", "p95")),
     ],
@@ -270,3 +274,37 @@ def test_100000_nested_brackets_give_one_line_not_a_recursion_traceback(
     assert main([str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nested too deeply" in err and "Traceback" not in err
+
+
+def test_a_label_naming_an_arm_of_the_table_must_be_the_arm_the_result_records(
+    tmp_path: Path, capsys
+) -> None:
+    """A Fabric run under an ablation's label was read as that ablation (a part of +0.00):
+    refused in one line naming the file, the label and the arm the result records."""
+    folder = _experiment(
+        tmp_path / "e", {"native": ("native", 100.0), "fabric-raw-step": ("fabric", 101.0)}
+    )
+    plain = make_result("fabric", median_ms=101.1, seed=1).model_copy(update={"arm": "fabric"})
+    write_result(plain, folder / "results" / "fabric-raw-step-r1.json", overwrite=True)
+    assert main([str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fabric-raw-step-r1.json: labelled fabric-raw-step in" in err
+    assert "but the result records the arm fabric" in err
+
+
+def test_an_older_result_is_the_arm_its_recorded_options_make(tmp_path: Path, capsys) -> None:
+    """Results from before the `arm` field: native with --ddp-stream side is native-side-stream
+    (the committed results/h200/ddp-stream-swap folders hold such runs)."""
+    folder = _experiment(
+        tmp_path / "e", {"native": ("native", 100.0), "native-side-stream": ("native", 101.0)}
+    )
+    for k in (1, 2, 3):
+        r = make_result("native", median_ms=101.0 + k * 0.1, seed=10 + k)
+        side = r.model_copy(update={"config": {**r.config, "ddp_stream": "side"}})
+        write_result(side, folder / "results" / f"native-side-stream-r{k}.json", overwrite=True)
+    report = _json(capsys, str(folder))
+    assert report["labels"] == ["native", "native-side-stream"]
+    r = make_result("native", median_ms=101.0, seed=20)  # no arm recorded, its options plain
+    write_result(r, folder / "results" / "native-side-stream-r1.json", overwrite=True)
+    assert main([str(folder)]) == 2
+    assert "but the result records the arm native;" in capsys.readouterr().err

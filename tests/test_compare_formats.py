@@ -91,7 +91,7 @@ def test_csv_parses_to_one_row_per_run(pair: list[str], capsys: pytest.CaptureFi
     frame = pd.read_csv(io.StringIO(output_of(capsys, *pair, "--format", "csv")))
     assert sorted(frame["implementation"]) == ["lightning", "native"]
     assert {
-        "images_per_second_median",
+        "units_per_second_median",
         "step_p95_ms",
         "peak_reserved_gib",
         "overhead_ci_low",
@@ -182,7 +182,7 @@ def test_the_parser_is_built_from_compare_options_fields() -> None:
     """compare's options are CompareOptions' fields, as the runners' are BenchConfig's: each
     field one option with its help and default, in field order on the usage line, in the
     help's one list of options; parsing gives the typed value and the ReportOptions it asks for."""
-    from common.config import flag, option_fields
+    from common.option_fields import flag, option_fields
     from compare.api import ReportOptions
     from compare.cli import CompareOptions, parse
 
@@ -330,7 +330,7 @@ def test_numbers_are_right_aligned_by_column_in_every_format(
     intervals ("1.48..2.14") included."""
     from compare.analysis import analyse
     from compare.api import load
-    from compare.html import render_html
+    from compare.outputs import render_html
 
     text = output_of(capsys, *pair)
     host = text.split("Host cost per step")[1].split("\n\n")[0].splitlines()
@@ -359,7 +359,8 @@ def test_the_arm_table_is_typed_rows_whose_fields_name_the_columns(
 
     report = json.loads(output_of(capsys, *pair, "--format", "json"))
     assert [list(row) for row in report["table"]] == [[f.name for f in fields(ArmRow)]] * 2
-    speed = ArmRow.columns("speed")
+    words = {"rate": "img/s", "energy": "J/image", "world": "GPUs", "per": "GPU"}
+    speed = ArmRow.columns("speed", words)
     assert [h for _, h, _ in speed][3:5] == ["img/s ↑", "img/s/GPU ↑"]
     text = output_of(capsys, *pair)
     assert "  ".join(["median ms ↓", "p5 ms ↓", "p95 ms ↓"]) in text
@@ -369,7 +370,7 @@ def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
     pair: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """RunRow's field names are the csv header and the json runs' keys, in order; the values
-    are the run's (its wall-clock images/s, not the median step's)."""
+    are the run's (its wall-clock units/s, not the median step's)."""
     from dataclasses import fields
 
     from compare.rows import RunRow
@@ -381,18 +382,18 @@ def test_the_run_rows_are_typed_rows_whose_fields_are_the_csv_header(
     assert [list(row) for row in report["runs"]] == [names] * 2
     for row in report["runs"]:
         result = json.loads(Path(row["file"]).read_text())
-        assert row["images_per_second"] == pytest.approx(result["images_per_second"])
+        assert row["units_per_second"] == pytest.approx(result["units_per_second"])
         assert row["runs"] == 1 and row["counted"] and not row["warmup"]
     # the notebook's runs frame shares the csv's columns and their meaning
     from compare import runs_frame
 
     frame = runs_frame(*pair)
-    assert sorted(frame.images_per_second) == pytest.approx(sorted(csv.images_per_second))
+    assert sorted(frame.units_per_second) == pytest.approx(sorted(csv.units_per_second))
 
 
 def test_a_long_span_of_files_names_the_last_by_what_differs() -> None:
     """So that a configuration column stays narrow; a folder that differs is kept whole."""
-    from compare.display import span
+    from compare.render import span
 
     long = [f"lightning-2.6.2+git35e56ef-r{k}.json" for k in (1, 2, 3)]
     assert span(long) == "lightning-2.6.2+git35e56ef-r1.json .. r3.json (3 files)"

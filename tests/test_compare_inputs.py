@@ -56,7 +56,7 @@ def _empty_steps(path: Path) -> None:
 
 def _nan_literal(path: Path) -> None:
     data = _valid(path)
-    data["images_per_second"] = "__NAN__"
+    data["samples_per_second"] = "__NAN__"
     path.write_text(json.dumps(data).replace('"__NAN__"', "NaN"))
 
 

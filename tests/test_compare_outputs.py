@@ -18,7 +18,7 @@ from conftest import ROOT, clean_env
 from matplotlib.figure import Figure
 
 from browser import browser  # noqa: F401  (the fixture)
-from compare.api import analyse_runs, load
+from compare.api import analyse_runs, load, overhead_frame, runs_frame
 from compare.figures import (
     ENERGY,
     STEP,
@@ -28,9 +28,8 @@ from compare.figures import (
     drift_values,
     overhead_panel,
 )
-from compare.frame import overhead_frame, runs_frame
-from compare.html import render_html, report_page
 from compare.model import RUN_COLUMNS
+from compare.outputs import render_html, report_page
 from compare.verdicts import NO_OVERHEAD
 from compare_factory import make_result, write
 
@@ -126,12 +125,12 @@ def test_the_drift_figure_adds_energy_with_the_temperature_where_runs_read_them(
     drift_panel(ax, report, points, ENERGY)
     native = sorted((r for r in runs if r.label == "native"), key=lambda r: r.started_utc)
     line = next(ln for ln in ax.lines if ln.get_label() == "native")
-    assert list(line.get_ydata()) == [r.values.joules_per_image for r in native]
+    assert list(line.get_ydata()) == [r.values.joules_per_unit for r in native]
     assert len(ax.figure.axes) == 1  # these runs read no temperature: no right axis
     # temperatures in reverse run order, and one run without J/image: left out of the panel
     late = sorted(points, key=lambda p: p.started, reverse=True)
     hot = [replace(p, gpu_temperature_c=50.0 + k) for k, p in enumerate(late)]
-    hot[0] = replace(hot[0], joules_per_image=None)
+    hot[0] = replace(hot[0], joules_per_unit=None)
     ax = Figure().add_subplot()
     drift_panel(ax, report, hot, ENERGY)
     plotted = [y for ln in ax.lines if not ln.get_label().startswith("_") for y in ln.get_ydata()]
@@ -271,7 +270,7 @@ def test_write_reports_fills_a_new_folder_once_and_never_writes_over_it(tmp_path
 
 def test_write_reports_of_an_interleaved_answer_writes_texts_and_refuses_figures(tmp_path):
     from compare.api import ReportFiles, analyse_interleaved, render, write_reports
-    from compare.errors import CompareError
+    from compare.model import CompareError
 
     answer = analyse_interleaved([ROOT / "tests" / "data" / "interleaved.json"])
     with pytest.raises(CompareError, match="comparison.png: an interleaved answer has no figures"):

@@ -12,10 +12,9 @@ import pytest
 from common.result import load_result
 from compare.analysis import analyse
 from compare.cli import main
-from compare.errors import WorkloadMismatch
-from compare.model import Run, run_from
+from compare.model import Run, WorkloadMismatch, run_from
 from compare.numerics import GPU_NOT_REPRODUCIBLE
-from compare_factory import constant_steps, make_result, write
+from compare_factory import as_version_1, constant_steps, make_result, write
 from stats import intervals
 
 
@@ -402,9 +401,14 @@ def test_host_bound_compares_gpu_time_with_the_timed_step_not_the_profiled_one(
     (tmp_path / "recorded.json").write_text(json.dumps(data))
     [warning] = report_of(capsys, tmp_path / "recorded.json")["warnings"]
     assert warning.startswith("recorded.json: host-bound (GPU busy 80.0% of the timed step)")
-    # An older traced result whose "kernels" outlast the wall time (annotated ranges counted as
-    # GPU work) has no share to judge by: no warning rather than a wrong one.
-    data = json.loads(slow.read_text())
+    # An older traced result (version 1, no share recorded) whose "kernels" outlast the wall
+    # time (annotated ranges counted as GPU work) has no share to judge by: no warning rather
+    # than a wrong one.
+    data = as_version_1(load_result(slow))
+    data["gpu_activity"].update(gpu_busy_share_of_timed_step=None)  # from the busy fraction
+    (tmp_path / "older.json").write_text(json.dumps(data))
+    [warning] = report_of(capsys, tmp_path / "older.json")["warnings"]
+    assert re.match(r"older\.json: host-bound \(GPU busy 69\.\d% of the timed step\)", warning)
     data["gpu_activity"].update(gpu_ms_per_step=150.0)
     (tmp_path / "traced.json").write_text(json.dumps(data))
     assert report_of(capsys, tmp_path / "traced.json")["warnings"] == []

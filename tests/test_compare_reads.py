@@ -151,7 +151,7 @@ def test_duplicate_keys_are_refused_at_any_depth(tmp_path, capsys):
     [
         (("world_size",), True, "field world_size"),
         (("measured_steps",), True, "field measured_steps"),
-        (("config", "image_size"), True, "field config.image_size: True is not int"),
+        (("config", "bucket_cap_mb"), True, "field config.bucket_cap_mb: True is not int or float"),
         (("config", "compile"), 0, "field config.compile: 0 is not bool"),
         (("ranks", 0, "rank"), 5, "rank ids 5 are not 0..0 once each"),
     ],
@@ -210,7 +210,7 @@ EXTREME = (
                     "batch_size_per_device",
                     "elapsed_seconds",
                     "milliseconds_per_step",
-                    "images_per_second",
+                    "samples_per_second",
                     "final_loss_mean",
                     "step0",
                     "step1",

@@ -4,6 +4,7 @@ stats.stopping) on synthetic samples whose answer is known."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -240,3 +241,39 @@ def test_library_inputs_are_checked_at_the_boundary(bad: float) -> None:
     if math.isnan(bad):
         with pytest.raises(UsageError, match="NaN"):
             distributions.median([1.0, bad])
+
+
+def test_a_stretch_of_slow_steps_is_a_mid_run_jump_and_where_it_started() -> None:
+    rng = np.random.default_rng(7)
+    series = list(28 * (1 + 0.003 * rng.standard_normal(60)))
+    for i in range(25, 45):  # 20 steps 15% slower, as a disturbed host made them
+        series[i] *= 1.15
+    jump = distributions.mid_run_jump(series)
+    assert jump is not None
+    assert (jump.stretch, jump.start) == (20, 25)
+    assert jump.share == pytest.approx(20 / 60)
+    assert 13 < jump.peak_percent < 18
+
+
+def test_steady_runs_with_rare_spikes_are_not_jumps() -> None:
+    # 2,000 runs of 60 steps, 0.5% noise and 3% of steps spiking +50% alone: none is flagged,
+    # nor a run with fewer steps than two windows (no level to hold)
+    rng = np.random.default_rng(11)
+    flagged = 0
+    for _ in range(2000):
+        series = 28 * (1 + 0.005 * rng.standard_normal(60))
+        series[rng.random(60) < 0.03] *= 1.5
+        flagged += distributions.mid_run_jump(list(series)) is not None
+    assert flagged == 0
+    assert distributions.mid_run_jump([28.0] * 10 + [40.0] * 9) is None
+
+
+def test_the_report_names_the_runs_that_jumped_and_no_others() -> None:
+    from compare.api import ReportOptions, analyse_paths
+
+    root = Path(__file__).resolve().parent.parent / "results" / "h100"
+    jumped = analyse_paths([root / "gpt-5-blocks-2026-12-06" / "gpu-bound"], ReportOptions())
+    said = {flag.file for flag in jumped.warnings if flag.kind == "jumped"}
+    assert said == {"lightning-r3.json", "lightning-r5.json"}
+    clean = analyse_paths([root / "gpt-12-blocks-2026-12-06" / "gpu-bound"], ReportOptions())
+    assert not [flag for flag in clean.warnings if flag.kind == "jumped"]

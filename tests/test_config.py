@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, run_module
 
-from common import config
+from common import config, option_fields
 from common.config import BenchConfig
 from common.errors import OneLineParser, UsageError
 from common.workloads.gpt import GptOptions
@@ -278,14 +278,14 @@ def test_the_diagnostic_options_are_the_diagnostics_groups_fields():
 def bounded_fields():
     return [
         (field.name, spec)
-        for field, spec in config.option_fields(BenchConfig)
+        for field, spec in option_fields.option_fields(BenchConfig)
         if spec.at_least or spec.at_most
     ]
 
 
 @pytest.mark.parametrize("name,spec", bounded_fields(), ids=[n for n, _ in bounded_fields()])
 def test_every_bound_in_a_field_is_enforced_by_parse(name, spec, capsys):
-    flag = config.flag(name)
+    flag = option_fields.flag(name)
     cases = []
     if spec.at_least == "positive":
         cases.append(("0", f"{flag} must be positive, got 0"))
@@ -302,33 +302,35 @@ def test_every_bound_in_a_field_is_enforced_by_parse(name, spec, capsys):
 
 
 # The same conventions for another command's options (the module docstring's example).
-CHUNKS = config.Group("chunks", "how the arms are interleaved")
-PICK = config.Group("pick one", exclusive=True)
+CHUNKS = option_fields.Group("chunks", "how the arms are interleaved")
+PICK = option_fields.Group("pick one", exclusive=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class ChunkOptions:
-    chunk_steps: int = config.option(
+    chunk_steps: int = option_fields.option(
         10, CHUNKS, "timed steps per chunk", metavar="N", at_least="positive", at_most=1000
     )
-    settle: float = config.option(0.5, CHUNKS, "seconds between chunks", at_least="not negative")
-    shuffle: bool = config.option(True, CHUNKS, "shuffle the arms' order")
-    dry_run: bool = config.option(False, PICK, "print the plan only", switch=True)
-    plan: Path | None = config.option(None, PICK, "the plan file (default: none)")
+    settle: float = option_fields.option(
+        0.5, CHUNKS, "seconds between chunks", at_least="not negative"
+    )
+    shuffle: bool = option_fields.option(True, CHUNKS, "shuffle the arms' order")
+    dry_run: bool = option_fields.option(False, PICK, "print the plan only", switch=True)
+    plan: Path | None = option_fields.option(None, PICK, "the plan file (default: none)")
     not_an_option: int = 3
 
 
 def test_add_options_builds_groups_types_switches_and_exclusion_from_any_dataclass(tmp_path):
     parser = OneLineParser(prog="t", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    config.add_options(parser, ChunkOptions)
+    option_fields.add_options(parser, ChunkOptions)
     text = parser.format_help()
     assert "chunks:\n  how the arms are interleaved" in text
     assert "--chunk-steps N" in text and "(default: 10)" in text and "(default: None)" not in text
     assert "--shuffle, --no-shuffle" in text and "--not-an-option" not in text
     args = parser.parse_args(["--chunk-steps", "4", "--no-shuffle", "--plan", str(tmp_path)])
-    opts = config.from_args(ChunkOptions, args)
+    opts = option_fields.from_args(ChunkOptions, args)
     assert opts == ChunkOptions(chunk_steps=4, shuffle=False, plan=tmp_path)
-    assert config.from_args(ChunkOptions, args, settle=2.0).settle == 2.0
+    assert option_fields.from_args(ChunkOptions, args, settle=2.0).settle == 2.0
     with pytest.raises(SystemExit):
         parser.parse_args(["--dry-run", "--plan", "p"])
     for bad, message in [
@@ -338,5 +340,5 @@ def test_add_options_builds_groups_types_switches_and_exclusion_from_any_datacla
         ({"settle": math.inf}, "--settle must be a finite number, got inf"),
     ]:
         with pytest.raises(UsageError, match=f"^{re.escape(message)}$"):
-            config.check_bounds(ChunkOptions(**bad))
-    config.check_bounds(ChunkOptions())
+            option_fields.check_bounds(ChunkOptions(**bad))
+    option_fields.check_bounds(ChunkOptions())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, lightning_installed, needs_lightning, refusal, run_module
+from conftest import ROOT, TINY, lightning_installed, needs_lightning, refusal, run_module
 
 import image_before
 from common.result import Result, load_interleaved, load_result
@@ -77,7 +78,7 @@ def check_valid_two_rank_run(result: Result, implementation: str, launcher: str)
     assert result.parameters_synchronized and result.parameter_checksum_max_difference == 0
     assert all(len(r.step_times_ms) == 3 for r in result.ranks)
     assert result.batch_size_per_device == 2 and result.global_batch_size == 4
-    assert result.precision_resolved == "fp32"
+    assert result.precision.resolved == "fp32"
     assert result.environment.source_digest == source_digest()  # the code that ran is this tree's
     check_time_split(result, launcher)
 
@@ -207,8 +208,7 @@ def test_every_runner_resolves_every_configuration_field_alike(
             "world_size",
             "warmup_steps",
             "measured_steps",
-            "precision_requested",
-            "precision_resolved",
+            "workload",
             "seed",
             "model",
             "data",
@@ -340,7 +340,7 @@ def test_an_image_run_ends_with_the_parameters_and_loss_of_before(corpus):
     assert (result.parameter_digest, result.ranks[0].final_loss) == expected
     assert result.model == "torchvision.models.resnet18" and result.workload.name == "image"
     assert result.data == "synthetic CPU-resident 3x64x64 images with random labels"
-    assert result.units_per_second == result.images_per_second_median  # an image is the unit
+    assert result.units_per_second_median == result.samples_per_second_median  # an image a unit
 
 
 @pytest.fixture(scope="module")
@@ -364,8 +364,9 @@ def test_a_gpt_run_records_its_workload_tokens_and_no_mfu_on_cpu(gpt_runs):
     r = gpt_runs["native"]
     check_valid_two_rank_run(r, "native", "self")
     assert (r.workload.name, r.workload.unit, r.workload.units_per_sample) == ("gpt", "tokens", 64)
-    assert r.workload.options["gpt_layers"] == 2 and r.config["gpt_vocab"] == 512
-    assert r.units_per_second == pytest.approx(r.images_per_second_median * 64)
+    assert r.workload.options["gpt_layers"] == 2 and "gpt_vocab" not in r.config
+    assert r.workload.unit_label == "tok"
+    assert r.units_per_second_median == pytest.approx(r.samples_per_second_median * 64)
     assert r.workload.flops_per_sample > 0 and r.mfu is None and r.peak_flops_per_device is None
     assert r.model.startswith("GPT-style decoder") and "arch" not in r.config
 
@@ -395,7 +396,9 @@ def test_your_own_workload_runs_in_every_arm(module, extra, corpus):
     args = ["--accelerator", "cpu", "--workload", CUSTOM, "--mlp-width", "16", "--steps", "2"]
     result = corpus.run(module, [*args, *extra, "--warmup-steps", "1"]).result  # forked
     assert result.workload.name == CUSTOM and result.workload.unit == "samples"
-    assert result.model.startswith("MLP 64-16-16-10") and result.config["mlp_width"] == 16
+    assert result.model.startswith("MLP 64-16-16-10") and result.workload.options["mlp_width"] == 16
+    module = (ROOT / "examples" / "custom_workload.py").read_bytes()  # the code that ran
+    assert result.workload.module_digest == hashlib.sha256(module).hexdigest()
 
 
 @needs_lightning

@@ -52,7 +52,9 @@ def run(
     energy = (
         EnergySummary(unavailable=reason)
         if jpi is None
-        else EnergySummary(joules_per_step=jpi * 32, joules_per_image=jpi, watts=600.0)
+        else EnergySummary(
+            joules_per_step=jpi * 32, joules_per_sample=jpi, joules_per_unit=jpi, watts=600.0
+        )
     )
     ranks = [r.model_copy(update={"telemetry": telemetry}) for r in result.ranks]
     result = result.model_copy(
@@ -80,7 +82,7 @@ def test_an_arms_level_is_the_geometric_mean_with_a_t_interval_over_runs():
     (row,) = energy_rows(grouping(runs))
     logs = [math.log(v) for v in values]
     mean, half = intervals.mean_interval(logs)
-    assert row.joules_per_image == pytest.approx(math.exp(mean))
+    assert row.joules_per_unit == pytest.approx(math.exp(mean))
     assert row.ci_low == pytest.approx(math.exp(mean - half))
     assert row.ci_high == pytest.approx(math.exp(mean + half))
     assert row.runs == 4 and row.runs_without == 0 and row.watts == 600.0
@@ -90,7 +92,7 @@ def test_an_arms_level_is_the_geometric_mean_with_a_t_interval_over_runs():
 def test_runs_without_a_counter_show_a_dash_and_the_reason():
     runs = [run("native", flat(50 + i)) for i in range(3)]
     (row,) = energy_rows(grouping(runs))
-    assert row.joules_per_image is None and row.unavailable == "a CPU run has no GPU"
+    assert row.joules_per_unit is None and row.unavailable == "a CPU run has no GPU"
     assert energy_cell(row) == "-"
     runs += [run("fabric", flat(51 + i), 0.14) for i in range(3)]
     (diff,) = energy_differences(runs)
@@ -121,7 +123,7 @@ def test_j_per_image_that_rises_with_the_gpu_temperature_is_named_and_noise_is_n
 
 
 def test_the_level_line_gives_the_gpu_temperatures_and_warns_of_warming():
-    from compare.report import render
+    from compare.outputs import render
 
     temps = [50, 52, 54, 56, 57, 58]
     runs = [
@@ -160,9 +162,7 @@ def test_the_difference_is_paired_by_block_like_time():
         and "more GPU energy per image" in diff.sentence
     )
     # the same numbers unpaired: the level's 2% spread swamps the 1%
-    unpaired = [
-        run(r.label, list(r.step_series_ms), r.result.energy.joules_per_image) for r in runs
-    ]
+    unpaired = [run(r.label, list(r.step_series_ms), r.result.energy.joules_per_unit) for r in runs]
     (loose,) = energy_differences(unpaired)
     assert loose.method != intervals.METHOD_BLOCKS
     assert loose.half_width is None or loose.half_width > diff.half_width
@@ -366,22 +366,22 @@ def measured_experiment():
 
 
 def test_every_format_shows_energy_per_image_and_why_runs_spread():
-    from compare.frame import runs_frame  # noqa: F401  (the DataFrame is run_record's rows)
-    from compare.report import render
+    from compare.api import runs_frame  # noqa: F401  (the DataFrame is run_record's rows)
+    from compare.outputs import render
 
     report = analyse(measured_experiment())
     text = render(report, "text")
     answer = text.split("\n\n")[1]
     (diff,) = report.energy_differences
     assert f"energy per image, fabric vs native, 1 GPU: {diff.percent:.2f}% more" in answer
-    assert "J/image ↓" in text and f"{report.table[0].joules_per_image:.4f}" in text
+    assert "J/image ↓" in text and f"{report.table[0].joules_per_unit:.4f}" in text
     assert "Why runs spread" in text and "the host's speed varied" in text
     level = report.energy[0]
     assert f"J/image, native, 1 GPU: {energy_cell(level)} (95% over 6 runs" in text
     assert "rule: runs spread when" in render(report, "text", verbose=True)
     assert "J/image" in render(report, "markdown") and "Why runs spread" in render(report, "html")
     csv = render(report, "csv").splitlines()
-    assert "joules_per_image" in csv[0].split(",")
+    assert "joules_per_unit" in csv[0].split(",")
     doc = json.loads(render(report, "json"))
     assert doc["energy_differences"][0]["percent"] == pytest.approx(1.0, abs=0.2)
     assert doc["noise"] and doc["noise"][0]["cause"] == CAUSES[HOST]
@@ -392,8 +392,8 @@ def test_runs_without_energy_show_a_dash_and_no_energy_line():
         run(arm, flat(50 + i + (arm == "fabric"))) for arm in ("native", "fabric") for i in range(3)
     ]
     report = analyse(runs)
-    assert [row.joules_per_image for row in report.table] == [None, None]
-    from compare.report import render
+    assert [row.joules_per_unit for row in report.table] == [None, None]
+    from compare.outputs import render
 
     text = render(report, "text")
     assert "energy per image" not in text.split("\n\n")[1]  # nothing said where nothing measured
@@ -420,6 +420,6 @@ def test_a_reports_energy_comparisons_are_holm_adjusted_as_a_family():
     # Holm: the smallest p-value at 1 - 0.05/3, the next at 1 - 0.05/2, the last at 95%
     levels = sorted(e.confidence for e in report.energy_differences)
     assert levels == pytest.approx([0.95, 0.975, 1 - 0.05 / 3])
-    from compare.report import render
+    from compare.outputs import render
 
     assert "Holm-adjusted over 3 comparisons" in render(report, "text").split("\n\n")[1]

@@ -109,6 +109,9 @@ def test_runs_interleave_in_abba_blocks_and_the_folder_is_complete(tmp_path):
         "reason": "3 block(s) done",
         "complete_blocks": None,
         "blocks_needed": None,
+        "makeup": None,
+        "cycle_blocks": 2,
+        "carry_over_imbalance": 0,  # ABBA after a warm-up that ended with the baseline
     }
     assert sorted(p.name for p in (out / "results").iterdir()) == [
         f"{label}-r{k}.json" for label in ("lightning", "native") for k in (1, 2, 3)
@@ -184,11 +187,16 @@ def test_a_failed_run_is_kept_the_others_go_on_and_the_exit_is_nonzero(tmp_path)
         FAKE_FAIL="lightning-r1",
     )
     assert proc.returncode == 1
-    runs = manifest(out)["runs"]
-    assert len(runs) == 4
+    m = manifest(out)
+    runs = m["runs"]
+    assert len(runs) == 6  # block 3 makes up block 1, in its order
     failed = [r for r in runs if r["status"] == "failed"]
     assert [(r["label"], r["repeat"], r["exit_status"], r["result"]) for r in failed] == [
         ("lightning", 1, 3, None)
+    ]
+    assert [(r["block"], r["label"]) for r in runs[4:]] == [(3, "native"), (3, "lightning")]
+    assert m["stopping"]["makeup"] == [
+        {"block": 3, "replaces": 1, "reason": "a run failed: lightning (exit 3)"}
     ]
     assert "injected failure" in (out / "logs" / "lightning-r1.log").read_text()
     assert "lightning r1 (exit 3)" in proc.stderr
@@ -231,10 +239,6 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
             ["--target-half-width", "1", "--repeats", "3"],
             "--repeats 3 is below the first stage of --target-half-width (5 complete blocks,"
             " --first-stage-blocks): give --repeats 5 or more",
-        ),
-        (
-            ["--plan", "host-slack", "--target-half-width", "1"],
-            "--repeats 2 (the plan's) is below the first stage of --target-half-width",
         ),
     ],
 )
@@ -627,7 +631,7 @@ def test_the_gpt_plan_asks_native_fabric_and_the_trainer_on_cpu(tmp_path):
 
 def test_a_running_estimate_that_compare_cannot_make_is_shown_as_a_failure(tmp_path):
     from common.manifest import ManifestRun
-    from experiment.arms import label_arms
+    from experiment.labelled_arms import label_arms
     from experiment.run import Experiment
     from experiment.settings import Settings
 

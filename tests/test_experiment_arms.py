@@ -18,9 +18,9 @@ from conftest import ROOT, clean_env
 
 from common.errors import UsageError
 from experiment import plans
-from experiment.arms import (
+from experiment.labelled_arms import (
     LABEL,
-    Arm,
+    LabelledArm,
     check_arms,
     label_arms,
     parse_arms,
@@ -250,5 +250,5 @@ def test_every_plan_env_names_a_lightning_and_every_arm_a_known_env():
             for arm in variant.arms or plan.arms:
                 assert arm.env is None or plans.ENVS[arm.env.name] == arm.env
                 assert arm.env is None or arm.env.lightning
-    assert all(isinstance(a, Arm) for a in plans.find("lightning-versions").arms)
+    assert all(isinstance(a, LabelledArm) for a in plans.find("lightning-versions").arms)
     assert os.sep not in "".join(plans.ENVS)  # env names are folder names

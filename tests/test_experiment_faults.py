@@ -349,8 +349,8 @@ def test_a_report_that_cannot_be_written_is_one_line_and_the_runs_stay_recorded(
 ):
     """The reports are written last, through the one writer: one that cannot be (here a
     folder stands at report.md) is one line naming it and what was written, exit 1."""
-    from experiment.arms import label_arms
     from experiment.inputs import take_folder
+    from experiment.labelled_arms import label_arms
     from experiment.run import Experiment
     from experiment.settings import Settings
 

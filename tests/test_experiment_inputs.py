@@ -309,7 +309,7 @@ def test_an_experiment_with_no_ok_run_ends_with_one_line_per_fact_no_traceback(t
 
 
 def test_sigterm_during_the_final_reports_does_not_exit_0(tmp_path, monkeypatch):
-    from experiment.arms import label_arms
+    from experiment.labelled_arms import label_arms
     from experiment.run import Experiment
     from experiment.settings import Settings
 
@@ -358,3 +358,73 @@ def test_sigint_during_the_first_run_is_one_line_exit_130_and_stops_its_group(tm
     runs = json.loads((out / "manifest.json").read_text())["runs"]
     assert [(r["label"], r["status"]) for r in runs] == [("native", "failed")]
     assert not (out / "results" / "native-r1.json").exists()
+
+
+# --- in-process, as python -m experiment reads them (experiment.cli.main) -------------------
+
+
+def cli_refused(argv: list[str], out: Path, capsys) -> str:
+    """The one stderr line of an experiment refused before anything starts (exit 2), with
+    nothing made at --out."""
+    from experiment import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--out", str(out), *argv])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and captured.err.count("\n") == 1, captured
+    assert "Traceback" not in captured.err and not out.exists()
+    return captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--repeats", "0"], "--repeats must be 1 or more, got 0"),
+        (["--repeats", "-2"], "--repeats must be 1 or more, got -2"),
+        (["--", "--help"], "runner option --help: every run would exit without a result"),
+        (["--", "--check"], "runner option --check"),
+        (["--", "--output", "r.json"], "runner option --output: results go into the experiment"),
+        (["--python", "/nonexistent/python3"], "--python /nonexistent/python3: no such program"),
+    ],
+)
+def test_the_in_process_plan_makes_the_experiments_checks(args, words, tmp_path, capsys):
+    """--repeats 0 became the plan's 6 and --repeats -2 an empty manifest with exit 0; -- --help
+    ran six processes that each exited 0 without a result."""
+    own, runner = (args, []) if "--" not in args else ([], args)
+    err = cli_refused(["--plan", "in-process", *own, *runner], tmp_path / "exp", capsys)
+    assert err.startswith("experiment: error: ") and words in err, err
+
+
+@pytest.mark.parametrize(
+    ("arms", "label", "runs"),
+    [
+        ("native,fabric-raw-step=fabric", "fabric-raw-step", "fabric"),
+        ("lightning=native,fabric", "lightning", "native"),
+        ("native,lightning-services=lightning", "lightning-services", "lightning"),
+    ],
+)
+def test_a_label_that_names_another_arm_of_the_table_is_refused(
+    arms, label, runs, tmp_path, capsys
+):
+    """It was reported as that arm ('fabric-raw-step vs native' for a Fabric run)."""
+    err = cli_refused(["--arms", arms], tmp_path / "exp", capsys)
+    assert f"--arms: label '{label}' names another arm of the arms table" in err
+    assert f"than the one it runs ({runs})" in err
+
+
+def test_a_gpu_plan_on_a_machine_without_a_gpu_names_its_cpu_plan(tmp_path, capsys):
+    """The runners' advice, --accelerator cpu, would run the GPU plan's arms and sizes on CPUs."""
+    from common.gpus import cuda_capabilities
+    from experiment import plans
+    from experiment.cli import check_gpu_plan
+
+    if cuda_capabilities():
+        pytest.skip("CUDA is available here")
+    err = cli_refused(["--plan", "responsibilities"], tmp_path / "exp", capsys)
+    assert err == (
+        "experiment: error: --plan responsibilities runs on GPUs and CUDA is not available"
+        " here; on CPUs run --plan responsibilities-cpu, its counterpart for CPU ranks\n"
+    )
+    plan = plans.find("responsibilities")
+    check_gpu_plan(plan, [["--devices", "2", "--accelerator", "cpu"]])  # on CPUs as asked
+    check_gpu_plan(plans.find("gpt"), [["--devices", "1"]])  # no CPU plan: the runner's line

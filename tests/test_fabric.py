@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, TINY, clean_env, needs_lightning, refusal, run_module
 from test_failures import PROMPT, TORCHRUN, assert_nothing_left
 
-from common import config, launcher, precision, workload
+from common import config, launcher, precision, training
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_both_lightning_arms_get_ddpstrategy_with_natives_arguments(stream):
     cfg = config.parse(["--accelerator", "cpu", "--devices", "2", "--ddp-stream", stream], "t")
     prec = precision.resolve_precision("fp32", "cpu", False)
     strategy = trainer.trainer_setup(cfg, launcher.detect({}), prec).strategy
-    assert strategy._ddp_kwargs == workload.ddp_kwargs(cfg)
+    assert strategy._ddp_kwargs == training.ddp_kwargs(cfg)
     assert strategy.process_group_backend == "gloo"
     assert strategy._timeout == dt.timedelta(seconds=cfg.timeout)
     fabric_class = ablations.ddp_strategy_class(cfg, DDPStrategy)

@@ -9,7 +9,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import config, workload
+from common import config, training
 from common.checks import parameter_digest
 from common.workloads import gpt
 
@@ -33,7 +33,7 @@ def test_the_preset_gives_the_sizes_and_each_size_given_overrides_it():
     assert opts.sizes() == (3, 64, 4, 64, 1000)
     # the result records the sizes it ran with, not None
     assert (opts.gpt_layers, opts.gpt_width, opts.gpt_seq_len) == (3, 64, 64)
-    assert tiny().as_dict()["gpt_heads"] == 4
+    assert tiny().workload_options.gpt_heads == 4
 
 
 @pytest.mark.parametrize(
@@ -55,38 +55,38 @@ def test_bad_sizes_are_refused_in_one_line(argv, message, capsys):
 
 def test_the_model_has_the_parameters_its_declaration_counts_and_ties_the_lm_head():
     for cfg in (tiny(), tiny(*ODD)):
-        model = workload.build_model(cfg)
+        model = training.build_model(cfg)
         assert sum(p.numel() for p in model.parameters()) == gpt.parameters(cfg.workload_options)
         assert model.lm_head.weight is model.wte.weight
 
 
 def test_init_is_normal_0_002_from_the_seed():
-    model = workload.build_model(tiny(*ODD))
+    model = training.build_model(tiny(*ODD))
     with torch.no_grad():
         weights = torch.cat([model.wte.weight.flatten(), model.blocks[0].mlp[0].weight.flatten()])
     assert abs(float(weights.mean())) < 0.002 and float(weights.std()) == pytest.approx(0.02, 0.05)
     assert not model.blocks[0].attn.qkv.bias.detach().any()  # biases start at zero
-    same = parameter_digest(workload.build_model(tiny(*ODD))).sha256
+    same = parameter_digest(training.build_model(tiny(*ODD))).sha256
     assert parameter_digest(model).sha256 == same
-    assert parameter_digest(workload.build_model(tiny(*ODD, "--seed", "1"))).sha256 != same
+    assert parameter_digest(training.build_model(tiny(*ODD, "--seed", "1"))).sha256 != same
 
 
 def test_the_batch_is_token_ids_and_the_targets_are_the_next_tokens():
     cfg = tiny()
-    batch = workload.make_batch(cfg, 3, 0, CPU)
+    batch = training.make_batch(cfg, 3, 0, CPU)
     _, _, _, seq_len, vocab = cfg.workload_options.sizes()
     assert batch.inputs.shape == batch.targets.shape == (3, seq_len)
     assert batch.inputs.dtype == torch.int64 and 0 <= int(batch.inputs.min())
     assert int(batch.inputs.max()) < vocab and int(batch.targets.max()) < vocab
     assert torch.equal(batch.inputs[:, 1:], batch.targets[:, :-1])  # shifted by one token
-    again, other = workload.make_batch(cfg, 3, 0, CPU), workload.make_batch(cfg, 3, 1, CPU)
+    again, other = training.make_batch(cfg, 3, 0, CPU), training.make_batch(cfg, 3, 1, CPU)
     assert torch.equal(again.inputs, batch.inputs) and not torch.equal(other.inputs, batch.inputs)
 
 
 def test_attention_is_causal_a_later_token_changes_no_earlier_logit():
     cfg = tiny()
-    model = workload.build_model(cfg).eval()
-    ids = workload.make_batch(cfg, 2, 0, CPU).inputs
+    model = training.build_model(cfg).eval()
+    ids = training.make_batch(cfg, 2, 0, CPU).inputs
     changed = ids.clone()
     changed[:, 40] = (changed[:, 40] + 1) % cfg.workload_options.gpt_vocab
     with torch.no_grad():
@@ -97,8 +97,8 @@ def test_attention_is_causal_a_later_token_changes_no_earlier_logit():
 
 def test_the_loss_is_cross_entropy_over_the_vocabulary_near_log_v_at_init():
     cfg = tiny()
-    batch = workload.make_batch(cfg, 4, 0, CPU)
-    loss = gpt.loss(workload.build_model(cfg)(batch.inputs), batch.targets)
+    batch = training.make_batch(cfg, 4, 0, CPU)
+    loss = gpt.loss(training.build_model(cfg)(batch.inputs), batch.targets)
     assert loss.shape == () and loss.item() == pytest.approx(math.log(512), rel=0.02)
 
 
@@ -108,9 +108,9 @@ def test_flops_per_sample_is_6nt_plus_12ldt2_as_torch_counts_a_step():
     6 T x (matrix weights) + 12 L d T^2 exactly; the formula's N also counts the biases and
     LayerNorms (6 T each), which the counter leaves out."""
     cfg = tiny(*ODD)
-    opts, model = cfg.workload_options, workload.build_model(cfg)
+    opts, model = cfg.workload_options, training.build_model(cfg)
     layers, width, _, seq_len, _ = opts.sizes()
-    batch = workload.make_batch(cfg, 2, 0, CPU)
+    batch = training.make_batch(cfg, 2, 0, CPU)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         gpt.loss(model(batch.inputs), batch.targets).backward()
     counted = counter.get_total_flops() / 2  # per sequence

@@ -39,7 +39,7 @@ def test_one_gpu_run_records_memory_precision_and_activity(module, tmp_path):
     assert proc.returncode == 0, proc.stderr
     r = load_result(out)
     assert r.environment.backend == "nccl" and r.gpu_name_rank_zero == torch.cuda.get_device_name(0)
-    assert r.precision_resolved == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+    assert r.precision.resolved == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
     assert r.peak_allocated_gib > 0 and r.peak_reserved_gib >= r.peak_allocated_gib
     assert r.gpu_activity is not None and r.gpu_activity.kernels_per_step > 10
     assert 0 < r.gpu_activity.gpu_busy_fraction <= 1
@@ -135,17 +135,17 @@ def test_a_gpt_run_counts_tokens_and_its_mfu_against_the_gpus_peak(module, tmp_p
     proc = run_module(module, [*GPT, "--output", str(out)], env=clean_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = load_result(out)
-    assert r.precision_resolved == "bf16" and r.parameters_synchronized
+    assert r.precision.resolved == "bf16" and r.parameters_synchronized
     w = r.workload
     assert (w.name, w.unit, w.sample, w.units_per_sample) == ("gpt", "tokens", "sequence", 256)
-    assert r.units_per_second == pytest.approx(r.images_per_second_median * 256)
-    assert r.units_per_second_per_device == pytest.approx(r.units_per_second)  # one GPU
+    assert r.units_per_second_median == pytest.approx(r.samples_per_second_median * 256)
+    assert r.units_per_second_per_device == pytest.approx(r.units_per_second_median)  # one GPU
     peak = peak_flops(r.gpu_name_rank_zero)
     assert r.peak_flops_per_device == peak
     if peak is None:  # a GPU the table does not know: no MFU, never a guess
         assert r.mfu is None
     else:
-        expected = w.flops_per_sample * r.images_per_second_median / peak
+        expected = w.flops_per_sample * r.samples_per_second_median / peak
         assert r.mfu == pytest.approx(expected) and 0 < r.mfu < 1
     e = r.energy
     if e is not None and e.joules_per_step is not None:
@@ -172,3 +172,22 @@ def test_the_one_gpu_ablations_run_on_a_gpu_and_record_their_arm(arm, tmp_path):
     assert proc.returncode == 0, proc.stderr
     r = load_result(out)
     assert r.arm == arm and r.parameters_synchronized and r.environment.diagnostics is None
+
+
+@needs_lightning
+def test_every_runner_compiles_on_a_gpu_from_one_cache(tmp_path):
+    """--compile on one GPU (tiny gpt, bf16) in native, Fabric and the Trainer, one compile
+    cache between them: native compiles, the other two load its graphs; each result records
+    the allocator's round trips of its timed window."""
+    env = clean_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    states = {}
+    for module in ("native", "lightning_impl.fabric", "lightning_impl"):
+        out = tmp_path / f"{module}.json"
+        proc = run_module(module, [*GPT, "--compile", "--output", str(out)], env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        r = load_result(out)
+        assert r.config["compile"] and r.parameters_synchronized
+        [rank] = r.ranks
+        states[module] = rank.compile_cache.state
+        assert rank.telemetry.allocator_device_allocs is not None
+    assert states == {"native": "miss", "lightning_impl.fabric": "hit", "lightning_impl": "hit"}

@@ -127,7 +127,7 @@ def test_a_counter_that_did_not_tick_leaves_the_run_without_energy_and_says_so(t
     report = json.loads(out)
     native = next(row for row in report["energy"] if row["arm"] == "native")
     assert (native["runs"], native["runs_without"]) == (2, 1)
-    assert native["joules_per_image"] > 0  # the other runs' level, never a 0 among them
+    assert native["joules_per_unit"] > 0  # the other runs' level, never a 0 among them
     assert any("native-r2.json: the GPU energy counter of rank 0 did not tick" in w
                for w in report["warnings"])  # fmt: skip
     code, out, _ = compare(str(exp))
@@ -139,7 +139,7 @@ def test_an_energy_per_image_its_counters_do_not_give_is_refused(tmp_path, value
     exp = experiment(tmp_path)
     edit(exp / "results" / "native-r2.json", lambda d: d["energy"].update(joules_per_image=value))
     for fmt in ("text", "html"):
-        refused([str(exp), "--format", fmt], "native-r2.json", "field energy.joules_per_image")
+        refused([str(exp), "--format", fmt], "native-r2.json", "field energy.joules_per_sample")
 
 
 # --- cause 4: summaries checked against what they add up ---
@@ -153,9 +153,9 @@ def test_an_energy_per_image_its_counters_do_not_give_is_refused(tmp_path, value
          "energy.joules_per_step"),
         (lambda d: d["energy"].update(watts=d["energy"]["watts"] * 2), "energy.watts"),
         (lambda d: d["ranks"][0]["telemetry"].update(joules_per_image=1.0),
-         "ranks.0.telemetry.joules_per_image"),
+         "ranks.0.telemetry.joules_per_sample"),
         (lambda d: d.update(host_ms_per_step=d["host_ms_per_step"] * 2), "host_ms_per_step"),
-        (lambda d: d.update(images_per_second=d["images_per_second"] * 2), "images_per_second"),
+        (lambda d: d.update(images_per_second=d["images_per_second"] * 2), "samples_per_second"),
         (lambda d: d["ranks"][0]["telemetry"].update(energy_joules=None), "field energy"),
     ],
 )  # fmt: skip

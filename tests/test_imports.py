@@ -2,12 +2,15 @@
 never import Lightning.
 
 The circles are found from the source (ast), so every import counts, also one inside a function
-that only some runs reach; imports under `if TYPE_CHECKING:` never run and are left out.
+that only some runs reach; imports under `if TYPE_CHECKING:` never run and are left out. A module
+that imports by name (`importlib.import_module`, `__import__`) imports every module its string
+constants name (a registry such as common.workloads.BUILTIN): those edges count too.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +40,32 @@ def _runs(node: ast.If) -> bool:
     return name != "TYPE_CHECKING"
 
 
+DYNAMIC = {"import_module", "__import__"}
+DOTTED = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
+
+
+def _by_name(tree: ast.AST) -> list[tuple[str, int]]:
+    """When the module imports by name, (module, line) for each string constant that names
+    one ("MODULE" or "MODULE:NAME"): the modules it can import so."""
+    calls = [
+        node.func
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+    ]
+    if not any(getattr(f, "attr", getattr(f, "id", None)) in DYNAMIC for f in calls):
+        return []
+    return [
+        (node.value.partition(":")[0], node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and DOTTED.fullmatch(node.value.partition(":")[0])
+    ]
+
+
 def imports_of(path: Path, name: str) -> list[tuple[str, int]]:
-    """(absolute dotted name, line) of every import statement in the file that can run."""
+    """(absolute dotted name, line) of every import statement in the file that can run, and of
+    every module it imports by name (`_by_name`)."""
     is_package = path.name == "__init__.py"
     found: list[tuple[str, int]] = []
 
@@ -62,8 +89,9 @@ def imports_of(path: Path, name: str) -> list[tuple[str, int]]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text(), str(path)))
-    return found
+    tree = ast.parse(path.read_text(), str(path))
+    visit(tree)
+    return found + _by_name(tree)
 
 
 def import_graph() -> dict[str, dict[str, int]]:
@@ -132,6 +160,11 @@ def test_the_graph_sees_imports_inside_functions_and_skips_type_checking_ones(tm
     found = {target for target, _ in imports_of(pkg / "a.py", "pkg.a")}
     assert {"pkg", "pkg.b", "pkg.d", "pkg.e", "pkg.e.g"} <= found
     assert "pkg.c" not in found
+    by_name = "import importlib\nTABLE = {'x': 'pkg.f:thing'}\nimportlib.import_module('pkg.h')\n"
+    (pkg / "r.py").write_text(by_name)
+    assert {t for t, _ in imports_of(pkg / "r.py", "pkg.r")} >= {"pkg.f", "pkg.h", "importlib"}
+    (pkg / "s.py").write_text("TABLE = {'x': 'pkg.f'}\n")  # names, imports nothing
+    assert imports_of(pkg / "s.py", "pkg.s") == []
     ring = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}
     assert circles(ring) == [["a", "b", "c"]]
     assert circles({"a": {"b": 1}, "b": {}}) == []
@@ -142,6 +175,9 @@ def test_the_graph_holds_the_known_imports():
     assert "common.config" in graph["common.preflight"]
     assert "native.benchmark" in graph["native.launch"]  # inside main(): only a rank trains
     assert "native.launch" not in graph["native.benchmark"]
+    # by name: the built-in workloads' registry, a user's workload (not a project module)
+    assert {"common.workloads.image", "common.workloads.gpt"} <= set(graph["common.workloads"])
+    assert "common.config" not in graph["common.workloads.image"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -266,19 +266,24 @@ def test_each_responsibility_shows_its_measured_cost_and_where_it_comes_from():
     top = page.split('<section class="costs"', 1)[1].split("</section>", 1)[0]
     for title in [r.title for r in RESPONSIBILITIES] + ["residual"]:
         assert f"<td>{title}</td>".replace("'", "&#x27;") in top, title
-    assert "measured on CPUs" in top and all(c.folder in top for c in costs)
+    assert all(c.folder in top and c.where in top for c in costs)  # where, on what machine
+    assert ("measured on CPUs" in top) == any(c.cpu for c in costs)
     # a mark no responsibility lists (the same code in every runner) shows no cost
     teardown = page.split('data-responsibility="teardown"', 1)[1].split("</section>", 1)[0]
     assert 'class="cost"' not in teardown
 
 
-def test_the_cpu_caveat_says_what_the_rows_intervals_say():
+def test_the_cpu_caveat_says_what_the_rows_intervals_say(monkeypatch):
     """The caveat over CPU numbers is read from the rows: their intervals' widths, and how many
     exclude 0 (none in the committed CPU folders)."""
     import dataclasses
 
+    import lesson.costs as costs_module
     from lesson.page import cpu_caveat
 
+    assert not any(c.cpu for c in read_costs(ROOT))  # the page's own folders are GPU runs
+    cpu = tuple((w, f"results/cpu-gloo/responsibilities/{w}") for w in ("image", "gpt"))
+    monkeypatch.setattr(costs_module, "SOURCES", cpu)
     costs = read_costs(ROOT)
     spans = [r for c in costs for r in c.rows if r.low is not None and r.high is not None]
     assert spans and "none detects a cost" in cpu_caveat(costs)
@@ -295,3 +300,32 @@ def test_a_costs_folder_without_a_decomposition_is_one_line(monkeypatch):
     monkeypatch.setattr(costs_module, "SOURCES", (("image", "results/h200/arms/gpu-bound"),))
     with pytest.raises(costs_module.CostsError, match="^results/h200/arms/gpu-bound: its report"):
         read_costs(ROOT)
+
+
+def test_a_folder_whose_ablation_runs_all_failed_gives_no_residual_on_the_page(
+    tmp_path, monkeypatch
+):
+    """The page reuses the report's sentence: while a part is not measured, no residual (it
+    would hold that part's cost), and the part named."""
+    import json
+    import shutil
+
+    import lesson.costs as costs_module
+    from lesson.page import costs_html
+
+    folder = "results/cpu-gloo/responsibilities/image"
+    shutil.copytree(ROOT / folder, tmp_path / folder)
+    manifest = tmp_path / folder / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    for run in doc["runs"]:
+        if run["label"] == "fabric-raw-step":
+            run.update(status="failed", exit_status=1)
+    manifest.write_text(json.dumps(doc))
+    monkeypatch.setattr(costs_module, "SOURCES", (("image", folder),))
+    [costs] = read_costs(tmp_path)
+    assert (
+        costs.residual.startswith("no residual: ") and "no fabric-raw-step runs" in costs.residual
+    )
+    top = costs_html([costs])
+    assert "<td>residual</td><td>not computed: backward and step wrappers not" in top
+    assert "no residual: the total minus the parts would hold what no run measured here" in top

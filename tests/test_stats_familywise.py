@@ -99,8 +99,13 @@ def test_holm_steps_down_and_says_so() -> None:
     assert "CI (Holm-adjusted over 2 comparisons)" in line
     alone = comparison.compare_arms(points, "fabric", "native")
     assert alone.family == 1 and "95% CI" in verdicts.interval_line("fabric", "native", alone)
-    # the adjusted interval is wider, its point estimate the same
-    assert out[0].percent == alone.percent and (out[0].half_width or 0) > (alone.half_width or 0)
+    # the adjusted interval is wider, its point estimate the same: the smaller p-value's is
+    # tested at 0.05 / 2 (the other's at 0.05 / 2 or, after a rejection, at 0.05)
+    first = min(range(2), key=lambda k: out[k].p_value or 1.0)
+    single = comparison.compare_arms(points, LABELS[1 + first], "native")
+    assert out[first].confidence == pytest.approx(0.975)
+    assert out[first].percent == single.percent
+    assert (out[first].half_width or 0) > (single.half_width or 0)
 
 
 def test_a_report_of_three_arms_adjusts_step_and_host_verdicts(tmp_path) -> None:
@@ -137,7 +142,7 @@ def test_a_report_says_what_its_families_of_verdicts_mean_together(tmp_path) -> 
 
     from compare.analysis import analyse
     from compare.api import load
-    from compare.report import render
+    from compare.outputs import render
     from compare_factory import make_result, write
 
     assert verdicts.families_line(["step time"]) is None

@@ -128,17 +128,17 @@ def proc_stat(busy: int, steal: int, idle: int = 5000) -> str:
 # --- energy arithmetic and the mapping to torch's device ---------------------------------------
 
 
-def test_energy_over_the_window_gives_joules_per_step_and_per_image(tmp_path):
+def test_energy_over_the_window_gives_joules_per_step_and_per_sample(tmp_path):
     gpus = four_gpus()
     window = window_on(FakeNvml(gpus), tm.DeviceIdentity("GPU-222", None), tmp_path)
     window.start()
     gpus[2].energy_mj += 351_000  # 351 J on the GPU torch's device is
     gpus[0].energy_mj += 999_000  # another GPU's work must not count
     window.stop()
-    record = rank_energy(window.record(), steps=10, images_per_step=256)
+    record = rank_energy(window.record(), steps=10, samples_per_step=256)
     assert record["energy_joules"] == pytest.approx(351.0)
     assert record["joules_per_step"] == pytest.approx(35.1)
-    assert record["joules_per_image"] == pytest.approx(35.1 / 256)
+    assert record["joules_per_sample"] == pytest.approx(35.1 / 256)
     assert record["energy_unavailable"] is None and record["gpu_unavailable"] is None
     RankTelemetry.model_validate(record)
 
@@ -150,7 +150,7 @@ def test_the_run_sums_its_ranks_energy_over_the_global_batch():
     ]
     summary = energy_summary(ranks, steps=10, global_batch=512)
     assert summary.joules_per_step == pytest.approx(64.0)
-    assert summary.joules_per_image == pytest.approx(64.0 / 512)
+    assert summary.joules_per_sample == pytest.approx(64.0 / 512)
     assert summary.watts == pytest.approx(1280.0)
     assert summary.unavailable is None
 
@@ -161,7 +161,7 @@ def test_one_rank_without_a_counter_leaves_the_run_without_energy_and_says_why()
         {"energy_joules": None, "window_seconds": 0.5, "energy_unavailable": "older GPU"},
     ]
     summary = energy_summary(ranks, steps=10, global_batch=512)
-    assert summary.joules_per_image is None and summary.unavailable == "older GPU"
+    assert summary.joules_per_sample is None and summary.unavailable == "older GPU"
 
 
 def test_cuda_visible_devices_is_respected_by_finding_the_gpu_by_uuid(tmp_path, monkeypatch):
@@ -235,7 +235,7 @@ def test_a_gpu_without_an_energy_counter_still_reports_clocks(tmp_path):
     assert "Not Supported" in record["energy_unavailable"]
     assert record["sm_clock_mhz_min"] == 1980  # the instants at the two ends
     summary = energy_summary([record], steps=5, global_batch=32)
-    assert summary.joules_per_image is None and "Not Supported" in summary.unavailable
+    assert summary.joules_per_sample is None and "Not Supported" in summary.unavailable
 
 
 def test_a_counter_that_goes_backwards_is_refused(tmp_path):
@@ -315,7 +315,9 @@ def test_the_summary_names_throttles_but_not_low_utilization(capsys):
     result = with_telemetry(
         make_result("native"),
         telemetry,
-        EnergySummary(joules_per_step=35.1, joules_per_image=35.1 / 32, watts=645),
+        EnergySummary(
+            joules_per_step=35.1, joules_per_sample=35.1 / 32, joules_per_unit=35.1 / 32, watts=645
+        ),
     )
     print_summary(result, None, "title")
     out = capsys.readouterr().out
@@ -335,6 +337,45 @@ def test_the_summary_gives_the_reason_when_there_is_no_energy(capsys):
     assert "energy              n/a (a CPU run has no GPU)" in capsys.readouterr().out
 
 
+def test_the_allocators_round_trips_in_the_window_are_counted_and_named(tmp_path, capsys):
+    counts = iter(
+        [
+            {"num_device_alloc": 7, "num_device_free": 1, "num_sync_all_streams": 0},
+            {"num_device_alloc": 10, "num_device_free": 3, "num_sync_all_streams": 2},
+        ]
+    )
+    stat = tmp_path / "stat"
+    stat.write_text(proc_stat(1000, 0))
+    window = tm.WindowTelemetry(
+        "a CPU run has no GPU",
+        proc_stat=stat,
+        allocator=lambda: {k: 0 for k in tm.ALLOCATOR_COUNTERS} | next(counts),
+    )
+    window.start()
+    window.stop()
+    record = window.record()
+    assert (
+        record["allocator_device_allocs"],
+        record["allocator_device_frees"],
+        record["allocator_stream_syncs"],
+        record["allocator_retries"],
+    ) == (3, 2, 2, 0)  # the window's own calls, not the process's
+    result = with_telemetry(
+        make_result("native"), RankTelemetry(**record), EnergySummary(unavailable="no GPU")
+    )
+    print_summary(result, None, "title")
+    assert (
+        "allocator: 3 cudaMalloc, 2 cudaFree, 2 stream syncs, 0 retries" in capsys.readouterr().out
+    )
+    quiet = RankTelemetry(window_seconds=1.0, **{n: 0 for n in tm.ALLOCATOR_COUNTERS.values()})
+    print_summary(with_telemetry(make_result("native"), quiet, EnergySummary()), None, "t")
+    assert "no allocator round trips" in capsys.readouterr().out
+
+
+def test_off_a_gpu_there_are_no_allocator_counters():
+    assert tm.allocator_counts(torch.device("cpu")) is None
+
+
 def with_telemetry(result, telemetry: RankTelemetry, energy: EnergySummary):
     ranks = [r.model_copy(update={"telemetry": telemetry}) for r in result.ranks]
     return result.model_copy(update={"ranks": ranks, "energy": energy})
@@ -345,12 +386,12 @@ def test_telemetry_round_trips_through_a_result_file(tmp_path):
         window_seconds=2.0, energy_joules=10.0, joules_per_step=1.0, throttle_seconds={"power": 0}
     )
     result = with_telemetry(
-        make_result("native"), telemetry, EnergySummary(joules_per_step=1.0, joules_per_image=0.03)
+        make_result("native"), telemetry, EnergySummary(joules_per_step=1.0, joules_per_sample=0.03)
     )
     write_result(result, tmp_path / "r.json", overwrite=False)
     loaded = load_result(tmp_path / "r.json")
     assert loaded.ranks[0].telemetry == telemetry
-    assert loaded.energy.joules_per_image == pytest.approx(0.03)
+    assert loaded.energy.joules_per_sample == pytest.approx(0.03)
     older = make_result("native")  # results written before telemetry existed still load
     write_result(older, tmp_path / "old.json", overwrite=False)
     assert load_result(tmp_path / "old.json").energy is None
@@ -445,7 +486,7 @@ def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
     name = pynvml.nvmlDeviceGetName(gpu.handle)
     name = name.decode() if isinstance(name, bytes) else name
     assert name == torch.cuda.get_device_name(device)  # the same GPU, by UUID
-    window = tm.WindowTelemetry(gpu)
+    window = tm.WindowTelemetry(gpu, allocator=lambda: tm.allocator_counts(device))
     x = torch.randn(4096, 4096, device=device)
     torch.cuda.synchronize(device)
     window.start()
@@ -459,6 +500,10 @@ def test_on_a_gpu_the_window_reads_the_gpu_torch_uses():
     assert record["energy_unavailable"] is None, record["energy_unavailable"]
     assert 20.0 < record["energy_joules"] / record["window_seconds"] < 2000.0  # watts
     assert record["sm_clock_mhz_min"] is not None
+    # the allocator's own counters: a fresh 4096 x 4096 block each product is served from its
+    # cache after the first, so the window's cudaMalloc calls are few and nothing is freed
+    assert record["allocator_device_allocs"] is not None and record["allocator_device_allocs"] <= 4
+    assert record["allocator_device_frees"] == record["allocator_retries"] == 0
     assert 5.0 < record["gpu_temperature_c_end"] < 110.0  # a working die's, in degrees C
 
 
@@ -471,7 +516,7 @@ def test_every_rank_of_a_run_records_its_window(tmp_path):
     assert result.energy == EnergySummary(unavailable="a CPU run has no GPU")
     for rank in result.ranks:
         t = rank.telemetry
-        assert t.gpu_unavailable == "a CPU run has no GPU" and t.joules_per_image is None
+        assert t.gpu_unavailable == "a CPU run has no GPU" and t.joules_per_sample is None
         assert t.window_seconds >= rank.elapsed_seconds
         if Path("/proc/stat").exists():
             assert 0 <= t.steal_share <= 1 and t.voluntary_context_switches is not None

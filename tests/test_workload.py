@@ -13,7 +13,7 @@ import torchvision
 from conftest import ROOT, clean_env
 
 import image_before
-from common import config, workload, workloads
+from common import config, training, workloads
 from common.checks import parameter_digest
 
 
@@ -25,45 +25,45 @@ def small(*argv: str) -> config.BenchConfig:
 
 def test_same_seed_and_rank_give_the_same_batch():
     cfg = small()
-    a = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
-    b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    a = training.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    b = training.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
     assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
 
 
 def test_different_ranks_get_different_data():
     cfg = small()
-    a = workload.make_batch(cfg, 4, global_rank=0, device=torch.device("cpu"))
-    b = workload.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
+    a = training.make_batch(cfg, 4, global_rank=0, device=torch.device("cpu"))
+    b = training.make_batch(cfg, 4, global_rank=1, device=torch.device("cpu"))
     assert not torch.equal(a.inputs, b.inputs)
 
 
 def test_labels_lie_in_the_class_range_and_images_have_the_configured_shape():
     cfg = small("--num-classes", "7")
-    images, labels = workload.make_batch(cfg, 16, 0, torch.device("cpu"))
+    images, labels = training.make_batch(cfg, 16, 0, torch.device("cpu"))
     assert images.shape == (16, 3, 32, 32)
     assert int(labels.min()) >= 0 and int(labels.max()) < 7
 
 
 def test_model_init_depends_only_on_the_seed():
     assert (
-        parameter_digest(workload.build_model(small())).sha256
-        == parameter_digest(workload.build_model(small())).sha256
+        parameter_digest(training.build_model(small())).sha256
+        == parameter_digest(training.build_model(small())).sha256
     )
     assert (
-        parameter_digest(workload.build_model(small())).sha256
-        != parameter_digest(workload.build_model(small("--seed", "1"))).sha256
+        parameter_digest(training.build_model(small())).sha256
+        != parameter_digest(training.build_model(small("--seed", "1"))).sha256
     )
 
 
 def test_channels_last_changes_layout_not_values():
-    plain, cl = workload.build_model(small()), workload.build_model(small("--channels-last"))
+    plain, cl = training.build_model(small()), training.build_model(small("--channels-last"))
     conv = next(m for m in cl.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     assert parameter_digest(plain).sha256 == parameter_digest(cl).sha256
 
 
 def test_ddp_kwargs_are_what_both_runners_pass():
-    kwargs = workload.ddp_kwargs(
+    kwargs = training.ddp_kwargs(
         small("--bucket-cap-mb", "50", "--static-graph", "--no-broadcast-buffers")
     )
     assert kwargs == {
@@ -77,7 +77,7 @@ def test_ddp_kwargs_are_what_both_runners_pass():
 
 def test_sgd_kernel_choice_reaches_the_optimizer():
     model = torch.nn.Linear(2, 2)
-    opt = workload.build_optimizer(
+    opt = training.build_optimizer(
         small("--sgd-impl", "for-loop", "--weight-decay", "0.01"), model.parameters()
     )
     group = opt.param_groups[0]
@@ -92,21 +92,21 @@ def test_sgd_kernel_choice_reaches_the_optimizer():
 def test_ddp_stream_is_each_runners_own_unless_the_option_says_otherwise():
     auto = small()
     assert (
-        workload.ddp_stream(auto, "current") == "current"
-        and workload.ddp_stream(auto, "side") == "side"
+        training.ddp_stream(auto, "current") == "current"
+        and training.ddp_stream(auto, "side") == "side"
     )
-    assert workload.ddp_stream(small("--ddp-stream", "side"), "current") == "side"
-    assert workload.ddp_stream(small("--ddp-stream", "current"), "side") == "current"
+    assert training.ddp_stream(small("--ddp-stream", "side"), "current") == "side"
+    assert training.ddp_stream(small("--ddp-stream", "current"), "side") == "current"
 
 
 def test_a_side_stream_is_current_only_inside_the_construction_block_on_gpus():
     cfg = small("--ddp-stream", "side")
-    with workload.ddp_construction_stream(torch.device("cpu"), cfg, natural="current"):
+    with training.ddp_construction_stream(torch.device("cpu"), cfg, natural="current"):
         pass  # CPU runs have no streams: nothing to switch, and no error
     if torch.cuda.is_available():
         device = torch.device("cuda", 0)
         before = torch.cuda.current_stream(device)
-        with workload.ddp_construction_stream(device, cfg, natural="current"):
+        with training.ddp_construction_stream(device, cfg, natural="current"):
             assert torch.cuda.current_stream(device) != before
         assert torch.cuda.current_stream(device) == before
 
@@ -155,9 +155,9 @@ BEFORE = image_before.OPTIONS
 def test_the_image_workload_builds_the_model_and_batches_of_before_bit_for_bit():
     cfg = config.parse(BEFORE, "test")
     with image_before.one_thread():
-        assert parameter_digest(workload.build_model(cfg)) == parameter_digest(image_before.model())
+        assert parameter_digest(training.build_model(cfg)) == parameter_digest(image_before.model())
     for rank in (0, 1):
-        batch = workload.make_batch(cfg, 4, rank, torch.device("cpu"))
+        batch = training.make_batch(cfg, 4, rank, torch.device("cpu"))
         images, labels = image_before.batch(4, rank)
         assert torch.equal(batch.inputs, images) and torch.equal(batch.targets, labels), rank
         assert batch.inputs.dtype == images.dtype and batch.targets.dtype == labels.dtype
@@ -174,9 +174,10 @@ def test_the_before_check_tells_one_draw_more_apart():
     assert parameter_digest(shifted).sha256 != reference.sha256
 
 
-def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
-    """A result's `config` keeps every key older results have (compare reads arch, image_size,
-    num_classes and channels_last there), and adds the workload's name and the ablation."""
+def test_an_image_runs_configuration_has_the_keys_of_before_less_the_workloads_options():
+    """A result's `config` keeps every key older results have but the image workload's options
+    (arch, image_size, num_classes and channels_last: the result's `workload.options`), and
+    adds the workload's name and the ablation."""
     before = {
         "accelerator", "arch", "barebones", "batch_size_per_device", "broadcast_buffers",
         "bucket_cap_mb", "channels_last", "check", "compile", "compile_mode", "cudnn_benchmark",
@@ -185,7 +186,11 @@ def test_an_image_runs_configuration_has_the_keys_of_before_and_the_workload():
         "overwrite_output", "precision", "profile_steps", "pyprofile", "seed", "sgd_impl",
         "static_graph", "steps", "timeout", "trace", "verbose", "warmup_steps", "weight_decay",
     }  # fmt: skip
-    assert set(config.parse(BEFORE, "test").as_dict()) == before | {"workload", "ablation"}
+    cfg = config.parse(BEFORE, "test")
+    options = {"arch", "image_size", "num_classes", "channels_last"}
+    assert set(cfg.as_dict()) == (before - options) | {"workload", "ablation"}
+    info = workloads.info(workloads.resolve("image"), "image", cfg.workload_options)
+    assert set(info["options"]) == options and info["unit_label"] == "img"
 
 
 # --- declarations, resolved by name or MODULE:NAME ---------------------------------------
@@ -233,7 +238,7 @@ def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path, monkeyp
     (tmp_path / "broken_workload.py").write_text("import no_such_package_here\n")
     (tmp_path / "clashing_workload.py").write_text(
         "from dataclasses import dataclass\n"
-        "from common.config import Group, option\n"
+        "from common.option_fields import Group, option\n"
         "from examples import custom_workload as c\n"
         "@dataclass(frozen=True)\n"
         "class O:\n"
@@ -273,7 +278,7 @@ def test_an_option_of_another_workload_is_refused_even_at_its_default(argv, flag
 
 def test_a_custom_workloads_options_are_flags_with_their_bounds():
     cfg = config.parse(["--workload", workloads.EXAMPLE, "--mlp-width", "12"], "test")
-    assert cfg.workload_options.mlp_width == 12 and cfg.as_dict()["mlp_width"] == 12
+    assert cfg.workload_options.mlp_width == 12 and "mlp_width" not in cfg.as_dict()
     with pytest.raises(SystemExit):
         config.parse(["--workload", workloads.EXAMPLE, "--mlp-width", "0"], "test")
     with pytest.raises(SystemExit):  # not an option of the image workload
@@ -297,11 +302,11 @@ def test_the_runner_files_name_no_model():
 
 def test_a_fork_server_imports_every_built_in_workload_before_forking():
     """A forked run pays no import: the server imports the runners, which import the workloads'
-    torch side (torchvision, the GPT model) with common.workload."""
+    torch side (torchvision, the GPT model) with common.training."""
     code = (
         "import sys\n"
         "from common import forkserver\n"
-        "forkserver.warm_imports(['native'])\n"
+        "forkserver.warm_imports(['native.benchmark'])\n"
         "names = ('torchvision', 'common.workloads.image', 'common.workloads.gpt',"
         " 'common.workloads.gpt_model')\n"
         "print(all(n in sys.modules for n in names))\n"

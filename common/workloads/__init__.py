@@ -2,7 +2,7 @@
 
     wl = resolve("gpt")          # "image" (the default), "gpt", or "MODULE:NAME" of your own
     opts = cfg.workload_options  # its options, parsed and checked by common.config
-    model = wl.build_model(opts)                        # on the CPU; common.workload seeds first
+    model = wl.build_model(opts)                        # on the CPU; common.training seeds first
     batch = wl.make_batch(opts, 8, generator, device)   # Batch(inputs, targets), on the device
     loss = wl.loss(model(batch.inputs), batch.targets)
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from common.errors import UsageError
+from common.workloads import checks
 
 DEFAULT = "image"
 # The workloads of this suite by --workload name: each module's `workload`
@@ -64,7 +65,7 @@ class Workload:
     """What is trained and what a step counts, for every runner alike.
 
     The callables take the workload's options (an instance of `options`, a frozen dataclass
-    whose fields are declared with common.config's `option()`: each is a command-line flag).
+    whose fields are declared with `common.option_fields.option()`: each is a command-line flag).
     Results name a workload as --workload did (image, gpt, MODULE:NAME)."""
 
     unit: str  # what throughput counts, plural: images, tokens
@@ -82,6 +83,18 @@ class Workload:
     # (options, BenchConfig) -> the options to run with (e.g. a preset's sizes filled in), or
     # UsageError naming the flag; called after every option's bounds were checked
     check: Callable[[Any, Any], Any] = _as_given
+    # the modules its functions import when called (its torch side): a runner imports a
+    # built-in workload's ahead (import_built_in), so that a fork server holds them
+    imports: tuple[str, ...] = ()
+    # the unit's short label, as a column header names it (img/s, tok/s); "": the unit itself
+    unit_label: str = ""
+
+
+def import_built_in() -> None:
+    """Import every built-in workload and what its functions import when called."""
+    for spec in BUILTIN:
+        for module in resolve(spec).imports:
+            importlib.import_module(module)
 
 
 def option_names(wl: Workload) -> list[str]:
@@ -92,7 +105,8 @@ def option_names(wl: Workload) -> list[str]:
 @functools.cache
 def resolve(spec: str) -> Workload:
     """The workload `--workload spec` names: a built-in, or NAME in the importable MODULE of
-    MODULE:NAME; UsageError (one line naming --workload and the fix) when there is none."""
+    MODULE:NAME (common.workloads.checks imports it); UsageError (one line naming --workload
+    and the fix) when there is none."""
     if spec in BUILTIN:
         return importlib.import_module(BUILTIN[spec]).workload
     module_name, colon, name = spec.partition(":")
@@ -101,18 +115,7 @@ def resolve(spec: str) -> Workload:
             f"--workload {spec!r} is not a workload; use {', '.join(BUILTIN)}"
             f" or MODULE:NAME (e.g. {EXAMPLE})"
         )
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name or module_name.startswith(f"{error.name}."):
-            raise UsageError(
-                f"--workload {spec}: no module {module_name!r} can be imported from here;"
-                " run from the folder that holds it or add it to PYTHONPATH"
-            ) from None
-        raise UsageError(f"--workload {spec}: importing {module_name} failed: {error}") from None
-    except Exception as error:  # the module's own mistake, or a name no module can have
-        why = f"{type(error).__name__}: {error}"
-        raise UsageError(f"--workload {spec}: importing {module_name} failed: {why}") from None
+    module = checks.import_module(spec, module_name, name)
     found = getattr(module, name, None) if name.isidentifier() else None
     if found is None:
         raise UsageError(
@@ -127,9 +130,14 @@ def resolve(spec: str) -> Workload:
     if not (dataclasses.is_dataclass(found.options) and isinstance(found.options, type)):
         raise UsageError(
             f"--workload {spec}: its options must be a dataclass declared with"
-            " common.config.option() (see examples/custom_workload.py)"
+            " common.option_fields.option() (see examples/custom_workload.py)"
         )
+    _DIGESTS[spec] = checks.module_digest(module)
     return found
+
+
+# MODULE:NAME -> sha256 of MODULE's file as resolved (a result's workload.module_digest)
+_DIGESTS: dict[str, str | None] = {}
 
 
 def info(wl: Workload, spec: str, options: Any) -> dict[str, Any]:
@@ -139,10 +147,12 @@ def info(wl: Workload, spec: str, options: Any) -> dict[str, Any]:
         "name": spec,
         "title": wl.title(options),
         "unit": wl.unit,
+        "unit_label": wl.unit_label or wl.unit,
         "sample": wl.sample,
         "units_per_sample": int(wl.units_per_sample(options)),
         "options": {k: _plain(v) for k, v in dataclasses.asdict(options).items()},
         "flops_per_sample": None if flops is None else float(flops),
+        "module_digest": _DIGESTS.get(spec),
     }
 
 

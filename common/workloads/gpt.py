@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.config import Group, option
 from common.errors import UsageError
+from common.option_fields import Group, option
 from common.workloads import Batch, Workload
 
 # name -> (layers, width, heads, sequence length, vocabulary). gpt2-small is GPT-2's 124M model
@@ -198,4 +198,6 @@ workload = Workload(
     units_per_sample=tokens_per_sample,
     flops_per_sample=flops_per_sample,
     check=check,
+    imports=("common.workloads.gpt_model",),
+    unit_label="tok",
 )

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from common.config import MAX_COUNT, Group, option
 from common.errors import UsageError
+from common.option_fields import MAX_COUNT, Group, option
 from common.workloads import Batch, Workload
 
 # What each torchvision architecture's forward pass takes while training (tests/test_hostile.py
@@ -164,4 +164,6 @@ workload = Workload(
     data=data,
     title=title,
     check=check,
+    imports=("torchvision",),
+    unit_label="img",
 )
