@@ -178,7 +178,7 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
 @pytest.mark.slow
 @pytest.mark.slurm
 def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cluster, tmp_path):
-    # A python that fails for one run only: native's second repeat (the job's last run).
+    # A python that fails for one run only: native's second repeat.
     fake = tmp_path / "python"
     fake.write_text(
         "#!/usr/bin/env bash\n"
@@ -211,15 +211,25 @@ def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cl
     assert status == 1, f"{output}\n{log}"
     assert "native r2: failed" in log and "exit status 3" in log
     assert "injected failure" in log
-    rows = {
-        (r["label"], r["repeat"]): r["exit_status"]
-        for r in json.loads((outdir / "manifest.json").read_text())["runs"]
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    rows = {(r["label"], r["repeat"]): r["exit_status"] for r in manifest["runs"]}
+    # Block 2 lost a run, so block 3 runs it again, in block 2's order (a make-up block).
+    assert rows == {
+        ("native", 1): 0,
+        ("lightning", 1): 0,
+        ("lightning", 2): 0,
+        ("native", 2): 3,
+        ("lightning", 3): 0,
+        ("native", 3): 0,
     }
-    assert rows == {("native", 1): 0, ("lightning", 1): 0, ("lightning", 2): 0, ("native", 2): 3}
+    assert "block 3 makes up block 2" in log
+    assert [(m["block"], m["replaces"]) for m in manifest["stopping"]["makeup"]] == [(3, 2)]
     assert sorted(p.name for p in (outdir / "results").glob("*.json")) == [
         "lightning-r1.json",
         "lightning-r2.json",
+        "lightning-r3.json",
         "native-r1.json",
+        "native-r3.json",
     ]
     assert "native-r1.json" in (outdir / "report.txt").read_text()  # compared what finished
 
