@@ -22,6 +22,7 @@ import pytest
 from conftest import ROOT, TINY, clean_env, exhaustive, needs_lightning, refusal, run_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_launcher import TORCHRUN as TORCHRUN_RANK  # a torchrun worker's variables
 
 import architectures
 from common import config, launcher
@@ -304,17 +305,6 @@ SLURM_ONE_TASK = {
     "SLURM_JOB_ID": "4321",
     "SLURM_JOB_NAME": "bench",
     "SLURM_NODELIST": "localhost",
-}
-
-
-TORCHRUN_RANK = {
-    "TORCHELASTIC_RUN_ID": "x",
-    "RANK": "1",
-    "LOCAL_RANK": "1",
-    "WORLD_SIZE": "2",
-    "LOCAL_WORLD_SIZE": "2",
-    "MASTER_ADDR": "127.0.0.1",
-    "MASTER_PORT": "29500",
 }
 
 
