@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Where a site caps or pins torch (CI here: torch==2.14.1 torchvision==0.29.1), say so here.
 TORCH_PACKAGES ?= torch torchvision
 
-.PHONY: setup demo test test-fast lint format schema lesson clean
+.PHONY: setup demo test test-fast test-exhaustive lint format schema lesson clean
 
 setup: $(VENV)/.installed
 
@@ -20,13 +20,23 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	PY=$(PY) tools/demo.sh
 
+# Two pytest workers (pytest-xdist): many tests wait on processes, so two keep both cores of a
+# small machine busy; tests/conftest.py keeps the tests that share a run or the Slurm cluster on
+# one worker. `make test PARALLEL=` runs them in one process.
+PARALLEL ?= -n 2 --dist loadgroup
+
 # Everything: unit, CPU end-to-end (2 gloo ranks), failure injection, real local Slurm (as root).
 test: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PARALLEL)
 
 # Without the multi-process, Slurm and multi-node tests.
 test-fast: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow and not slurm and not multinode"
+
+# The tests `make test` cuts, in full: Monte Carlo at full repetitions, the architecture table
+# derived anew. Run it when stats/, compare/decomposition.py or torchvision change.
+test-exhaustive: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q --exhaustive -m exhaustive
 
 # Lint and format checks, as tests/test_style.py runs them (pyproject.toml: [tool.ruff]).
 lint: setup

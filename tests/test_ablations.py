@@ -10,16 +10,21 @@ how often).
     fabric-native-launch   every rank started by native's launcher (a `launch` phase on each)
     fabric-current-stream, native-side-stream: nothing to change without CUDA streams (their
                            GPU check: tests/test_gpu.py, one stream or two in a trace)
+
+The runs are the session's corpus (tests/conftest.py): forked from one warm interpreter, as
+`python -m experiment --launch fork` runs them, since a forked run is bit for bit a fresh one.
+fabric-native-launch changes how the ranks start, which only a fresh start shows: it runs
+fresh, beside the fresh Fabric run of tests/test_end_to_end.py (the corpus makes it once).
 """
 
 from __future__ import annotations
 
 import pytest
-from conftest import lightning_installed, run_module
+from conftest import TINY, lightning_installed
 
 from benchmarks import host_profile
 from common.arms import ARMS, TABLE
-from common.result import Result, load_result
+from common.result import Result
 
 pytestmark = pytest.mark.slow
 STEPS = 3
@@ -31,27 +36,39 @@ WORKLOADS = {
     "image": ["--arch", "squeezenet1_1", "--image-size", "32", "--num-classes", "10"],
     "gpt": ["--workload", "gpt", "--gpt-preset", "tiny"],
 }
-# Every row of the table but the Trainer's services (files written) and the stream check
-ARMS_RUN = tuple(a.name for a in TABLE if a.role != "check" and a.responsibility != "services")
+# Every row of the table but the Trainer's services (files written), the stream check and
+# native's launch (started fresh below: a forked run has no launcher of its own)
+ARMS_RUN = tuple(
+    a.name for a in TABLE if a.role != "check" and a.responsibility not in ("services", "launch")
+)
+FRESH = [*TINY, "--devices", "2"]  # tests/test_end_to_end.py's fresh runs
 
 
 @pytest.fixture(scope="module", params=list(WORKLOADS))
-def runs(request, tmp_path_factory) -> dict[str, tuple[Result, dict]]:
+def runs(request, corpus) -> dict[str, tuple[Result, dict]]:
     """Every arm of ARMS_RUN on one workload: its result and rank 0's profile stats."""
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    folder = tmp_path_factory.mktemp(request.param)
     found = {}
     for name in ARMS_RUN:
         arm = ARMS[name]
-        out, dump = folder / f"{name}.json", folder / f"{name}.pstats"
-        options = [*CPU, *WORKLOADS[request.param], *arm.options, "--pyprofile", str(dump)]
-        proc = run_module(arm.module, [*options, "--output", str(out)])
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        stats, steps = host_profile.load(str(dump))
+        options = [*CPU, *WORKLOADS[request.param], *arm.options]
+        run = corpus.run(arm.module, [*options, "--pyprofile", "{folder}/profile.pstats"])
+        stats, steps = host_profile.load(str(run.folder / "profile.pstats"))
         assert steps == STEPS
-        found[name] = (load_result(out), stats)
+        found[name] = (run.result, stats)
     return found
+
+
+@pytest.fixture(scope="module")
+def launched(corpus) -> dict[str, Result]:
+    """Fabric and fabric-native-launch started fresh (2 gloo ranks, fp32)."""
+    if not lightning_installed():
+        pytest.skip("Lightning extra not installed")
+    return {
+        name: corpus.run(ARMS[name].module, [*FRESH, *ARMS[name].options], fresh=True).result
+        for name in ("fabric", "fabric-native-launch")
+    }
 
 
 def calls(stats: dict, func: str, file_end: str = "") -> int:
@@ -114,8 +131,12 @@ def test_native_fp32_logits_casts_the_outputs_once_a_step(runs):
     assert extra == STEPS
 
 
-def test_fabric_native_launch_starts_every_rank_by_natives_launcher(runs):
-    own, native = runs["fabric"][0], runs["fabric-native-launch"][0]
+def test_fabric_native_launch_starts_every_rank_by_natives_launcher(launched):
+    own, native = launched["fabric"], launched["fabric-native-launch"]
+    assert native.arm == "fabric-native-launch" and native.process.kind == "fresh"
     # Fabric's launcher is rank 0: it starts the others; native's parent starts them all
     assert [r.phase_seconds.launch is not None for r in own.ranks] == [False, True]
     assert all(r.phase_seconds.launch is not None for r in native.ranks)
+    # ... and the numbers stay its parent's
+    assert native.parameter_digest == own.parameter_digest and native.parameters_synchronized
+    assert [r.final_loss for r in native.ranks] == [r.final_loss for r in own.ranks]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, TINY, lightning_installed, run_module
+from conftest import ROOT, TINY, lightning_installed, refusal
 
 from common import arms, config
 from common.result import Result
@@ -173,8 +173,8 @@ def test_a_runner_refuses_an_ablation_it_cannot_run_in_one_line(
 ):
     out = tmp_path / "r.json"
     given = ["--accelerator", "cpu"] if module.endswith("interleaved") else TINY  # no --steps
-    proc = run_module(module, [*given, "--devices", "1", *options, "--output", str(out)])
-    assert proc.returncode == 2 and proc.stderr.strip() == expected, proc.stderr
+    line = refusal(module, [*given, "--devices", "1", *options, "--output", str(out)])
+    assert line == expected + "\n", line
     assert not out.exists()
 
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, clean_env, lightning_installed, needs_lightning, run_module
+from conftest import ROOT, TINY, lightning_installed, needs_lightning, refusal, run_module
 
+import image_before
 from common.result import Result, load_interleaved, load_result
 from common.source import source_digest
 
@@ -34,34 +35,40 @@ def run_to_result(module: str, out: Path, *extra: str, launcher: list[str] | Non
     return result
 
 
-@pytest.fixture(scope="module")
-def native_self(tmp_path_factory) -> Result:
-    return run_to_result("native", tmp_path_factory.mktemp("n") / "native.json")
+# The fresh self-launched run of each runner (and the Trainer's services), made once in the
+# session by the corpus (tests/conftest.py): tests/test_ablations.py reads Fabric's too.
+SELF = [*TINY, "--devices", "2"]
+
+
+IMPORTTIME = [sys.executable, "-X", "importtime"]  # the parent's flag only: its imports
 
 
 @pytest.fixture(scope="module")
-def lightning_self(tmp_path_factory) -> Result:
+def native_self(corpus) -> Result:
+    return corpus.run("native", SELF, fresh=True, launcher=IMPORTTIME).result
+
+
+@pytest.fixture(scope="module")
+def lightning_self(corpus) -> Result:
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    return run_to_result("lightning_impl", tmp_path_factory.mktemp("l") / "lightning.json")
+    return corpus.run("lightning_impl", SELF, fresh=True).result
 
 
 @pytest.fixture(scope="module")
-def fabric_self(tmp_path_factory) -> Result:
+def fabric_self(corpus) -> Result:
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    return run_to_result("lightning_impl.fabric", tmp_path_factory.mktemp("f") / "fabric.json")
+    return corpus.run("lightning_impl.fabric", SELF, fresh=True).result
 
 
 @pytest.fixture(scope="module")
-def services_run(tmp_path_factory) -> tuple[Result, Path]:
+def services_run(corpus) -> tuple[Result, Path]:
     """The Trainer with its services on; returns the result and its services folder."""
     if not lightning_installed():
         pytest.skip("Lightning extra not installed")
-    out = tmp_path_factory.mktemp("s") / "services.json"
-    return run_to_result("lightning_impl", out, "--no-barebones"), out.with_name(
-        "services.lightning"
-    )
+    run = corpus.run("lightning_impl", [*SELF, "--no-barebones"], fresh=True)
+    return run.result, run.folder / "result.lightning"
 
 
 def check_valid_two_rank_run(result: Result, implementation: str, launcher: str) -> None:
@@ -162,14 +169,13 @@ def test_services_run_logs_every_step_and_checkpoints(services_run):
 @needs_lightning
 def test_services_refuse_an_existing_folder(tmp_path):
     (tmp_path / "r.lightning").mkdir()
-    proc = run_module(
+    line = refusal(
         "lightning_impl", [*TINY, "--no-barebones", "--output", str(tmp_path / "r.json")]
     )
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (
+    assert line == (
         f"lightning_impl: error: --no-barebones keeps the Trainer's logs and"
         f" checkpoints in {tmp_path / 'r.lightning'}, which already exists;"
-        " move it away or choose another --output"
+        " move it away or choose another --output\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.lightning"]
 
@@ -220,32 +226,22 @@ def imported(stderr: str) -> set[str]:
 
 
 @pytest.mark.parametrize("options", [TINY, GPT_TINY], ids=["image", "gpt"])
-def test_a_self_launched_native_parent_imports_no_torch(options, tmp_path):
+def test_a_self_launched_native_parent_imports_no_torch(options, corpus):
     """The launching process decides and starts the ranks without torch: one import per rank
-    (a built-in workload's declaration imports no torch; its model is imported in the ranks)."""
-    out = tmp_path / "r.json"
-    proc = run_module(
-        "native",
-        [*options, "--devices", "2", "--output", str(out)],
-        launcher=[sys.executable, "-X", "importtime"],
-    )  # the parent's flag only
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    names = imported(proc.stderr)
+    (a built-in workload's declaration imports no torch; its model is imported in the ranks).
+    The image run is native_self's."""
+    run = corpus.run("native", [*options, "--devices", "2"], fresh=True, launcher=IMPORTTIME)
+    names = imported(run.stderr)
     assert "native.launch" in names and "common.preflight" in names
     assert not names & {"torch", "torchvision", "numpy", "native.benchmark"}, names
-    assert load_result(out).world_size == 2
+    assert run.result.world_size == 2
 
 
-def test_one_device_runs_in_the_one_process(tmp_path):
-    out = tmp_path / "r.json"
-    proc = run_module(
-        "native",
-        [*TINY, "--devices", "1", "--output", str(out)],
-        launcher=[sys.executable, "-X", "importtime"],
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "native.benchmark" in imported(proc.stderr)  # trained here, not in a child
-    result = load_result(out)
+def test_one_device_runs_in_the_one_process(corpus):
+    """before's run (below) is one device: it trains in the process that was started."""
+    run = corpus.run("native", BEFORE_RUN, fresh=True, launcher=IMPORTTIME)
+    assert "native.benchmark" in imported(run.stderr)  # trained here, not in a child
+    result = run.result
     assert result.phase_seconds.launch is None and result.host_ms_per_step > 0
 
 
@@ -272,15 +268,12 @@ def test_check_validates_like_a_rank_and_launches_nothing(module, tmp_path):
     assert list(tmp_path.iterdir()) == []
     if module == "native":  # the others import their runner, which imports torch and Lightning
         assert "torch" not in imported(proc.stderr)
-    bad = run_module(
-        module, [*TINY, "--devices", "2", "--check"], env=clean_env(OMP_NUM_THREADS="many")
-    )
-    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
-    assert "OMP_NUM_THREADS='many' must be a whole number" in bad.stderr.strip().splitlines()[-1]
+    line = refusal(module, [*TINY, "--devices", "2", "--check"], OMP_NUM_THREADS="many")
+    assert "OMP_NUM_THREADS='many' must be a whole number" in line
 
 
 @needs_lightning
-def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
+def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(corpus):
     """The Trainer's per-step SIGTERM broadcast (2 gloo ranks) lies inside the timed steps on
     the main thread, so host_ms_per_step counts it. One broadcast costs ~0.1 ms of CPU here,
     below the run-to-run spread of a step's compute, so a test-only switch makes the loop
@@ -308,15 +301,9 @@ def test_the_trainers_sigterm_broadcast_is_counted_in_its_host_cost(tmp_path):
         "2",
     ]
     host = {}
-    for times in (0, repeats):
-        out = tmp_path / f"b{times}.json"
-        proc = run_module(
-            "lightning_impl",
-            [*args, "--output", str(out)],
-            env=clean_env(DDPBENCH_SIGTERM_BROADCASTS=str(times)),
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        result = load_result(out)
+    for times in (0, repeats):  # forked by the corpus: the loop is the same, the start cheaper
+        run = corpus.run("lightning_impl", args, env={"DDPBENCH_SIGTERM_BROADCASTS": str(times)})
+        result = run.result
         assert result.lightning.per_step_sigterm_sync
         assert result.environment.diagnostics == {"DDPBENCH_SIGTERM_BROADCASTS": str(times)}
         host[times] = [r.host_ms_per_step for r in result.ranks]
@@ -336,32 +323,30 @@ def test_summary_is_printed_even_without_output(tmp_path):
 
 # --- workloads: the image workload as before, gpt and your own in every arm -------------------
 
-# tests/test_workload.py BEFORE, trained: a run of main at a763650 (before common/workloads)
-# ended with this digest and loss on this suite's CPU test machine (torch 2.14.1).
+# The image workload's run of before (main at a763650, before common/workloads), trained: its
+# loop written out in plain torch (tests/image_before.py) and computed here, on this CPU.
 BEFORE_RUN = [
-    *("--accelerator", "cpu", "--arch", "resnet18", "--image-size", "64", "--num-classes", "10"),
-    *("--lr", "0.01", "--batch-size-per-device", "4", "--warmup-steps", "1", "--steps", "2"),
+    *image_before.OPTIONS,
+    *("--batch-size-per-device", "4", "--warmup-steps", "1", "--steps", "2"),
 ]
-BEFORE_DIGEST = "3290a0642de2e5c58bc3cf3548767a7e92361ec84bf85d6128e4f0fa3de5c337"
-BEFORE_LOSS = 0.0681525245308876
 CUSTOM = "examples.custom_workload:workload"
 
 
-def test_an_image_run_ends_with_the_parameters_and_loss_of_before(tmp_path):
-    out = tmp_path / "r.json"
-    proc = run_module("native", [*BEFORE_RUN, "--output", str(out)])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = load_result(out)
-    assert (result.parameter_digest, result.ranks[0].final_loss) == (BEFORE_DIGEST, BEFORE_LOSS)
+def test_an_image_run_ends_with_the_parameters_and_loss_of_before(corpus):
+    """A run of native (one rank, a process group and DDP) ends bit for bit where before's plain
+    loop ends on this machine: the workload's declaration changed no number."""
+    result = corpus.run("native", BEFORE_RUN, fresh=True, launcher=IMPORTTIME).result
+    expected = image_before.trained(samples=4, steps=1 + 2)
+    assert (result.parameter_digest, result.ranks[0].final_loss) == expected
     assert result.model == "torchvision.models.resnet18" and result.workload.name == "image"
     assert result.data == "synthetic CPU-resident 3x64x64 images with random labels"
     assert result.units_per_second_median == result.samples_per_second_median  # an image a unit
 
 
 @pytest.fixture(scope="module")
-def gpt_runs(tmp_path_factory) -> dict[str, Result]:
-    """gpt (tiny) in every arm, 2 gloo ranks each."""
-    folder = tmp_path_factory.mktemp("gpt")
+def gpt_runs(corpus) -> dict[str, Result]:
+    """gpt (tiny) in every arm, 2 gloo ranks each, forked by the corpus (the fresh starts are
+    the image runs' above)."""
     arms = {"native": ("native",)}
     if lightning_installed():
         arms |= {
@@ -369,13 +354,10 @@ def gpt_runs(tmp_path_factory) -> dict[str, Result]:
             "lightning": ("lightning_impl",),
             "lightning-services": ("lightning_impl", "--no-barebones"),
         }
-    runs = {}
-    for arm, (module, *extra) in arms.items():
-        out = folder / f"{arm}.json"
-        proc = run_module(module, [*GPT_TINY, "--devices", "2", "--output", str(out), *extra])
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        runs[arm] = load_result(out)
-    return runs
+    return {
+        arm: corpus.run(module, [*GPT_TINY, "--devices", "2", *extra]).result
+        for arm, (module, *extra) in arms.items()
+    }
 
 
 def test_a_gpt_run_records_its_workload_tokens_and_no_mfu_on_cpu(gpt_runs):
@@ -410,12 +392,9 @@ def test_every_arm_is_bit_identical_to_native_on_cpu_for_gpt(gpt_runs):
         pytest.param("lightning_impl", ("--no-barebones",), marks=needs_lightning),
     ],
 )
-def test_your_own_workload_runs_in_every_arm(module, extra, tmp_path):
-    out = tmp_path / "r.json"
+def test_your_own_workload_runs_in_every_arm(module, extra, corpus):
     args = ["--accelerator", "cpu", "--workload", CUSTOM, "--mlp-width", "16", "--steps", "2"]
-    proc = run_module(module, [*args, *extra, "--warmup-steps", "1", "--output", str(out)])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = load_result(out)
+    result = corpus.run(module, [*args, *extra, "--warmup-steps", "1"]).result  # forked
     assert result.workload.name == CUSTOM and result.workload.unit == "samples"
     assert result.model.startswith("MLP 64-16-16-10") and result.workload.options["mlp_width"] == 16
     module = (ROOT / "examples" / "custom_workload.py").read_bytes()  # the code that ran
@@ -452,20 +431,9 @@ def test_your_own_workload_and_gpt_run_in_the_interleaved_mode(tmp_path):
 )
 def test_a_missing_workload_is_refused_in_one_line_by_every_arm(module, extra, tmp_path):
     out = tmp_path / "r.json"
-    proc = run_module(
-        module,
-        [
-            "--accelerator",
-            "cpu",
-            "--workload",
-            "examples.nope:workload",
-            *extra,
-            "--output",
-            str(out),
-        ],
-    )
-    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
-    assert proc.stderr == (
+    argv = ["--accelerator", "cpu", "--workload", "examples.nope:workload", *extra]
+    line = refusal(module, [*argv, "--output", str(out)])
+    assert line == (
         f"{module}: error: --workload examples.nope:workload: no module 'examples.nope' can be"
         " imported from here; run from the folder that holds it or add it to PYTHONPATH\n"
     )

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, clean_env, needs_lightning
+from conftest import ROOT, TINY, clean_env, needs_lightning, refusal
 
-from experiment import plans
+from experiment import cli, plans
 from experiment.settings import SETTLE_MINUTES, expand
 
 FAKE = ROOT / "tests" / "experiment_fake_runner.py"
@@ -243,9 +243,22 @@ def test_a_usage_error_in_a_run_stops_the_experiment_with_that_line(tmp_path):
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2_before_any_run(tmp_path, args, message):
-    proc = experiment(["--out", str(tmp_path / "exp"), *args], tmp_path)
-    assert proc.returncode == 2
-    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    """In this process (tests/conftest.py's refusal: no process may start); as its own process,
+    the test after this one."""
+    line = refusal(
+        cli.main,
+        ["--out", str(tmp_path / "exp"), *args],
+        DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE),
+        FAKE_ORDER=str(tmp_path / "order"),
+    )
+    assert line.startswith("experiment: error: ") and message in line, line
+    assert not (tmp_path / "order").exists() and not (tmp_path / "exp").exists()
+
+
+def test_a_mistake_is_one_line_on_stderr_exit_2_as_its_own_process(tmp_path):
+    proc = experiment(["--out", str(tmp_path / "exp"), "--repeats", "0"], tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "experiment: error: --repeats must be 1 or more, got 0\n", proc.stderr
     assert not (tmp_path / "order").exists() and not (tmp_path / "exp").exists()
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, refusal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,9 +69,15 @@ def refused_before_any_run(
     ],
 )
 def test_runner_options_that_fail_every_run_are_refused_before_any_run(tmp_path, args, words):
-    out = tmp_path / "exp"
-    proc = experiment(["--out", str(out), *args], tmp_path)
-    refused_before_any_run(proc, tmp_path, out, words)
+    out = tmp_path / "exp"  # in this process (tests/conftest.py's refusal): no process starts
+    line = refusal(
+        "experiment",
+        ["--out", str(out), *args],
+        DDPBENCH_EXPERIMENT_FAKE_RUNNER=str(FAKE),
+        FAKE_ORDER=str(tmp_path / "order"),
+    )
+    assert words in line
+    assert not (tmp_path / "order").exists() and not out.exists()
 
 
 def test_out_under_a_file_or_on_proc_is_one_line_and_leaves_nothing(tmp_path):

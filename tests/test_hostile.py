@@ -9,18 +9,22 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, clean_env, needs_lightning, run_module
+from conftest import ROOT, TINY, clean_env, exhaustive, needs_lightning, refusal, run_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_launcher import TORCHRUN as TORCHRUN_RANK  # a torchrun worker's variables
 
+import architectures
 from common import config, launcher
 from common.models import classification_models
 from common.output import OutputError
@@ -304,21 +308,13 @@ SLURM_ONE_TASK = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("module", RUNNERS)
 @pytest.mark.parametrize("case", ["nan", "cpus", "rank", "vit", "omp", "nodeid", "addr", "port"])
 def test_refused_before_any_rank_starts(module, case, tmp_path):
-    """Every arm refuses the same inputs, with the same line ."""
+    """Every arm refuses the same inputs, with the same line, before any process starts (its
+    main() in this process: tests/conftest.py's refusal); a refusal as its own process is the
+    test after this one."""
     out = tmp_path / "r.json"
-    torchrun = {
-        "TORCHELASTIC_RUN_ID": "x",
-        "RANK": "1",
-        "LOCAL_RANK": "1",
-        "WORLD_SIZE": "2",
-        "LOCAL_WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29500",
-    }
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -332,7 +328,7 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
             ),
             "rank": (
                 [*TINY, "--devices", "2"],
-                {**torchrun, "RANK": "2", "LOCAL_RANK": "0"},
+                {**TORCHRUN_RANK, "RANK": "2", "LOCAL_RANK": "0"},
                 "RANK=2 is outside 0..1",
             ),
             "vit": ([*TINY, "--arch", "vit_b_16"], {}, "--arch vit_b_16 takes 224x224 images only"),
@@ -344,7 +340,7 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
             ),
             "addr": (
                 [*TINY, "--devices", "2"],
-                {**torchrun, "MASTER_ADDR": "no-such-host.invalid"},
+                {**TORCHRUN_RANK, "MASTER_ADDR": "no-such-host.invalid"},
                 "MASTER_ADDR='no-such-host.invalid' cannot be resolved",
             ),
             "port": (
@@ -353,10 +349,32 @@ def test_refused_before_any_rank_starts(module, case, tmp_path):
                 f"MASTER_PORT={port} is already in use on this host",
             ),
         }[case]
-        proc = run_module(module, [*args, "--output", str(out)], timeout=120, env=clean_env(**env))
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith(f"{module}: error: ") and message in proc.stderr, proc.stderr
+        line = refusal(module, [*args, "--output", str(out)], **env)
+    assert line.startswith(f"{module}: error: ") and message in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", RUNNERS)
+def test_a_runner_refuses_as_its_own_process_in_one_line_and_starts_nothing(module, tmp_path):
+    """`python -m MODULE` with a launcher variable that no rank could take: exit 2, one line
+    on stderr, nothing on stdout, nothing written; native decides without importing torch."""
+    out = tmp_path / "r.json"
+    native = module == "native"  # the Lightning runners import their runner, torch, Lightning
+    proc = run_module(
+        module,
+        [*TINY, "--devices", "2", "--output", str(out)],
+        timeout=120,
+        env=clean_env(**{**TORCHRUN_RANK, "RANK": "2", "LOCAL_RANK": "0"}),
+        launcher=[sys.executable, "-X", "importtime"] if native else None,
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    imports, line = re.findall(r"^import time:.*\|\s*([\w.]+)$", proc.stderr, re.M), proc.stderr
+    if native:
+        line = "".join(x for x in proc.stderr.splitlines(True) if not x.startswith("import time:"))
+        assert imports and not {"torch", "numpy"} & set(imports), imports
+    assert line.count("\n") == 1 and "Traceback" not in line, proc.stderr[-3000:]
+    assert line.startswith(f"{module}: error: RANK=2 is outside 0..1 (WORLD_SIZE=2)"), line
     assert proc.stdout == "", "no rank may have started"
     assert list(tmp_path.iterdir()) == []
 
@@ -546,37 +564,37 @@ def test_an_architecture_that_cannot_take_the_images_is_refused_by_the_parser(ar
 ONE_IMAGE = "with one image per device is too small"
 
 
-def _trains_on_meta(arch: str, size: int, batch: int) -> bool | None:
-    """Whether one training forward pass works (None: the model cannot be built on meta)."""
-    import torch
-    import torchvision
-
-    try:
-        with torch.device("meta"):
-            model = torchvision.models.get_model(arch, weights=None, num_classes=10)
-    except NotImplementedError:  # RegNet computes its widths with .tolist()
-        return None
-    try:
-        with torch.no_grad():
-            out = model.train()(torch.empty(batch, 3, size, size, device="meta"))
-    except (RuntimeError, ValueError, AssertionError):
-        return False
-    return isinstance(out, torch.Tensor)
+def _parsed(argv: list[str]) -> str | None:
+    """None when the parser accepts `argv`, else its one line."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            config.parse(argv, "test")
+        except SystemExit:
+            return err.getvalue()
+    return None
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("arch", sorted(classification_models()))
 def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_rest(arch):
-    """The parser's rules against each model's forward pass on the meta device (no memory):
-    everything accepted trains; what is refused fails, except where a rule is conservative."""
-    import warnings
-
-    warnings.simplefilter("ignore")  # torchvision's FutureWarnings about GoogLeNet's init
-    for batch in (1, 2):
-        for size in (31, 32, 33, 62, 63, 64, 65, 96, 223, 224, 225):
-            verdict = _trains_on_meta(arch, size, batch)
-            if verdict is None:
-                pytest.skip(f"{arch} cannot be built on the meta device")
+    """The parser's rules against what each model's training forward pass takes on the meta
+    device (tests/architectures.py): everything accepted trains; what is refused fails, except
+    where a rule is conservative. What the forward passes take is the committed table of the
+    installed torchvision, derived here where it has none; under --exhaustive derived anew (the
+    model built once, every probe run) and checked against the table."""
+    table = architectures.committed()
+    if table is None or exhaustive():
+        row = architectures.derive_one(arch)
+        if table is not None:
+            assert row == table.get(arch, "missing"), f"{architectures.table_path()} is stale"
+    else:
+        assert arch in table, f"{arch} has no row in {architectures.table_path()}: record it"
+        row = table[arch]
+    if row is None:
+        pytest.skip(f"{arch} cannot be built on the meta device")
+    for batch in architectures.BATCHES:
+        for size in architectures.SIZES:
             argv = [
                 "--arch",
                 arch,
@@ -585,22 +603,25 @@ def test_the_parser_accepts_what_each_architecture_trains_on_and_refuses_the_res
                 "--batch-size-per-device",
                 str(batch),
             ]
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err):
-                try:
-                    config.parse(argv, "test")
-                    accepted = True
-                except SystemExit:
-                    accepted = False
-            if accepted:
-                assert verdict, argv  # never a size that fails inside the ranks
-            elif verdict:  # refused though it trains: only where a rule is conservative
+            refusal = _parsed(argv)
+            if refusal is None:
+                assert size in row[batch], argv  # never a size that fails inside the ranks
+            elif size in row[batch]:  # refused though it trains: where a rule is conservative
                 conservative = (
                     size < image.MIN_IMAGE_SIZE
-                    or (batch == 1 and ONE_IMAGE in err.getvalue())
+                    or (batch == 1 and ONE_IMAGE in refusal)
                     or (arch == "maxvit_t" and size == 223)
                 )  # stem rounds to 112
-                assert conservative, (argv, err.getvalue())
+                assert conservative, (argv, refusal)
+
+
+def test_the_architecture_table_has_a_row_for_every_model_and_no_other():
+    """The committed table of the installed torchvision names its models (where it has none, the
+    test above derives each row)."""
+    table = architectures.committed()
+    if table is None:
+        pytest.skip(f"no {architectures.table_path()}: each row is derived instead")
+    assert sorted(table) == sorted(classification_models())
 
 
 @pytest.mark.parametrize(

@@ -185,21 +185,21 @@ def test_the_clock_marks_each_chunk_boundary_without_waiting_at_k_1():
 @pytest.mark.slow
 @needs_lightning
 @pytest.mark.parametrize("devices", [1, 2])
-def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, tmp_path, capsys):
-    out = tmp_path / "r.json"
+def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, corpus, capsys):
+    """Two ranks self-launched (a fresh start); one rank forked by the session's corpus."""
     args = [*SMALL, "--devices", str(devices), "--chunk-steps", "1", "--pairs", "4", "--runs", "2"]
-    proc = run_module(MODULE, [*args, "--output", str(out)], timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    run = corpus.run(MODULE, args, fresh=devices == 2)
+    out = run.folder / "result.json"
     # the runner says what it measured; the estimate and its verdict are compare's
-    lines = proc.stdout.splitlines()
+    lines = run.stdout.splitlines()
     head = f"{MODULE}: 2 run(s) of 4 pairs of 1-step chunks (ABBA, wall-clock)"
     said = lines[next(i for i, line in enumerate(lines) if line.startswith(head)) :]
     assert [line.split(":")[0] for line in said[1:3]] == ["  run 1", "  run 2"]
     assert all(" ms/step, fabric " in line for line in said[1:3])
     assert said[3] == f"  the estimate, its interval and verdict: python -m compare {out}"
     assert said[4:] == [f"  result: {out}"]
-    assert "Per-step cost in one process" not in proc.stdout and "slower" not in proc.stdout
-    r = load_interleaved(out)
+    assert "Per-step cost in one process" not in run.stdout and "slower" not in run.stdout
+    r = run.result
     assert r.world_size == devices and r.timer == "wall-clock" and len(r.runs) == 2
     assert [a.label for a in r.arms] == ["native", "fabric"]
     assert all(len(run.chunk_ms) == 8 and sorted(run.order) == [0] * 4 + [1] * 4 for run in r.runs)
@@ -225,13 +225,11 @@ def test_a_cpu_run_writes_an_interleaved_result_that_compare_reads(devices, tmp_
 
 @pytest.mark.slow
 @needs_lightning
-def test_a_a_in_one_process_names_the_second_loop_b(tmp_path):
-    out = tmp_path / "r.json"
+def test_a_a_in_one_process_names_the_second_loop_b(corpus):
     args = [*SMALL, "--baseline", "native", "--arm", "native", "--pairing", "AB", "--pairs", "3"]
     args += ["--build-first", "arm", "--order-seed", "7"]
-    proc = run_module(MODULE, [*args, "--runs", "1", "--output", str(out)], timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    r = load_interleaved(out)
+    run = corpus.run(MODULE, [*args, "--runs", "1"])  # forked
+    out, r = run.folder / "result.json", run.result
     assert [a.label for a in r.arms] == ["native", "native-b"]
     from lightning_impl.interleaved import chunk_order
 

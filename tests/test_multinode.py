@@ -46,7 +46,7 @@ ARM_PARAMS = [
         marks=[needs_lightning, pytest.mark.skipif(not HAS_FABRIC, reason="no Fabric arm yet")],
     ),
 ]
-pytestmark = pytest.mark.multinode
+pytestmark = [pytest.mark.multinode, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

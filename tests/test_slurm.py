@@ -111,6 +111,7 @@ def slurm_cluster() -> None:
 # --- real jobs --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.slurm
 def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
     outdir = tmp_path / "pair"
@@ -174,6 +175,7 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
     assert "MASTER_PORT      15000 + the job id's last four digits" in log
 
 
+@pytest.mark.slow
 @pytest.mark.slurm
 def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cluster, tmp_path):
     # A python that fails for one run only: native's second repeat.
@@ -232,6 +234,7 @@ def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cl
     assert "native-r1.json" in (outdir / "report.txt").read_text()  # compared what finished
 
 
+@pytest.mark.slow
 @pytest.mark.slurm
 @pytest.mark.parametrize("impl", IMPLS)
 def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, impl):
@@ -275,6 +278,7 @@ def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, 
         ), line
 
 
+@pytest.mark.slow
 @pytest.mark.slurm
 @pytest.mark.parametrize("impl", IMPLS)
 def test_runner_without_srun_in_multitask_job_is_refused(slurm_cluster, tmp_path, impl):
@@ -297,6 +301,7 @@ def test_runner_without_srun_in_multitask_job_is_refused(slurm_cluster, tmp_path
     )
 
 
+@pytest.mark.slow
 @pytest.mark.slurm
 def test_sweep_waits_for_its_compare_job_and_reports_world_sizes_1_and_2(slurm_cluster, tmp_path):
     outdir = tmp_path / "sweep"

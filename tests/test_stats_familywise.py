@@ -19,12 +19,17 @@ import math
 
 import numpy as np
 import pytest
+from conftest import repetitions
 
 from compare import verdicts
 from compare.overheads import comparisons
 from stats import comparison, holm, intervals, orders
 
-REPS = 2000
+# Monte Carlo: a quarter of the repetitions on every run, all (the numbers above) under
+# make test-exhaustive (tests/conftest.py's repetitions)
+pytestmark = pytest.mark.exhaustive
+
+REPS = repetitions(2000, 500)
 MC_SE = math.sqrt(0.05 * 0.95 / REPS)
 LABELS = ["native", "fabric", "lightning", "lightning-services", "fabric-b", "native-b"]
 BLOCKS = 6

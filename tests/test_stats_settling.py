@@ -20,6 +20,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import repetitions
 
 from common.errors import UsageError
 from stats.settling import (
@@ -31,7 +32,11 @@ from stats.settling import (
     lookback_for,
 )
 
-REPS = 2000
+# Monte Carlo: a quarter of the repetitions on every run, all (the numbers above) under
+# make test-exhaustive (tests/conftest.py's repetitions)
+pytestmark = pytest.mark.exhaustive
+
+REPS = repetitions(2000, 500)
 BOUND = 0.05
 MC_SE = math.sqrt(BOUND * (1 - BOUND) / REPS)  # 0.0049
 
