@@ -20,11 +20,10 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	PY=$(PY) tools/demo.sh
 
-# Three pytest workers (pytest-xdist): many tests wait on processes and Slurm jobs; on a 2-core
-# machine three used 137% CPU on average and took 22:53 against two workers' 23:53
-# (docs/tests.md). tests/conftest.py keeps the tests that share a run or the Slurm cluster on
+# Two pytest workers (pytest-xdist): many tests wait on processes, so two keep both cores of a
+# small machine busy; tests/conftest.py keeps the tests that share a run or the Slurm cluster on
 # one worker. `make test PARALLEL=` runs them in one process.
-PARALLEL ?= -n 3 --dist loadgroup
+PARALLEL ?= -n 2 --dist loadgroup
 
 # Everything: unit, CPU end-to-end (2 gloo ranks), failure injection, real local Slurm (as root).
 test: setup

@@ -161,7 +161,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
-# --- parallel runs (pytest-xdist, make test: -n 3 --dist loadgroup) ---------------------------
+# --- parallel runs (pytest-xdist, make test: -n 2 --dist loadgroup) ---------------------------
 
 # A file's tests run on one worker (its module fixtures are made once); these files share one
 # worker: the corpus's fresh runs, and the local Slurm (one cluster configuration at a time).
