@@ -326,13 +326,13 @@ class Corpus:
             proc = run_module(
                 module, argv, CORPUS_RUN_TIMEOUT_S, env=clean_env(**env), launcher=launcher
             )
-            log.write_text(proc.stdout + proc.stderr)
             status, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+            text = stdout + stderr
+            log.write_text(text)
         else:
             run = self._server().start(module, argv, clean_env(**env), log)
             status = run.wait(CORPUS_RUN_TIMEOUT_S)
-            stdout = stderr = log.read_text()
-        text = log.read_text()
+            text = stdout = stderr = log.read_text()
         if status != 0 or "Traceback" in text:  # every test that reads it fails with this
             return f"corpus run {module} {' '.join(argv)}: exit status {status}\n{text[-3000:]}"
         with (self.folder / "runs.txt").open("a") as runs:  # what the session made, and how long
