@@ -139,7 +139,7 @@ def host_costs(cells: Cells) -> list[HostCost]:
     """Each arm's host CPU ms per step and the step's slack, per world size."""
     rows = []
     for (label, world), runs in cells.items():
-        counted = [r for r in runs if r.warmup is None]
+        counted = [r for r in runs if r.placement.warmup is None]
         host = [r.host_ms_per_step for r in counted if r.host_ms_per_step is not None]
         level = intervals.median_interval(host) if host else None
         shares = [r.gpu_share for r in counted if r.gpu_share is not None]
@@ -172,7 +172,7 @@ def _scaling(cells: Cells, overhead: dict[tuple[str, int], Overhead]) -> list[Sc
         if len(sizes) < 2:
             continue
         throughputs = [
-            distributions.median([run.throughput for run in cells[(label, world)]])
+            distributions.median([r.values.units_per_second_median for r in cells[(label, world)]])
             for world in sizes
         ]
         for point in distributions.scaling_points(sizes, throughputs):
@@ -217,7 +217,7 @@ def _run_row(run: Run, overhead: Overhead | None, numerics: str, steady: SteadyS
 def _samples(cells: Cells) -> dict[str, list[float]]:
     """Step times per cell for the distribution plot ("label@N"; an original run adds its mean)."""
     return {
-        f"{label}@{world}": [t for run in runs for t in (run.step_samples_ms or [run.median_ms])]
+        f"{label}@{world}": [t for run in runs for t in run.step_samples_ms]
         for (label, world), runs in cells.items()
     }
 

@@ -101,7 +101,7 @@ def analyse_runs(
     """Analyse the counted runs (warm-up runs are left out): the baseline is the options', else
     the manifest's (when a run of it is there: a baseline whose runs all failed is no mistake
     of the user's), else native, else the first label."""
-    counted = [run for run in runs if run.warmup is None]
+    counted = [run for run in runs if run.placement.warmup is None]
     here = any(run.label == manifest_baseline for run in counted)
     fallback = manifest_baseline if here else None
     return analyse(

@@ -176,7 +176,7 @@ def _expected_sd(series: Sequence[Sequence[float]]) -> float:
 def attribute_noise(arm: str, world: int, runs: Sequence[Run]) -> Attribution | None:
     """The rule on one arm's counted runs at one world size; None when they do not spread (or
     there are fewer than MIN_RUNS, or no step times: original results)."""
-    counted = [r for r in runs if r.warmup is None and r.step_series_ms is not None]
+    counted = [r for r in runs if r.placement.warmup is None and r.step_series_ms is not None]
     if len(counted) < MIN_RUNS:
         return None
     pace = [r.pace_median_ms for r in counted]

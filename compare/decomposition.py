@@ -607,7 +607,7 @@ def planned(groups: Grouping) -> list[Planned]:
             known = [
                 r.values.peak_allocated_gib
                 for r in groups.cells.get((label, world), ())
-                if r.warmup is None and r.values.peak_allocated_gib is not None
+                if r.placement.warmup is None and r.values.peak_allocated_gib is not None
             ]
             peaks[label] = distributions.median(known) if known else None
         found.append(Planned(layout, points, rule, peaks, residual_test(layout, points, rule)))

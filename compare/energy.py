@@ -104,7 +104,7 @@ def warming(arm: str, runs: Sequence[Run]) -> str | None:
 
 
 def _counted(runs: Sequence[Run]) -> list[Run]:
-    return [r for r in runs if r.warmup is None]
+    return [r for r in runs if r.placement.warmup is None]
 
 
 def energy_row(arm: str, world: int, runs: Sequence[Run]) -> EnergyRow:

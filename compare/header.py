@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from common.errors import one_line
 from compare.model import ENVIRONMENT_FIELDS, Run
 from compare.render import CPU_UNIT, cell, span, world_unit
 
@@ -119,8 +120,9 @@ def heading_of(runs: Sequence[Run]) -> str:
         if first.get("channels_last") is None
         else f"channels_last {cell(first['channels_last'])} · "
     )
+    title = one_line(runs[0].result.workload.title)
     return (
-        f"{runs[0].workload_title} on {gpus} · {first['precision_resolved']} · {batch} · "
+        f"{title} on {gpus} · {first['precision_resolved']} · {batch} · "
         f"{layout}compile {cell(first['compile'])}"
     )
 

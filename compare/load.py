@@ -119,7 +119,7 @@ def load_inputs(
     """Load files and experiment folders (holding manifest.json); the first manifest's baseline.
 
     Warm-up runs are never compared; `include_warmup` loads them too, for the drift plot and
-    the notebook API (`Run.warmup` marks them)."""
+    the notebook API (`Run.placement.warmup` marks them)."""
     entries: list[_Entry] = []
     baseline = None
     for path in map(Path, paths):

@@ -1,7 +1,7 @@
 """A `Run`: one loaded result file as compare sees it, whichever kind of result it came from.
 
     run = run_from(path, load_result(path))          # the one adapter (compare.load calls it)
-    run.label, run.file, run.median_ms, run.ranks    # the same typed fields for every run
+    run.label, run.file, run.values, run.ranks      # the same typed fields for every run
 
 The errors a user can cause with runs live here too (`CompareError`, `WorkloadMismatch`): every
 module of compare reads runs.
@@ -273,24 +273,9 @@ class Run:
         return {name: text_of(value) for name, value in self.facts.items()}
 
     @property
-    def block(self) -> int | None:
-        """The experiment block (ABBA), or None for a result given as a file."""
-        return self.placement.block
-
-    @property
-    def position(self) -> int | None:
-        """The position within its block, or None."""
-        return self.placement.position
-
-    @property
-    def warmup(self) -> int | None:
-        """k of a k-th warm-up run, else None."""
-        return self.placement.warmup
-
-    @property
-    def step_samples_ms(self) -> list[float] | None:
-        """Every rank's step times pooled, or None for original results (they recorded none)."""
-        return [t for rank in self.ranks for t in rank.step_times_ms] if self.ranks else None
+    def step_samples_ms(self) -> list[float]:
+        """Every rank's step times pooled; an original result's only sample, its wall-clock mean."""
+        return [t for k in self.ranks for t in k.step_times_ms] or [self.values.step_median_ms]
 
     @property
     def step_series_ms(self) -> list[float] | None:
@@ -305,22 +290,6 @@ class Run:
         """Median of step_series_ms; for an original result the wall-clock mean, its only sample."""
         series = self.step_series_ms
         return self.wall_ms if series is None else distributions.median(series)
-
-    @property
-    def median_ms(self) -> float:
-        """Median step time; for an original result its only sample, the wall-clock mean."""
-        return self.values.step_median_ms
-
-    @property
-    def workload_title(self) -> str:
-        """How the report's first line names the workload: resnet50, 'gpt (gpt2-small)'."""
-        return one_line(self.result.workload.title)
-
-    @property
-    def throughput(self) -> float:
-        """Global units (images, tokens) per second from the median step (original results: wall
-        clock, all they have)."""
-        return self.values.units_per_second_median
 
 
 def run_from(
@@ -495,10 +464,10 @@ def run_record(run: Run) -> dict[str, Any]:
     return {
         "arm": run.label,
         "runner": run.implementation,
-        "block": run.block,
-        "position": run.position,
-        "warmup": run.warmup is not None,
-        "counted": run.warmup is None,
+        "block": run.placement.block,
+        "position": run.placement.position,
+        "warmup": run.placement.warmup is not None,
+        "counted": run.placement.warmup is None,
         "world_size": run.world_size,
         "run_median_ms": run.pace_median_ms,
         "step_median_ms": run.values.step_median_ms,

@@ -67,7 +67,8 @@ def run_points(
     pace, wall-clock mean for originals, or host ms per step with `host`), its block and position
     from the manifest and its start time. With `host`, runs without host time are left out;
     with `energy`, the number is J per unit (compare.energy) and runs without one are left out."""
-    chosen = [r for r in runs if r.warmup is None and (not host or (r.host_ms_per_step or 0.0) > 0)]
+    counted = [r for r in runs if r.placement.warmup is None]
+    chosen = [r for r in counted if not host or (r.host_ms_per_step or 0.0) > 0]
     values = [r.host_ms_per_step for r in chosen] if host else per_run_ms(chosen, wall_clock)
     if energy:
         chosen = [r for r in chosen if joules_per_unit(r) is not None]
@@ -76,8 +77,8 @@ def run_points(
         intervals.RunPoint(
             arm=r.label,
             ms=float(v),
-            block=r.block,  # type: ignore[arg-type]
-            position=r.position,
+            block=r.placement.block,  # type: ignore[arg-type]
+            position=r.placement.position,
             started_s=started_s(r),
             name=r.file,
             after=r.placement.after,
