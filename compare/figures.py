@@ -233,8 +233,8 @@ def drift_points(runs: Sequence[Run]) -> list[DriftPoint]:
                     started,
                     parse_utc(run.finished_utc),
                     run.pace_median_ms,
-                    run.warmup is not None,
-                    run.block,
+                    run.placement.warmup is not None,
+                    run.placement.block,
                     run.values.joules_per_unit,
                     run.values.gpu_temperature_c,
                 )
@@ -292,32 +292,17 @@ def drift_panel(
     def minutes(t: datetime) -> float:
         return (t - t0).total_seconds() / 60
 
+    def band(lo: float, hi: float, color: str, text: str) -> None:
+        """A shaded span of minutes, named above the axes."""
+        ax.axvspan(lo, hi, color=color, zorder=0)
+        style = {"ha": "center", "va": "bottom", "fontsize": 7, "color": "0.35"}
+        ax.text((lo + hi) / 2, 1.0, text, transform=ax.get_xaxis_transform(), **style)
+
     warm = [p for p in points if p.warmup]
     if warm:
-        end = max(p.finished or p.started for p in warm)
-        ax.axvspan(0, minutes(end), color="#fff3c4", zorder=0)
-        ax.text(
-            minutes(end) / 2,
-            1.0,
-            "warm-up",
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-            color="0.35",
-        )
+        band(0, minutes(max(p.finished or p.started for p in warm)), "#fff3c4", "warm-up")
     for block, lo, hi in block_spans(points):
-        ax.axvspan(minutes(lo), minutes(hi), color="0.93" if block % 2 else "0.86", zorder=0)
-        ax.text(
-            (minutes(lo) + minutes(hi)) / 2,
-            1.0,
-            f"b{block}",
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-            color="0.35",
-        )
+        band(minutes(lo), minutes(hi), "0.93" if block % 2 else "0.86", f"b{block}")
 
     labels = list(dict.fromkeys(p.label for p in points))
     for label in labels:
