@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from compare.analysis import Report, analyse
 from compare.interleaved import InterleavedAnswer, load_interleaved_files
 from compare.interleaved import analyse as answer_of
-from compare.load import load_inputs
-from compare.load import load_runs as _load_runs
+from compare.load import load_inputs as load
+from compare.load import load_runs
 from compare.model import RUN_COLUMNS, Measures, Run, run_record
 from compare.outputs import FORMATS, ReportFiles, Target, render, write_reports
 from compare.overheads import run_points
@@ -80,17 +80,6 @@ class ReportOptions:
 
     baseline: str | None = None
     allow_mismatch: bool = False
-
-
-def load(paths: Sequence[Path | str], include_warmup: bool = False) -> tuple[list[Run], str | None]:
-    """The runs of result files and experiment folders, and the first manifest's baseline
-    (warm-up runs too with `include_warmup`: they are marked, and never compared)."""
-    return load_inputs([Path(p) for p in paths], include_warmup)
-
-
-def load_runs(paths: Sequence[Path | str]) -> list[Run]:
-    """The runs of result files, read one by one (an experiment's warm-up results, say)."""
-    return _load_runs([Path(p) for p in paths])
 
 
 def analyse_runs(

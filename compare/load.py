@@ -114,7 +114,7 @@ def manifest_runs(folder: Path, include_warmup: bool = False) -> tuple[list[_Ent
 
 
 def load_inputs(
-    paths: Sequence[Path], include_warmup: bool = False
+    paths: Sequence[Path | str], include_warmup: bool = False
 ) -> tuple[list[Run], str | None]:
     """Load files and experiment folders (holding manifest.json); the first manifest's baseline.
 
@@ -188,8 +188,9 @@ def interleaved_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path], l
     return mine, files, others
 
 
-def load_runs(paths: Sequence[Path]) -> list[Run]:
-    """Load and validate every file; ResultError (naming the file) for the first bad one."""
+def load_runs(paths: Sequence[Path | str]) -> list[Run]:
+    """Load and validate every file (an experiment's warm-up results, say); ResultError
+    (naming the file) for the first bad one."""
     return _load([_Entry(Path(p)) for p in paths])
 
 
