@@ -62,8 +62,10 @@ def render(
     answer in one of interleaved.FORMATS (compare.interleaved.render_section)."""
     if isinstance(report, interleaved.InterleavedAnswer):
         return interleaved.render_section(report, fmt, verbose)
-    if fmt == "html":
-        return report_page(report, points)
+    if fmt == "html":  # its figures (compare.figures.page_figures): drift beside the overhead
+        from compare.figures import page_figures  # deferred: matplotlib is slow to import
+
+        return render_html(report, page_figures(report, points))
     if fmt == "text":
         return layout.text(document(report, verbose), verbose)
     if fmt == "markdown":
@@ -94,14 +96,6 @@ def render_html(report: Report, figures: Sequence[tuple[str, bytes]] = ()) -> st
         *rest,
     ]
     return layout.page(report.title, body)
-
-
-def report_page(report: Report, points: Sequence[DriftPoint]) -> str:
-    """The page with its figures (compare.figures.page_figures): drift beside the overhead
-    (when runs recorded their start times), then throughput, step times, overhead and scaling."""
-    from compare.figures import page_figures  # deferred: matplotlib is slow to import
-
-    return render_html(report, page_figures(report, points))
 
 
 PLOT, DRIFT = "plot", "drift"  # a Target's content when it is a figure

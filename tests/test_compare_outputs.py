@@ -29,7 +29,7 @@ from compare.figures import (
     overhead_panel,
 )
 from compare.model import RUN_COLUMNS
-from compare.outputs import render_html, report_page
+from compare.outputs import render, render_html
 from compare.verdicts import NO_OVERHEAD
 from compare_factory import make_result, write
 
@@ -180,7 +180,7 @@ def test_labels_are_text_never_markup(tmp_path):
 
 def test_the_page_is_self_contained():
     runs, baseline = load([FOLDER], include_warmup=True)
-    page = report_page(analyse_runs(runs, baseline), drift_points(runs))
+    page = render(analyse_runs(runs, baseline), "html", drift_points(runs))
     assert page.count('<img src="data:image/png;base64,') == 2
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
     assert "@media print" in page
