@@ -67,21 +67,10 @@ class Option:
     at_most: float | None = None
 
 
-def option(
-    default: Any,
-    group: Group,
-    help: str,
-    *,
-    metavar: str | None = None,
-    choices: tuple[str, ...] | None = None,
-    parse: Callable[[str], Any] | None = None,
-    switch: bool = False,
-    at_least: Bound | None = None,
-    at_most: float | None = None,
-) -> Any:
-    """A dataclass field that is also a command-line option (see the module docstring)."""
-    spec = Option(group, help, metavar, choices, parse, switch, at_least, at_most)
-    return dataclasses.field(default=default, metadata={OPTION: spec})
+def option(default: Any, group: Group, help: str, **how: Any) -> Any:
+    """A dataclass field that is also a command-line option (see the module docstring); `how`
+    gives Option's other fields by name (metavar, choices, parse, switch, at_least, at_most)."""
+    return dataclasses.field(default=default, metadata={OPTION: Option(group, help, **how)})
 
 
 def flag(name: str) -> str:
