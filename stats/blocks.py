@@ -296,8 +296,9 @@ def _blocks_core(
     lone = (unbalanced or n >= TIME_TERM_BLOCKS) and _lone_order(gaps, n)
 
     def no_verdict(reason: str) -> ArmInterval:
-        return ArmInterval(method, percent_of(m), None, None, None, n, n, blocks=n,
-                           no_verdict_reason=reason, confidence=confidence)  # fmt: skip
+        return ArmInterval.without_interval(
+            method, percent_of(m), n, n, reason, blocks=n, confidence=confidence
+        )
 
     if unbalanced and fit is None and not lone:
         shown = ", ".join(f"{g:+d}" for g in gaps)
@@ -364,9 +365,7 @@ def block_paired_interval(
     blocks = complete_blocks(points, arm, baseline)
     counts = (sum(p.arm == arm for p in points), sum(p.arm == baseline for p in points))
     if blocks.problem is not None:
-        return ArmInterval(
-            METHOD_BLOCKS, math.nan, None, None, None, *counts, no_verdict_reason=blocks.problem
-        )
+        return ArmInterval.without_interval(METHOD_BLOCKS, math.nan, *counts, blocks.problem)
     warnings = _dropped_warning(blocks, arm, baseline)
     used = [p for p in points if p.arm in (arm, baseline) and p.block in set(blocks.blocks)]
     iv = blocks_log_interval(
@@ -384,16 +383,13 @@ def block_paired_interval(
         iv = dataclasses.replace(iv, warnings=(*iv.warnings, carry))
     refuse = refusal(used)
     if refuse is not None:
-        iv = ArmInterval(
+        iv = ArmInterval.without_interval(
             iv.method,
             iv.percent,
-            None,
-            None,
-            None,
             iv.arm_runs,
             iv.baseline_runs,
+            refuse,
             blocks=iv.blocks,
-            no_verdict_reason=refuse,
             confidence=confidence,
         )
     return dataclasses.replace(

@@ -47,9 +47,7 @@ def compare_arms(
     if not all(math.isfinite(p.ms) and p.ms > 0 for p in mine):  # refused, never a crash
         a, b = (sum(p.arm == x for p in mine) for x in (arm, baseline))
         method = METHOD_WELCH if any(p.block is None for p in mine) else METHOD_BLOCKS
-        return ArmInterval(
-            method, math.nan, None, None, None, a, b, no_verdict_reason=refusal(mine)
-        )
+        return ArmInterval.without_interval(method, math.nan, a, b, refusal(mine))
     if first_stage_blocks is not None:
         return stein_interval(mine, arm, baseline, first_stage_blocks, confidence, power)
     if mine and all(p.block is not None and p.position is not None for p in mine):

@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -131,6 +132,15 @@ class ArmInterval:
     p_value: float | None = None
     family: int = 1
     outliers: tuple[str, ...] = ()  # units left out, no noise explaining them ("block 3")
+
+    @classmethod
+    def without_interval(
+        cls, method: str, percent: float, arm_runs: int, base_runs: int, why: str | None, **kw: Any
+    ) -> ArmInterval:
+        """The estimate alone, without an interval (no verdict), and why; `kw`: other fields."""
+        return cls(
+            method, percent, None, None, None, arm_runs, base_runs, no_verdict_reason=why, **kw
+        )
 
     @property
     def verdict_possible(self) -> bool:
@@ -412,16 +422,9 @@ def interval_from(
     size needs MIN_DETECTABLE_UNITS). A standard error under ZERO_SE (log units: 1e-10 %) is
     rounding, not noise: no verdict."""
     if se < ZERO_SE:
-        return ArmInterval(
-            method,
-            percent_of(log_ratio),
-            None,
-            None,
-            None,
-            arm_runs,
-            baseline_runs,
-            no_verdict_reason="the runs show zero variation (identical values):"
-            " no noise to scale an interval by",
+        why = "the runs show zero variation (identical values): no noise to scale an interval by"
+        return ArmInterval.without_interval(
+            method, percent_of(log_ratio), arm_runs, baseline_runs, why
         )
     t = t_quantile(1.0 - (1.0 - confidence) / 2.0, float(df))
     mde, note = detectable(df, se, *units, confidence, power, outlying)

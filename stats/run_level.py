@@ -72,16 +72,8 @@ def welch_hsu_interval(
     lb, la = [math.log(x) for x in base], [math.log(x) for x in arm]
     mb, ma = math.fsum(lb) / nb, math.fsum(la) / na
     if min(nb, na) < MIN_RUNS:
-        return ArmInterval(
-            METHOD_WELCH,
-            percent_of(ma - mb),
-            None,
-            None,
-            None,
-            na,
-            nb,
-            no_verdict_reason=f"the interval needs at least {MIN_RUNS} runs a side",
-        )
+        why = f"the interval needs at least {MIN_RUNS} runs a side"
+        return ArmInterval.without_interval(METHOD_WELCH, percent_of(ma - mb), na, nb, why)
     vb = math.fsum((x - mb) ** 2 for x in lb) / (nb - 1)
     va = math.fsum((x - ma) ** 2 for x in la) / (na - 1)
     base_names, arm_names = names or (
@@ -158,16 +150,8 @@ def run_level_arm_interval(
     a = [p for p in points if p.arm == arm]
     b = [p for p in points if p.arm == baseline]
     if not all(math.isfinite(p.ms) and p.ms > 0 for p in (*a, *b)):
-        return ArmInterval(
-            METHOD_WELCH,
-            math.nan,
-            None,
-            None,
-            None,
-            len(a),
-            len(b),
-            no_verdict_reason=refusal([*a, *b]),
-            confidence=confidence,
+        return ArmInterval.without_interval(
+            METHOD_WELCH, math.nan, len(a), len(b), refusal([*a, *b]), confidence=confidence
         )
     names = ([p.name or f"{baseline} run" for p in b], [p.name or f"{arm} run" for p in a])
     iv = welch_hsu_interval([p.ms for p in b], [p.ms for p in a], confidence, power, names)
@@ -177,15 +161,12 @@ def run_level_arm_interval(
     warnings = (f"{arm} vs {baseline}: {order.reason}",) if unknown else ()
     refuse = refusal([*a, *b]) or (order.reason if order.interleaved is False else None)
     if refuse is not None and not (iv.no_verdict_reason or "").startswith("the interval needs"):
-        return ArmInterval(
+        return ArmInterval.without_interval(
             METHOD_WELCH,
             iv.percent,
-            None,
-            None,
-            None,
             len(a),
             len(b),
-            no_verdict_reason=refuse,
+            refuse,
             warnings=warnings,
             confidence=confidence,
         )
