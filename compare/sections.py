@@ -39,9 +39,9 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
     return Table(tuple(columns), tuple(tuple(row) for row in rows))
 
 
-def num(header: str) -> Column:
-    """A numeric column (right-aligned in every format)."""
-    return Column(header, numeric=True)
+def nums(*headers: str) -> list[Column]:
+    """Numeric columns (right-aligned in every format)."""
+    return [Column(header, numeric=True) for header in headers]
 
 
 def key(header: str, numeric: bool = False) -> Column:
@@ -179,14 +179,8 @@ def overhead(report: Report) -> Section:
     columns = [
         key(report.units, numeric=True),
         key("arm vs baseline"),
-        num("overhead % ↓"),
-        num("95% CI %"),
-        num("± pp"),
-        num("detectable %"),
-        num("runs"),
-        num("blocks"),
-        num("fastest-run % ↓"),
-        num("step jitter %"),
+        *nums("overhead % ↓", "95% CI %", "± pp", "detectable %", "runs", "blocks"),
+        *nums("fastest-run % ↓", "step jitter %"),
     ]
     rows = [
         [
@@ -216,13 +210,8 @@ def host(report: Report) -> Section:
     columns = [
         key(report.units, numeric=True),
         key("arm"),
-        num("host ms/step ↓"),
-        num("interval ms"),
-        num("covers"),
-        num("runs"),
-        num("step ms"),
-        num("GPU busy %"),
-        num("GPU idle ms/step"),
+        *nums("host ms/step ↓", "interval ms", "covers", "runs", "step ms", "GPU busy %"),
+        *nums("GPU idle ms/step"),
     ]
     rows = [
         [
@@ -293,11 +282,7 @@ def cost_sources(report: Report) -> Section:
         key(report.units, numeric=True),
         key("responsibility"),
         Column("measured as"),
-        num("cost % ↓"),
-        num("interval %"),
-        num("ms/step ↓"),
-        num("host ms ↓"),
-        num("peak GiB ↓"),
+        *nums("cost % ↓", "interval %", "ms/step ↓", "host ms ↓", "peak GiB ↓"),
     ]
     family = max((d.family for d in report.decomposition), default=1)
     legend = (
@@ -339,9 +324,7 @@ def steady_state(report: Report) -> Section:
     )
     columns = [
         key("run file"),
-        num("first-half median ms"),
-        num("second-half median ms"),
-        num("Δ %"),
+        *nums("first-half median ms", "second-half median ms", "Δ %"),
     ]
     return Section(
         "Steady state: first vs second half of timed steps", table(columns, rows), (), (rule,)
@@ -392,11 +375,8 @@ def scaling(report: Report) -> Section:
     columns = [
         key("arm"),
         key(report.units, numeric=True),
-        num(f"{report.work.rate} ↑"),
-        num("speed-up ↑"),
-        num("efficiency ↑"),
-        num(f"overhead vs {report.baseline} % ↓"),
-        num("95% CI %"),
+        *nums(f"{report.work.rate} ↑", "speed-up ↑", "efficiency ↑"),
+        *nums(f"overhead vs {report.baseline} % ↓", "95% CI %"),
     ]
     return Section(f"Scaling: {mode}", table(columns, rows), legend=(rule,))
 
