@@ -10,13 +10,13 @@ from pathlib import Path
 from common.errors import EXIT_USAGE, one_line
 
 if sys.argv[1:] == ["schema"]:
-    from common.result import json_schema
+    from common.result import Result
 
-    print(json.dumps(json_schema(), indent=2, sort_keys=True))
+    print(json.dumps(Result.model_json_schema(), indent=2, sort_keys=True))
 elif sys.argv[1:] == ["manifest-schema"]:
-    from common.manifest import manifest_json_schema
+    from common.manifest import Manifest
 
-    print(json.dumps(manifest_json_schema(), indent=2, sort_keys=True))
+    print(json.dumps(Manifest.model_json_schema(), indent=2, sort_keys=True))
 elif sys.argv[1:2] == ["source-digest"] and len(sys.argv) <= 3:
     from common.source import SOURCE_PACKAGES, SUITE_ROOT, source_digest
 

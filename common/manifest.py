@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from common.bounds import out_of_bounds
 from common.output import write_text
-from common.result import ResultError, read_json
+from common.result import ResultError, field_error, read_json
 
 MANIFEST_VERSION = 1
 MANIFEST = "manifest.json"  # its name in an experiment folder
@@ -178,11 +178,6 @@ class Manifest(_Strict):
         return self
 
 
-def manifest_json_schema() -> dict[str, Any]:
-    """The published JSON Schema of `Manifest` (schema/manifest.schema.json)."""
-    return Manifest.model_json_schema()
-
-
 def load_manifest(path: Path) -> Manifest:
     """Read and validate a manifest; ResultError naming the file and the first bad field."""
     data = read_json(path)
@@ -194,11 +189,8 @@ def load_manifest(path: Path) -> Manifest:
     try:
         manifest = Manifest.model_validate(data, strict=True)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
         raise ResultError(
-            f"{path}: not a valid experiment manifest: field {where}: {first['msg']}{more}"
+            f"{path}: not a valid experiment manifest: {field_error(error)}"
         ) from None
     problem = out_of_bounds(manifest.model_dump()) or layout_problem(manifest.runs)
     if problem is not None:

@@ -509,12 +509,8 @@ class OriginalResult(_Strict):
     workload: WorkloadInfo
 
 
-def json_schema() -> dict[str, Any]:
-    """The published JSON Schema of `Result` (schema/result.schema.json)."""
-    return Result.model_json_schema()
-
-
-def _describe(error: ValidationError) -> str:
+def field_error(error: ValidationError) -> str:
+    """The first invalid field of a validation error and what is wrong with it, in one line."""
     first = error.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
@@ -625,7 +621,7 @@ def load_result(path: Path, data: dict[str, Any] | None = None) -> Result | Orig
         result = model.model_validate(upgrade.upgraded(path, data), strict=True)
     except ValidationError as error:
         kind = "original-script result" if original else "result"
-        raise ResultError(f"{path}: not a valid {kind}: {_describe(error)}") from None
+        raise ResultError(f"{path}: not a valid {kind}: {field_error(error)}") from None
     check_values(path, result)
     return result
 
@@ -642,7 +638,7 @@ def load_interleaved(path: Path, data: dict[str, Any] | None = None) -> Interlea
     try:
         result = InterleavedResult.model_validate(upgrade.upgraded(path, data), strict=True)
     except ValidationError as error:
-        raise ResultError(f"{path}: not a valid interleaved result: {_describe(error)}") from None
+        raise ResultError(f"{path}: not a valid interleaved result: {field_error(error)}") from None
     check_values(path, result)
     _check_interleaved(path, result)
     return result
