@@ -97,9 +97,9 @@ def from_version_1(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         }
     out["workload"] = trained
     if out.get("kind") is None:  # a result of separate runs
-        _throughput_and_energy(out, _number(_get(trained, "units_per_sample")))
+        _throughput_and_energy(out, _times(_get(trained, "units_per_sample"), 1))
         _busy_share(out)
-        each = [_number(_get(r, "host_ms_per_step")) for r in _list(out.get("ranks"))]
+        each = [_times(_get(r, "host_ms_per_step"), 1) for r in _list(out.get("ranks"))]
         if out.get("host_ms_per_step") is None and each and None not in each:
             out["host_ms_per_step"] = sum(each) / len(each)  # type: ignore[arg-type]
     return out
@@ -129,11 +129,6 @@ def _get(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) else None
 
 
-def _number(value: Any) -> float | None:
-    """A number read from a file (a boolean is none), else None."""
-    return _times(value, 1)
-
-
 def _throughput_and_energy(out: dict[str, Any], units: float | None) -> None:
     """Units per second over the wall clock, from the median step (version 1's units_per_second)
     and per device; J per sample by its name, and per unit where a result had none."""
@@ -155,7 +150,7 @@ def _throughput_and_energy(out: dict[str, Any], units: float | None) -> None:
 
 
 def _times(value: Any, factor: float) -> float | None:
-    """value x factor, where value is a number read from a file (a boolean is none)."""
+    """value x factor where value is a number read from a file (a boolean is none), else None."""
     return (
         value * factor if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     )
@@ -170,8 +165,8 @@ def _busy_share(out: dict[str, Any]) -> None:
     if not isinstance(activity, dict) or activity.get("gpu_busy_share_of_timed_step") is not None:
         return
     keys = ("gpu_busy_fraction", "wall_ms_per_step", "gpu_ms_per_step")
-    fraction, wall, kernels = (_number(activity.get(k)) for k in keys)
-    median = _number(_get(out.get("step_time_ms"), "median"))
+    fraction, wall, kernels = (_times(activity.get(k), 1) for k in keys)
+    median = _times(_get(out.get("step_time_ms"), "median"), 1)
     if None in (fraction, wall, kernels, median) or kernels > wall:  # type: ignore[operator]
         return
     share = min(fraction * wall / median, 1.0) if median > 0 else 0.0  # type: ignore[operator]
