@@ -8,7 +8,6 @@ rank's host name says which node Slurm placed it on.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, needs_lightning
+from conftest import clean_env, local_slurm, needs_lightning
 
 from common.result import load_result
 
@@ -51,17 +50,8 @@ pytestmark = [pytest.mark.multinode, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def cluster() -> None:
-    """The local two-node Slurm, started if needed (idempotent); skip without root."""
-    if os.geteuid() != 0:
-        pytest.skip("the local Slurm (tools/slurm-local.sh) needs root")
-    proc = subprocess.run(
-        [str(ROOT / "tools" / "slurm-local.sh"), "start"],
-        env={**os.environ, "SLURM_LOCAL_NODES": "2"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    """The local two-node Slurm, started if needed."""
+    local_slurm()
 
 
 def srun(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:

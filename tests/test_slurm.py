@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import local_slurm
 
 from common.launcher import RENDEZVOUS_WAIT_SECONDS
 from common.result import load_result
@@ -89,23 +90,8 @@ def sbatch_wait(args: list[str], env: dict[str, str], timeout: float) -> tuple[i
 
 @pytest.fixture(scope="module")
 def slurm_cluster() -> None:
-    """The local one-node Slurm, started if needed (idempotent); skip if it cannot start."""
-    if os.geteuid() != 0:
-        pytest.skip("the local Slurm (tools/slurm-local.sh) needs root")
-    if not shutil.which("sbatch") and not shutil.which("apt-get"):
-        pytest.skip("no Slurm and no apt-get to install it")
-    try:
-        proc = subprocess.run(
-            [str(ROOT / "tools" / "slurm-local.sh"), "start"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("tools/slurm-local.sh start did not finish within 600 s")
-    if proc.returncode != 0:
-        # Root with apt-get: Slurm can be installed, so a failed start is a failure, not a skip.
-        pytest.fail(f"tools/slurm-local.sh start failed:\n{proc.stdout}{proc.stderr}")
+    """The local Slurm (two nodes; these jobs use one), started if needed."""
+    local_slurm()
 
 
 # --- real jobs --------------------------------------------------------------------------

@@ -40,7 +40,14 @@ def test_a_test_over_the_limit_without_slow_fails_naming_its_time(tmp_path):
     (tmp_path / "test_timed.py").write_text(TIMED)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider"]
-        + ["-o", "addopts=", "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_timed.py"],
+        + [
+            "-o",
+            "addopts=",
+            "-rf",
+            "-W",
+            "ignore::pytest.PytestUnknownMarkWarning",
+            "test_timed.py",
+        ],
         cwd=tmp_path,
         env=clean_env(PYTHONPATH=str(TESTS)),
         capture_output=True,
