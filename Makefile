@@ -20,10 +20,11 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	PY=$(PY) tools/demo.sh
 
-# Three pytest workers (pytest-xdist) on two cores: many tests wait on processes and Slurm jobs,
-# and a third keeps the cores busy meanwhile; tests/conftest.py keeps the tests that share a run
-# on one worker and hands out the longest groups first. `make test PARALLEL=` runs one process.
-PARALLEL ?= -n 3 --dist loadgroup --no-loadscope-reorder
+# Two pytest workers (pytest-xdist), one a core: the suite is CPU-bound (each run imports torch
+# and often Lightning), and a third worker only stretched every test (32 min 33 s against 23 min
+# 53 s, docs/tests.md); tests/conftest.py keeps the tests that share a run or the Slurm cluster on
+# one worker. `make test PARALLEL=` runs them in one process.
+PARALLEL ?= -n 2 --dist loadgroup
 
 # Everything: unit, CPU end-to-end (2 gloo ranks), failure injection, real local Slurm (as root).
 test: setup

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import os
 import shutil
@@ -165,27 +164,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 # --- parallel runs (pytest-xdist, make test: -n 2 --dist loadgroup) ---------------------------
 
-# A file's tests run on one worker (its module fixtures are made once); the files that share the
-# corpus's fresh runs share one worker. The Slurm and multi-node tests use the same two-node local
-# Slurm (tools/slurm-local.sh, which serialises its start), each file on a worker of its own.
+# A file's tests run on one worker (its module fixtures are made once); these files share one
+# worker: the corpus's fresh runs, and the local Slurm (its jobs take the machine's two cores;
+# beside each other they only slow each other down).
 XDIST_GROUPS = {
     "test_end_to_end.py": "corpus",
     "test_ablations.py": "corpus",
     "test_interleaved.py": "corpus",
+    "test_slurm.py": "slurm",
+    "test_multinode.py": "slurm",
 }
-# The longest groups first (make test passes --no-loadscope-reorder): a worker takes the next group
-# when it runs dry, so a long group started last would run on alone. The order of `--durations=0`
-# under make test on 2 cores: multinode (about 440 s), compile, corpus, failures, Slurm, the
-# detectable-size simulations, the experiment; every other file takes under a minute.
-FIRST = (
-    "test_multinode.py",
-    "test_compile.py",
-    "corpus",
-    "test_failures.py",
-    "test_slurm.py",
-    "test_stats_detectable.py",
-    "test_experiment.py",
-)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -194,34 +182,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             name = item.path.name
             item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(name, name)))
-        if hasattr(config, "workerinput"):  # a worker of make test: every worker sorts alike
-            rank = {group: k for k, group in enumerate(FIRST)}
-            items.sort(
-                key=lambda i: rank.get(XDIST_GROUPS.get(i.path.name, i.path.name), len(rank))
-            )
 
 
 def local_slurm() -> None:
-    """The two-node local Slurm of tools/slurm-local.sh, started if needed (idempotent): skips
-    without root, or without Slurm and apt-get to install it; fails if it cannot start. The Slurm
-    and the multi-node tests call it from workers that may run at once: one start at a time (a
-    lock this process holds, which the daemons the script starts do not inherit)."""
+    """The two-node local Slurm of tools/slurm-local.sh, which the Slurm and the multi-node tests
+    share, started if needed (idempotent): skips without root, or without Slurm and apt-get to
+    install it; fails if it cannot start."""
     if os.geteuid() != 0:
         pytest.skip("the local Slurm (tools/slurm-local.sh) needs root")
     if not shutil.which("sbatch") and not shutil.which("apt-get"):
         pytest.skip("no Slurm and no apt-get to install it")
-    with open("/var/tmp/slurm-local.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            proc = subprocess.run(
-                [str(ROOT / "tools" / "slurm-local.sh"), "start"],
-                env={**os.environ, "SLURM_LOCAL_NODES": "2"},
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail("tools/slurm-local.sh start did not finish within 600 s")
+    try:
+        proc = subprocess.run(
+            [str(ROOT / "tools" / "slurm-local.sh"), "start"],
+            env={**os.environ, "SLURM_LOCAL_NODES": "2"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("tools/slurm-local.sh start did not finish within 600 s")
     if proc.returncode != 0:
         # Root with apt-get: Slurm can be installed, so a failed start is a failure, not a skip.
         pytest.fail(f"tools/slurm-local.sh start failed:\n{proc.stdout}{proc.stderr}")

@@ -17,14 +17,13 @@
 # Environment:
 #   SLURM_LOCAL_NODES  K, the number of nodes            (default 2)
 #   SLURM_LOCAL_STATE  state, spool, logs, pid files     (default /var/tmp/slurm-local)
-#   SLURM_LOCAL_CPUS   CPUs each node advertises         (default max(8, nproc): the tests'
-#                      jobs of two files at once fit beside each other)
+#   SLURM_LOCAL_CPUS   CPUs each node advertises         (default max(4, nproc))
 #   SLURM_LOCAL_MIN_JOB_AGE  seconds a finished job stays known (default 5)
 set -euo pipefail
 
 STATE=${SLURM_LOCAL_STATE:-/var/tmp/slurm-local}
 NCPU=$(nproc)
-CPUS=${SLURM_LOCAL_CPUS:-$(( NCPU > 8 ? NCPU : 8 ))}
+CPUS=${SLURM_LOCAL_CPUS:-$(( NCPU > 4 ? NCPU : 4 ))}
 # `sbatch --wait` polls every 2 s but multiplies that by 4 (2, 8, 32 ... s) while
 # it is below MinJobAge/2; 5 is the largest value that keeps it at 2 s and still
 # keeps finished jobs long enough for the poll to see their exit code.
