@@ -20,10 +20,9 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	PY=$(PY) tools/demo.sh
 
-# Two pytest workers (pytest-xdist), one a core: the suite is CPU-bound (each run imports torch
-# and often Lightning), and a third worker only stretched every test (32 min 33 s against 23 min
-# 53 s, docs/tests.md); tests/conftest.py keeps the tests that share a run or the Slurm cluster on
-# one worker. `make test PARALLEL=` runs them in one process.
+# Two pytest workers (pytest-xdist), one a core: the suite is mostly CPU-bound (each run imports
+# torch and often Lightning); three gained at most 5% (docs/tests.md). tests/conftest.py keeps the
+# tests that share a run or the Slurm cluster on one worker. `make test PARALLEL=` runs one process.
 PARALLEL ?= -n 2 --dist loadgroup
 
 # Everything: unit, CPU end-to-end (2 gloo ranks), failure injection, real local Slurm (as root).
