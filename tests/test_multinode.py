@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, local_slurm, needs_lightning
+from conftest import SMALL_IMAGE, clean_env, local_slurm, needs_lightning
 
 from common.result import load_result
 
@@ -24,8 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "--accelerator",
     "cpu",
-    "--image-size",
-    "64",
+    *SMALL_IMAGE,
     "--batch-size-per-device",
     "2",
     "--warmup-steps",
@@ -34,7 +33,7 @@ TINY = [
     "2",
 ]
 # pair.sbatch and sweep.sh derive the accelerator and the batch from the job: the rest only.
-SCRIPT_TINY = ["--image-size", "64", "--warmup-steps", "1", "--steps", "2"]
+SCRIPT_TINY = [*SMALL_IMAGE, "--warmup-steps", "1", "--steps", "2"]
 ARMS = {"native": "native", "lightning": "lightning_impl", "fabric": "lightning_impl.fabric"}
 HAS_FABRIC = (ROOT / "lightning_impl" / "fabric.py").exists()
 ARM_PARAMS = [

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import local_slurm
+from conftest import SMALL_IMAGE, local_slurm
 
 from common.launcher import RENDEZVOUS_WAIT_SECONDS
 from common.result import load_result
@@ -29,8 +29,8 @@ from common.result import load_result
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "slurm"
 PYTHON = sys.executable  # the suite's own environment runs inside the jobs too
-# Tiny workload: a 2-rank CPU step takes ~0.4 s; a runner start costs ~10 s.
-TINY = ["--image-size", "64", "--warmup-steps", "1", "--steps", "2"]
+# The small image workload (conftest.SMALL_IMAGE): a runner start costs more than its steps.
+TINY = [*SMALL_IMAGE, "--warmup-steps", "1", "--steps", "2"]
 JOB_MINUTES = "5"  # Slurm's own limit on every job here, should a test lose track of one
 IMPLS = ("native", "lightning")
 MODULES = {"native": "native", "lightning": "lightning_impl"}
