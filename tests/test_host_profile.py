@@ -92,7 +92,7 @@ def test_native_dump_covers_the_timed_steps_only(diagnosed):
     stats, steps = host_profile.load(str(dump))
     assert steps == 3  # TINY warms up 2 steps; those are outside the dump
     groups = host_profile.by_group(stats, steps)
-    assert groups["torch C++ entry points"][0] > 100  # ResNet-50's ops, per step
+    assert groups["torch C++ entry points"][0] > 100  # ResNet-18's ops, per step
     assert groups["this suite"][0] >= 1 and "Lightning" not in groups
     calls = {func: nc for (_, _, func), (_, nc, *_rest) in stats.items()}
     assert calls["train_step"] == 3 and "build_model" not in calls
