@@ -1,15 +1,17 @@
 """--compile in every arm: the same torch.compile call before the DDP wrapper in native, Fabric,
 the Trainer (barebones and services) and every ablation, on the tiny gpt and a small CNN, each
-run forked by one experiment that gives its runs one compile cache. On CPU (2 gloo ranks, bf16
-autocast) every arm ends bit for bit with native's parameters and loss, the first run compiles
-and every later one loads its graphs from the cache, and the manifest and the runs' logs say so.
-Fabric's own `_FabricModule.module` fails on a compiled model (docs/findings/); the arms read
-the model another way, which these runs pin."""
+run forked by one `python -m experiment` whose experiments (a variant each) give their runs one
+compile cache each. On CPU (2 gloo ranks, bf16 autocast) every arm ends bit for bit with
+native's parameters and loss, the first run compiles and every later one loads its graphs from
+the cache, and the manifest and the runs' logs say so. Fabric's own `_FabricModule.module` fails
+on a compiled model (docs/findings/); the arms read the model another way, which these runs
+pin."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, clean_env, needs_lightning
@@ -21,16 +23,17 @@ from experiment import plans
 from experiment.settings import COMPILE_MODULES
 
 
-@pytest.mark.slow
-@needs_lightning
-@pytest.mark.parametrize("variant", ["gpt", "image"])
-def test_every_arm_compiles_once_and_ends_bit_identical(variant, tmp_path):
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The responsibilities-cpu plan compiled, both variants in one experiment (one command, one
+    set of fork servers; a cache per variant); its output and its temp folder."""
+    tmp_path = tmp_path_factory.mktemp("compiled")
     out, temp = tmp_path / "exp", tmp_path / "tmp"
     temp.mkdir()
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "experiment", "--plan", "responsibilities-cpu"),
-            *("--variant", variant, "--repeats", "1", "--warmup-runs", "0"),
+            *("--repeats", "1", "--warmup-runs", "0"),
             *("--settle-minutes", "0", "--out", str(out)),
             *("--", "--compile", "--warmup-steps", "1", "--steps", "2"),
         ],
@@ -38,9 +41,18 @@ def test_every_arm_compiles_once_and_ends_bit_identical(variant, tmp_path):
         env=clean_env(TMPDIR=str(temp)),
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=2400,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, tmp_path
+
+
+@pytest.mark.slow
+@needs_lightning
+@pytest.mark.parametrize("variant", ["gpt", "image"])
+def test_every_arm_compiles_once_and_ends_bit_identical(variant, compiled):
+    proc, tmp_path = compiled
+    out, temp = tmp_path / "exp", tmp_path / "tmp"
     folder = out / variant
     manifest = load_manifest(folder / "manifest.json")
     runs = [run for run in manifest.runs if run.status == "ok"]
