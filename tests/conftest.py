@@ -44,6 +44,9 @@ TINY = [
     "--steps",
     "3",
 ]
+# What the runs of the Slurm and multi-node tests take (slurm/pair.sbatch and slurm/sweep.sh
+# derive the accelerator and the batch from the job): a warm-up step and two timed.
+JOB_TINY = [*SMALL_IMAGE, "--warmup-steps", "1", "--steps", "2"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -24,9 +24,11 @@ from experiment.settings import COMPILE_MODULES
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+def compiled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess, Path, Path]:
     """The responsibilities-cpu plan compiled, both variants in one experiment (one command, one
-    set of fork servers; a cache per variant); its output and its temp folder."""
+    set of fork servers; a cache per variant): its output, its folder and its temp folder."""
     tmp_path = tmp_path_factory.mktemp("compiled")
     out, temp = tmp_path / "exp", tmp_path / "tmp"
     temp.mkdir()
@@ -44,15 +46,14 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
         timeout=2400,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, tmp_path
+    return proc, out, temp
 
 
 @pytest.mark.slow
 @needs_lightning
 @pytest.mark.parametrize("variant", ["gpt", "image"])
 def test_every_arm_compiles_once_and_ends_bit_identical(variant, compiled):
-    proc, tmp_path = compiled
-    out, temp = tmp_path / "exp", tmp_path / "tmp"
+    proc, out, temp = compiled
     folder = out / variant
     manifest = load_manifest(folder / "manifest.json")
     runs = [run for run in manifest.runs if run.status == "ok"]

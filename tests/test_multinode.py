@@ -16,24 +16,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_IMAGE, clean_env, local_slurm, needs_lightning
+from conftest import JOB_TINY, clean_env, local_slurm, needs_lightning
 
 from common.result import load_result
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "--accelerator",
-    "cpu",
-    *SMALL_IMAGE,
-    "--batch-size-per-device",
-    "2",
-    "--warmup-steps",
-    "1",
-    "--steps",
-    "2",
-]
-# pair.sbatch and sweep.sh derive the accelerator and the batch from the job: the rest only.
-SCRIPT_TINY = [*SMALL_IMAGE, "--warmup-steps", "1", "--steps", "2"]
+# A runner started by srun or torchrun: the job's options, the accelerator and the batch given
+# (the last item is the step count, which the node-kill test raises).
+TINY = ["--accelerator", "cpu", "--batch-size-per-device", "2", *JOB_TINY]
 ARMS = {"native": "native", "lightning": "lightning_impl", "fabric": "lightning_impl.fabric"}
 HAS_FABRIC = (ROOT / "lightning_impl" / "fabric.py").exists()
 ARM_PARAMS = [
@@ -220,7 +210,7 @@ def test_pair_job_across_two_nodes(cluster, tmp_path):
             "--gpus-per-node=0",
             f"--output={tmp_path / 'job.out'}",
             str(ROOT / "slurm" / "pair.sbatch"),
-            *SCRIPT_TINY,
+            *JOB_TINY,
         ],
         env,
         timeout=400,
@@ -253,7 +243,7 @@ def test_sweep_over_one_and_two_nodes_reports_scaling_to_world_size_4(cluster, t
         "--outdir",
         str(outdir),
         "--",
-        *SCRIPT_TINY,
+        *JOB_TINY,
     ]
     proc = subprocess.run(
         cmd,

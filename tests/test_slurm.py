@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_IMAGE, local_slurm
+from conftest import JOB_TINY, local_slurm
 
 from common.launcher import RENDEZVOUS_WAIT_SECONDS
 from common.result import load_result
@@ -29,8 +29,6 @@ from common.result import load_result
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "slurm"
 PYTHON = sys.executable  # the suite's own environment runs inside the jobs too
-# The small image workload (conftest.SMALL_IMAGE): a runner start costs more than its steps.
-TINY = [*SMALL_IMAGE, "--warmup-steps", "1", "--steps", "2"]
 JOB_MINUTES = "5"  # Slurm's own limit on every job here, should a test lose track of one
 IMPLS = ("native", "lightning")
 MODULES = {"native": "native", "lightning": "lightning_impl"}
@@ -116,7 +114,7 @@ def test_pair_job_on_cpu_alternates_order_and_compares(slurm_cluster, tmp_path):
             "--gpus-per-node=0",
             f"--output={tmp_path / 'job.out'}",
             str(SLURM / "pair.sbatch"),
-            *TINY,
+            *JOB_TINY,
         ],
         env,
         timeout=240,
@@ -187,7 +185,7 @@ def test_pair_job_reports_a_failed_run_keeps_the_rest_and_exits_nonzero(slurm_cl
             "--gpus-per-node=0",
             f"--output={tmp_path / 'job.out'}",
             str(SLURM / "pair.sbatch"),
-            *TINY,
+            *JOB_TINY,
         ],
         env,
         timeout=240,
@@ -239,7 +237,7 @@ def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, 
         "cpu",
         "--devices",
         "1",
-        *TINY,
+        *JOB_TINY,
     ]
     # Fast means before any rendezvous: a rank left waiting for rank 0 gives up only after
     # RENDEZVOUS_WAIT_SECONDS, so a limit below it tells the two apart.
@@ -269,7 +267,7 @@ def test_tasks_per_node_other_than_devices_fails_fast_under_srun(slurm_cluster, 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_runner_without_srun_in_multitask_job_is_refused(slurm_cluster, tmp_path, impl):
     runner = shlex.join(
-        [PYTHON, "-m", MODULES[impl], "--accelerator", "cpu", "--devices", "2", *TINY]
+        [PYTHON, "-m", MODULES[impl], "--accelerator", "cpu", "--devices", "2", *JOB_TINY]
     )
     status, _, output = sbatch_wait(
         ["--ntasks-per-node=2", f"--output={tmp_path / 'job.out'}", f"--wrap=exec {runner}"],
@@ -309,7 +307,7 @@ def test_sweep_waits_for_its_compare_job_and_reports_world_sizes_1_and_2(slurm_c
         "--outdir",
         str(outdir),
         "--",
-        *TINY,
+        *JOB_TINY,
     ]
     proc = subprocess.Popen(
         cmd,
